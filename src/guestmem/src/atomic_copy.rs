@@ -1,0 +1,65 @@
+//! Copies between process memory and raw shared memory with relaxed atomic accesses.
+//!
+//! Memory a guest (another process, or a VM) can write concurrently must not be read through
+//! Rust references or plain loads (that would be a data race). Relaxed atomic loads and stores
+//! compile to plain moves on x86-64 and aarch64, so the cost is that of a `memcpy` done in
+//! 8-byte words.
+
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+
+/// Copies `dst.len()` bytes from `src` into `dst`.
+///
+/// # Safety
+/// `src .. src + dst.len()` must be valid, mapped memory for the duration of the call.
+pub(crate) unsafe fn copy_out(src: *const u8, dst: &mut [u8]) {
+    let mut i = 0;
+    let n = dst.len();
+    while i < n {
+        // SAFETY: i < n, so src + i is inside the range the caller vouched for.
+        let p = unsafe { src.add(i) };
+        if (p as usize).is_multiple_of(8) && n - i >= 8 {
+            // SAFETY: p is 8-aligned and p..p+8 is inside the caller's range.
+            let v = unsafe { AtomicU64::from_ptr(p as *mut u64) }.load(Ordering::Relaxed);
+            dst[i..i + 8].copy_from_slice(&v.to_ne_bytes());
+            i += 8;
+        } else {
+            // SAFETY: p is inside the caller's range; u8 needs no alignment.
+            dst[i] = unsafe { AtomicU8::from_ptr(p as *mut u8) }.load(Ordering::Relaxed);
+            i += 1;
+        }
+    }
+}
+
+/// Copies `src` to `dst .. dst + src.len()`.
+///
+/// # Safety
+/// `dst .. dst + src.len()` must be valid, mapped, writable memory for the duration of the call.
+pub(crate) unsafe fn copy_in(src: &[u8], dst: *mut u8) {
+    let mut i = 0;
+    let n = src.len();
+    while i < n {
+        // SAFETY: i < n, so dst + i is inside the range the caller vouched for.
+        let p = unsafe { dst.add(i) };
+        if (p as usize).is_multiple_of(8) && n - i >= 8 {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(&src[i..i + 8]);
+            // SAFETY: p is 8-aligned and p..p+8 is inside the caller's writable range.
+            unsafe { AtomicU64::from_ptr(p as *mut u64) }
+                .store(u64::from_ne_bytes(w), Ordering::Relaxed);
+            i += 8;
+        } else {
+            // SAFETY: p is inside the caller's writable range.
+            unsafe { AtomicU8::from_ptr(p) }.store(src[i], Ordering::Relaxed);
+            i += 1;
+        }
+    }
+}
+
+/// Reads one byte.
+///
+/// # Safety
+/// `p` must be valid, mapped memory.
+pub(crate) unsafe fn load_u8(p: *const u8) -> u8 {
+    // SAFETY: the caller vouches that p is mapped.
+    unsafe { AtomicU8::from_ptr(p as *mut u8) }.load(Ordering::Relaxed)
+}

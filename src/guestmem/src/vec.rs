@@ -1,0 +1,96 @@
+//! Plain process memory posing as guest RAM: for tests, benchmarks and the lab.
+
+use crate::atomic_copy::{copy_in, copy_out, load_u8};
+use crate::{check_range, GuestAddress, GuestMemory, MemError};
+use std::sync::atomic::AtomicU64;
+
+/// Guest RAM held in an ordinary heap allocation (zero-filled, 8-byte aligned).
+pub struct VecMemory {
+    words: Box<[AtomicU64]>,
+    size: u64,
+}
+
+impl VecMemory {
+    /// Allocates `size` bytes of zeroed guest RAM.
+    pub fn new(size: usize) -> VecMemory {
+        let words = (0..size.div_ceil(8)).map(|_| AtomicU64::new(0)).collect();
+        VecMemory {
+            words,
+            size: size as u64,
+        }
+    }
+
+    /// Guest RAM holding a copy of `bytes`.
+    pub fn from_bytes(bytes: &[u8]) -> VecMemory {
+        let m = VecMemory::new(bytes.len());
+        // The range is the whole memory, so this cannot fail.
+        let _ = m.write(GuestAddress(0), bytes);
+        m
+    }
+
+    /// A copy of the whole memory.
+    pub fn to_vec(&self) -> Vec<u8> {
+        let mut v = vec![0u8; self.words.len() * 8];
+        // SAFETY: the allocation is words.len() * 8 bytes long and lives as long as self.
+        unsafe { copy_out(self.base(), &mut v) };
+        v.truncate(usize::try_from(self.size).unwrap_or(usize::MAX));
+        v
+    }
+
+    fn base(&self) -> *mut u8 {
+        self.words.as_ptr() as *mut u8
+    }
+}
+
+impl GuestMemory for VecMemory {
+    fn size(&self) -> u64 {
+        self.size
+    }
+
+    fn read(&self, addr: GuestAddress, buf: &mut [u8]) -> Result<(), MemError> {
+        let off = check_range(addr, buf.len(), self.size)?;
+        // SAFETY: check_range proved off..off+len lies inside the allocation.
+        unsafe { copy_out(self.base().add(off), buf) };
+        Ok(())
+    }
+
+    fn write(&self, addr: GuestAddress, data: &[u8]) -> Result<(), MemError> {
+        let off = check_range(addr, data.len(), self.size)?;
+        // SAFETY: check_range proved off..off+len lies inside the allocation; writes go
+        // through atomics, so shared access is sound.
+        unsafe { copy_in(data, self.base().add(off)) };
+        Ok(())
+    }
+
+    fn read_u8(&self, addr: GuestAddress) -> Result<u8, MemError> {
+        let off = check_range(addr, 1, self.size)?;
+        // SAFETY: off is inside the allocation.
+        Ok(unsafe { load_u8(self.base().add(off)) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_unaligned_spans() {
+        let m = VecMemory::new(100);
+        let data: Vec<u8> = (0..37).collect();
+        m.write(GuestAddress(5), &data).unwrap();
+        let mut back = vec![0u8; 37];
+        m.read(GuestAddress(5), &mut back).unwrap();
+        assert_eq!(back, data);
+        assert_eq!(m.read_u8(GuestAddress(6)).unwrap(), 1);
+    }
+
+    #[test]
+    fn rejects_access_past_the_end() {
+        let m = VecMemory::new(64);
+        let mut b = [0u8; 8];
+        assert!(m.read(GuestAddress(60), &mut b).is_err());
+        assert!(m.read(GuestAddress(u64::MAX - 2), &mut b).is_err());
+        assert!(m.write(GuestAddress(64), &[1]).is_err());
+        assert!(m.read(GuestAddress(56), &mut b).is_ok());
+    }
+}

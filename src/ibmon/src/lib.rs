@@ -1,0 +1,28 @@
+//! IBMon: the host counts every VM's RDMA traffic by reading the guest's mlx5 send and
+//! completion queues straight out of guest memory, never writing to them.
+//!
+//! - [`registry`]: validates a guest's registration document against its RAM ([`Layout`]).
+//! - [`counters`]: the per-QP counts ([`Counters`]).
+//! - [`cq`] and [`sq`]: the cursors that walk one CQ and one SQ.
+//! - [`monitor`]: [`VmMonitor`], all of one VM's cursors, scanned with a bounded budget.
+//! - [`state`]: cursors saved to and restored from JSON, so that consecutive scans of a live
+//!   guest by separate processes count each work request once.
+//!
+//! All guest bytes are hostile: nothing here panics, loops without bound or allocates in
+//! proportion to a value read from guest memory.
+
+#![cfg_attr(test, allow(clippy::cast_possible_truncation))]
+
+pub mod counters;
+pub mod cq;
+pub mod limiter;
+pub mod monitor;
+pub mod registry;
+pub mod sq;
+pub mod state;
+pub mod synth;
+
+pub use counters::Counters;
+pub use monitor::{ScanOutcome, VmMonitor, DEFAULT_SCAN_BUDGET};
+pub use registry::{Layout, Limits, RegistrationError};
+pub use state::{MonitorState, StateError};

@@ -1,0 +1,83 @@
+//! When the guest and its HCA run ahead of the monitor (the monitor is lapped), it counts
+//! overruns, resynchronises, and never counts more than happened; once it keeps up again it
+//! counts exactly again.
+
+mod common;
+
+use common::{at_most, config_strategy, op_strategy, Op, Rig};
+use proptest::prelude::*;
+use resex_ibmon::synth::{SynthConfig, Wr};
+use resex_mlx5::consts::send_op;
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    #[test]
+    fn never_invents_counts_when_lapped(
+        cfg in config_strategy(),
+        ops in proptest::collection::vec(op_strategy(3, 6), 1..400),
+    ) {
+        let mut rig = Rig::new(&cfg);
+        let nq = rig.guest.qp_count();
+        let nc = rig.guest.cq_count();
+        for op in &ops {
+            let op = match op.clone() {
+                Op::Post { qp, wr } => Op::Post { qp: qp % nq, wr },
+                Op::Complete { qp, n, fail } => Op::Complete { qp: qp % nq, n, fail },
+                Op::Receive { qp, bytes } => Op::Receive { qp: qp % nq, bytes },
+                Op::Poll { cq, n } => Op::Poll { cq: cq % nc, n },
+                other => other,
+            };
+            rig.apply(&op, false);
+            for (got, want) in rig.mon.counters().iter().zip(rig.guest.truth()) {
+                prop_assert!(at_most(got, want), "invented counts: {got:?} > {want:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn counts_an_overrun_and_recovers_exactly_afterwards() {
+    let cfg = SynthConfig {
+        wqe_cnt: 8,
+        cqe_cnt: 4,
+        ..SynthConfig::default()
+    };
+    let mut rig = Rig::new(&cfg);
+    let send = Wr {
+        opcode: send_op::SEND,
+        sges: vec![2048],
+        inline: false,
+        signaled: true,
+    };
+    // The guest posts, completes and polls 20 sends while the monitor sleeps: 5 laps of the CQ.
+    for _ in 0..20 {
+        assert!(rig.guest.post(&rig.mem, 0, &send));
+        rig.guest.complete(&rig.mem, 0, 1, false);
+        rig.guest.poll(&rig.mem, 0, 1, None);
+    }
+    rig.mon.scan(&rig.mem, 1000);
+    let c = rig.mon.counters()[0];
+    assert_eq!(c.overruns, 1, "one lap event counted");
+    assert_eq!(c.wqes, 0, "nothing unconsumed to count, nothing invented");
+    assert_eq!(c.anomalies, 0);
+    // From now on the monitor keeps up: exact again.
+    let before = rig.mon.counters()[0];
+    let truth_before = rig.guest.truth()[0];
+    for _ in 0..10 {
+        rig.guest.post(&rig.mem, 0, &send);
+        rig.guest.complete(&rig.mem, 0, 1, false);
+        rig.mon.scan(&rig.mem, 1000);
+        let lim = rig.poll_limit(0);
+        rig.guest.poll(&rig.mem, 0, 1, Some(lim));
+    }
+    let got = rig.mon.counters()[0] - before;
+    let want = rig.guest.truth()[0] - truth_before;
+    assert_eq!(got.wqes, 10);
+    assert_eq!(got.tx_bytes, want.tx_bytes);
+    assert_eq!(
+        got.tx_packets, 20,
+        "2048 bytes at 1 KiB MTU = 2 packets each"
+    );
+    assert_eq!(got.overruns, 0);
+}

@@ -1,0 +1,14 @@
+//! Formats that cross the guest/host boundary. This crate is shared by the guest agent and the
+//! host, so it depends on no host crate.
+//!
+//! - [`registration`]: the JSON document with which a guest tells the host where its rings and
+//!   its mailbox are (`shared/design.md`, "Registration").
+
+#![cfg_attr(test, allow(clippy::cast_possible_truncation))]
+
+pub mod registration;
+
+pub use registration::{
+    CqRegistration, MailboxRegistration, QpRegistration, Registration, SqRegistration,
+    REGISTRATION_VERSION,
+};
