@@ -17,7 +17,7 @@ pub enum MemError {
         size: u64,
     },
     /// The guest RAM file could not be opened or mapped.
-    #[error("cannot map guest RAM file {path}: {source}")]
+    #[error("cannot map guest RAM file {path}")]
     Map {
         /// The RAM file.
         path: PathBuf,

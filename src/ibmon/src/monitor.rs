@@ -110,6 +110,23 @@ impl VmMonitor {
         self.sq.iter().all(|s| s.walk.is_none())
     }
 
+    /// Starts counting from the guest's present position instead of the registration's start
+    /// indices: each CQ cursor jumps to the guest's consumer index, and each SQ cursor
+    /// resynchronises on the next CQE (the work completed before now is not counted, and the
+    /// reused SQ slots behind it are not anomalies). For attaching to a guest that is running.
+    pub fn skip_to_now<M: GuestMemory + ?Sized>(&mut self, mem: &M) {
+        for (i, cq) in self.layout.cqs.iter().enumerate() {
+            if let Ok(ci) = read_cq_ci(mem, cq.dbrec) {
+                self.cq_index[i] = ci & INDEX_MASK;
+            }
+        }
+        for s in &mut self.sq {
+            s.walk = None;
+            s.synced = false;
+            s.after_overrun = true;
+        }
+    }
+
     /// Reads every ring once, walking at most `budget` entries (CQEs + WQEs); what is left is
     /// read at the next scan. Never writes guest memory.
     pub fn scan<M: GuestMemory + ?Sized>(&mut self, mem: &M, budget: u32) -> ScanOutcome {

@@ -110,3 +110,30 @@ fn counts_across_the_16_and_24_bit_index_wraps_with_128_byte_cqes_and_wrapping_w
     assert_eq!(c, rig.guest.truth()[0]);
     assert_eq!(c.anomalies, 0);
 }
+
+#[test]
+fn attaching_to_a_running_guest_counts_only_new_work_without_anomalies() {
+    let cfg = SynthConfig {
+        wqe_cnt: 16,
+        cqe_cnt: 64,
+        ..SynthConfig::default()
+    };
+    let mut rig = Rig::new(&cfg);
+    // 40 signalled sends before the monitor attaches: the SQ wrapped, its old slots reused.
+    for _ in 0..40 {
+        rig.guest
+            .post(&rig.mem, 0, &wr(send_op::SEND, &[100], false, true));
+        rig.guest.complete(&rig.mem, 0, 1, false);
+        rig.guest.poll(&rig.mem, 0, 1, None);
+    }
+    rig.mon.skip_to_now(&rig.mem);
+    for _ in 0..5 {
+        rig.guest
+            .post(&rig.mem, 0, &wr(send_op::SEND, &[100], false, true));
+        rig.guest.complete(&rig.mem, 0, 1, false);
+        rig.mon.scan(&rig.mem, 100);
+    }
+    let c = rig.mon.counters()[0];
+    assert_eq!((c.wqes, c.tx_bytes, c.completions), (5, 500, 5));
+    assert_eq!((c.anomalies, c.overruns), (0, 0));
+}

@@ -1,0 +1,203 @@
+//! `resex ibmon` end to end, through the real binary.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn resex(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_resex"))
+        .args(args)
+        .output()
+        .expect("run resex")
+}
+
+fn example() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tools/examples/ibmon")
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+#[test]
+fn scanning_the_shipped_example_reports_exactly_its_ground_truth() {
+    let ex = example();
+    let out = resex(&[
+        "ibmon",
+        "scan",
+        "--ram",
+        s(&ex.join("guest.ram")),
+        "--rings",
+        s(&ex.join("rings.json")),
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let got: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let want: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(ex.join("truth.json")).unwrap()).unwrap();
+    assert_eq!(got, want);
+    assert!(got["total"]["wqes"].as_u64().unwrap() > 0);
+    // The exact key order of the documented format.
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.starts_with(r#"{"qps":[{"qpn":256,"wqes":"#), "{text}");
+    assert!(
+        text.contains(r#""errors":0,"overruns":0,"anomalies":0}],"total":{"wqes":"#),
+        "{text}"
+    );
+}
+
+#[test]
+fn synth_is_deterministic_and_matches_the_shipped_example() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = resex(&["ibmon", "synth", "--out", s(dir.path())]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for f in ["guest.ram", "rings.json", "truth.json"] {
+        assert!(
+            std::fs::read(dir.path().join(f)).unwrap() == std::fs::read(example().join(f)).unwrap(),
+            "{f} differs from tools/examples/ibmon/{f}: regenerate with `resex ibmon synth --out tools/examples/ibmon`"
+        );
+    }
+}
+
+#[test]
+fn state_file_makes_consecutive_scans_count_each_request_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state.json");
+    let ex = example();
+    let args = |st: &Path| {
+        resex(&[
+            "ibmon",
+            "scan",
+            "--ram",
+            s(&ex.join("guest.ram")),
+            "--rings",
+            s(&ex.join("rings.json")),
+            "--state",
+            s(st),
+            "--json",
+        ])
+    };
+    let first: serde_json::Value = serde_json::from_slice(&args(&state).stdout).unwrap();
+    let second: serde_json::Value = serde_json::from_slice(&args(&state).stdout).unwrap();
+    assert!(first["total"]["wqes"].as_u64().unwrap() > 0);
+    assert_eq!(second["total"]["wqes"], 0);
+    assert_eq!(second["total"]["completions"], 0);
+    // A state that belongs to other rings is refused, with advice.
+    std::fs::write(
+        &state,
+        std::fs::read_to_string(&state)
+            .unwrap()
+            .replace("\"qpn\": 256", "\"qpn\": 9"),
+    )
+    .unwrap();
+    let out = args(&state);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("delete the state file"));
+}
+
+#[test]
+fn bad_inputs_fail_with_one_clear_line() {
+    let ex = example();
+    let out = resex(&[
+        "ibmon",
+        "scan",
+        "--ram",
+        "/nonexistent/ram",
+        "--rings",
+        s(&ex.join("rings.json")),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("cannot map guest RAM file /nonexistent/ram: No such file"),
+        "{err}"
+    );
+    // A registration whose pages lie beyond a small RAM file.
+    let dir = tempfile::tempdir().unwrap();
+    let small = dir.path().join("small.ram");
+    std::fs::write(&small, vec![0u8; 8192]).unwrap();
+    let out = resex(&[
+        "ibmon",
+        "scan",
+        "--ram",
+        s(&small),
+        "--rings",
+        s(&ex.join("rings.json")),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("is outside guest RAM (8192 bytes)"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    // Malformed JSON names the problem.
+    let bad = dir.path().join("bad.json");
+    std::fs::write(&bad, r#"{"version":1,"path_mtu":1024,"qps":[],"extra":1}"#).unwrap();
+    let out = resex(&["ibmon", "scan", "--ram", s(&small), "--rings", s(&bad)]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown field `extra`"));
+}
+
+#[test]
+fn watch_reports_the_rate_of_a_live_guest() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = s(dir.path()).to_string();
+    let mut guest = Command::new(env!("CARGO_BIN_EXE_resex"))
+        .args([
+            "ibmon",
+            "synth",
+            "--out",
+            &d,
+            "--ram-kib",
+            "4096",
+            "--qps",
+            "1",
+            "--live",
+            "4s",
+            "--rate",
+            "5000",
+        ])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let rings = dir.path().join("rings.json");
+    for _ in 0..200 {
+        if rings.exists() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let out = resex(&[
+        "ibmon",
+        "watch",
+        "--ram",
+        &format!("{d}/guest.ram"),
+        "--rings",
+        s(&rings),
+        "--report",
+        "500ms",
+        "--count",
+        "3",
+        "--json",
+    ]);
+    let _ = guest.wait();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 3);
+    let last = &lines[2]["qps"][0];
+    assert!(last["wqes_per_s"].as_f64().unwrap() > 0.0, "{last}");
+    assert!(last["mtus_per_s"].as_f64().unwrap() > 0.0, "{last}");
+    assert_eq!(last["anomalies"], 0, "{last}");
+}
