@@ -1,5 +1,7 @@
 //! `resex ibmon` end to end, through the real binary.
 
+#![allow(clippy::cast_possible_truncation)]
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 

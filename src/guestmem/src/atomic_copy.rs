@@ -12,21 +12,26 @@ use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 /// # Safety
 /// `src .. src + dst.len()` must be valid, mapped memory for the duration of the call.
 pub(crate) unsafe fn copy_out(src: *const u8, dst: &mut [u8]) {
-    let mut i = 0;
     let n = dst.len();
-    while i < n {
-        // SAFETY: i < n, so src + i is inside the range the caller vouched for.
-        let p = unsafe { src.add(i) };
-        if (p as usize).is_multiple_of(8) && n - i >= 8 {
-            // SAFETY: p is 8-aligned and p..p+8 is inside the caller's range.
-            let v = unsafe { AtomicU64::from_ptr(p as *mut u64) }.load(Ordering::Relaxed);
-            dst[i..i + 8].copy_from_slice(&v.to_ne_bytes());
-            i += 8;
-        } else {
-            // SAFETY: p is inside the caller's range; u8 needs no alignment.
-            dst[i] = unsafe { AtomicU8::from_ptr(p as *mut u8) }.load(Ordering::Relaxed);
-            i += 1;
-        }
+    // Unaligned head, byte by byte.
+    let head = (src as usize).wrapping_neg() % 8;
+    let head = head.min(n);
+    for (i, d) in dst[..head].iter_mut().enumerate() {
+        // SAFETY: i < n, inside the caller's range; u8 needs no alignment.
+        *d = unsafe { AtomicU8::from_ptr(src.add(i) as *mut u8) }.load(Ordering::Relaxed);
+    }
+    // Aligned body, a word at a time.
+    let mut i = head;
+    let (body, tail) = dst[head..].split_at_mut((n - head) / 8 * 8);
+    for chunk in body.chunks_exact_mut(8) {
+        // SAFETY: src + i is 8-aligned (head skipped to alignment) and i + 8 <= n.
+        let v = unsafe { AtomicU64::from_ptr(src.add(i) as *mut u64) }.load(Ordering::Relaxed);
+        chunk.copy_from_slice(&v.to_ne_bytes());
+        i += 8;
+    }
+    for (k, d) in tail.iter_mut().enumerate() {
+        // SAFETY: i + k < n, inside the caller's range.
+        *d = unsafe { AtomicU8::from_ptr(src.add(i + k) as *mut u8) }.load(Ordering::Relaxed);
     }
 }
 

@@ -79,6 +79,12 @@ impl FileMemory {
         Self::open(path)
     }
 
+    /// Address of the mapping in this process (for readers that go through another process's
+    /// view of the same file, such as a `process_vm_readv` baseline).
+    pub fn base_address(&self) -> usize {
+        self.map.as_ptr() as usize
+    }
+
     /// The RAM file's path.
     pub fn path(&self) -> &Path {
         &self.path

@@ -79,10 +79,20 @@ impl PageRing {
         self.offset
     }
 
+    /// `k` modulo the ring length, without a division in the common case `k < len`.
+    #[inline]
+    fn wrap(&self, k: u64) -> u64 {
+        if k < self.len {
+            k
+        } else {
+            k % self.len
+        }
+    }
+
     /// Guest-physical address of ring byte `k` (taken modulo the ring length).
     #[inline]
     pub fn gpa(&self, k: u64) -> GuestAddress {
-        let v = self.offset + k % self.len;
+        let v = self.offset + self.wrap(k);
         let page = self.pages[usize::try_from(v / PAGE_SIZE).unwrap_or(usize::MAX)];
         GuestAddress(page + v % PAGE_SIZE)
     }
@@ -100,7 +110,7 @@ impl PageRing {
     /// Reads one byte at ring offset `k` (modulo the ring length).
     #[inline]
     pub fn read_u8<M: GuestMemory + ?Sized>(&self, mem: &M, k: u64) -> Result<u8, MemError> {
-        mem.read_u8(self.gpa_in(k % self.len))
+        mem.read_u8(self.gpa_in(self.wrap(k)))
     }
 
     /// Reads `buf.len()` bytes starting at ring offset `k`, wrapping from the ring's end to its
@@ -111,13 +121,13 @@ impl PageRing {
         k: u64,
         buf: &mut [u8],
     ) -> Result<(), MemError> {
-        let mut pos = k % self.len;
+        let mut pos = self.wrap(k);
         let mut done = 0;
         while done < buf.len() {
             let chunk = self.chunk_len(pos, buf.len() - done);
             mem.read(self.gpa_in(pos), &mut buf[done..done + chunk])?;
             done += chunk;
-            pos = (pos + chunk as u64) % self.len;
+            pos = self.wrap(pos + chunk as u64);
         }
         Ok(())
     }
@@ -129,13 +139,13 @@ impl PageRing {
         k: u64,
         data: &[u8],
     ) -> Result<(), MemError> {
-        let mut pos = k % self.len;
+        let mut pos = self.wrap(k);
         let mut done = 0;
         while done < data.len() {
             let chunk = self.chunk_len(pos, data.len() - done);
             mem.write(self.gpa_in(pos), &data[done..done + chunk])?;
             done += chunk;
-            pos = (pos + chunk as u64) % self.len;
+            pos = self.wrap(pos + chunk as u64);
         }
         Ok(())
     }
@@ -168,7 +178,7 @@ mod tests {
             }
         );
         assert!(e.to_string().contains("outside guest RAM"));
-        assert!(PageRing::new(&[u64::MAX & !4095], 0, 64, u64::MAX).is_err());
+        assert!(PageRing::new(&[!4095], 0, 64, u64::MAX).is_err());
     }
 
     #[test]

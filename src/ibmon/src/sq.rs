@@ -129,7 +129,8 @@ impl SqCursor {
         if dist >= sq.wqe_cnt {
             return Err(SqAnomaly::IndexMismatch);
         }
-        let ctrl = read_ctrl(mem, sq, self.p).ok_or(SqAnomaly::IndexMismatch)?;
+        let bb = read_first_bb(mem, sq, self.p).ok_or(SqAnomaly::IndexMismatch)?;
+        let ctrl = bb.ctrl();
         check_ctrl(&ctrl, index16(self.p), qpn)?;
         let bbs = ctrl.bbs();
         if dist != 0 && dist < bbs {
@@ -138,7 +139,7 @@ impl SqCursor {
         }
         let is_last = dist == 0;
         if !(is_last && walk.last == Last::Skip) {
-            count_wqe(mem, sq, self.p, &ctrl, mtu, c);
+            count_wqe(mem, sq, self.p, &bb, &ctrl, mtu, c);
         }
         self.p = self.p.wrapping_add(bbs);
         self.after_overrun = false;
@@ -161,10 +162,11 @@ impl SqCursor {
     ) -> Result<(), SqAnomaly> {
         self.walk = None;
         let at = (self.p & !0xffff) | u32::from(walk.until);
-        let ctrl = read_ctrl(mem, sq, at).ok_or(SqAnomaly::IndexMismatch)?;
+        let bb = read_first_bb(mem, sq, at).ok_or(SqAnomaly::IndexMismatch)?;
+        let ctrl = bb.ctrl();
         check_ctrl(&ctrl, walk.until, qpn)?;
         if walk.last == Last::Count {
-            count_wqe(mem, sq, at, &ctrl, mtu, c);
+            count_wqe(mem, sq, at, &bb, &ctrl, mtu, c);
         }
         self.p = at.wrapping_add(ctrl.bbs());
         self.synced = true;
@@ -173,11 +175,22 @@ impl SqCursor {
     }
 }
 
-fn read_ctrl<M: GuestMemory + ?Sized>(mem: &M, sq: &SqLayout, p: u32) -> Option<CtrlSeg> {
-    let mut b = [0u8; 16];
+/// The first basic block of the WQE at `p` (control segment and up to three more segments).
+struct FirstBb([u8; 64]);
+
+impl FirstBb {
+    fn ctrl(&self) -> CtrlSeg {
+        let mut c = [0u8; 16];
+        c.copy_from_slice(&self.0[..16]);
+        CtrlSeg::decode(&c)
+    }
+}
+
+fn read_first_bb<M: GuestMemory + ?Sized>(mem: &M, sq: &SqLayout, p: u32) -> Option<FirstBb> {
+    let mut b = [0u8; 64];
     let slot = u64::from(p & (sq.wqe_cnt - 1)) * SEND_WQE_BB;
     sq.ring.read(mem, slot, &mut b).ok()?;
-    Some(CtrlSeg::decode(&b))
+    Some(FirstBb(b))
 }
 
 fn check_ctrl(ctrl: &CtrlSeg, index: u16, qpn: u32) -> Result<(), SqAnomaly> {
@@ -200,21 +213,29 @@ fn count_wqe<M: GuestMemory + ?Sized>(
     mem: &M,
     sq: &SqLayout,
     p: u32,
+    bb: &FirstBb,
     ctrl: &CtrlSeg,
     mtu: u64,
     c: &mut Counters,
 ) {
-    let mut buf = [0u8; MAX_DS as usize * DS_BYTES];
     let len = usize::from(ctrl.ds) * DS_BYTES;
-    buf[..16].copy_from_slice(&ctrl.encode());
-    // ds is 6 bits, so len <= 1008 and the WQE is at most 16 basic blocks: never past itself.
-    let slot = u64::from(p & (sq.wqe_cnt - 1)) * SEND_WQE_BB;
     c.wqes += 1;
-    if len > 16 && sq.ring.read(mem, slot + 16, &mut buf[16..len]).is_err() {
-        c.anomalies += 1;
-        return;
-    }
-    let Ok(w) = parse_send_wqe(&buf[..len]) else {
+    // Most WQEs fit their first basic block; only longer ones need the large buffer (and its
+    // initialisation). ds is 6 bits, so len <= 1008: a WQE never reaches past itself.
+    let mut large;
+    let buf: &[u8] = if len <= 64 {
+        &bb.0[..len]
+    } else {
+        large = [0u8; MAX_DS as usize * DS_BYTES];
+        large[..64].copy_from_slice(&bb.0);
+        let slot = u64::from(p & (sq.wqe_cnt - 1)) * SEND_WQE_BB;
+        if sq.ring.read(mem, slot + 64, &mut large[64..len]).is_err() {
+            c.anomalies += 1;
+            return;
+        }
+        &large[..len]
+    };
+    let Ok(w) = parse_send_wqe(buf) else {
         c.anomalies += 1;
         return;
     };

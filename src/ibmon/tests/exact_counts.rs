@@ -2,6 +2,8 @@
 //! sizes, SGE counts, inline, selective signalling, error CQEs), random ring geometry, page
 //! scatter, start indices near the 16- and 24-bit wraps, and random scan boundaries and budgets.
 
+#![allow(clippy::cast_possible_truncation)]
+
 mod common;
 
 use common::{at_most, config_strategy, op_strategy, Op, Rig};

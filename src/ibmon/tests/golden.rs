@@ -1,5 +1,7 @@
 //! Hand-computed cases: what each opcode counts, selective signalling, and the wraps.
 
+#![allow(clippy::cast_possible_truncation)]
+
 mod common;
 
 use common::Rig;

@@ -2,6 +2,8 @@
 //! mutations between scans) through validation and the monitor. Nothing may panic, and no scan
 //! may walk more entries than its budget, whatever the bytes say.
 
+#![allow(clippy::cast_possible_truncation)]
+
 use resex_guestmem::{GuestAddress, GuestMemory, VecMemory};
 use resex_ibmon::registry::{validate, Layout, Limits};
 use resex_ibmon::VmMonitor;

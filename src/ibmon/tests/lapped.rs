@@ -2,6 +2,8 @@
 //! overruns, resynchronises, and never counts more than happened; once it keeps up again it
 //! counts exactly again.
 
+#![allow(clippy::cast_possible_truncation)]
+
 mod common;
 
 use common::{at_most, config_strategy, op_strategy, Op, Rig};

@@ -1,5 +1,7 @@
 //! Registration validation: what is accepted, what is rejected, and that the message says where.
 
+#![allow(clippy::cast_possible_truncation)]
+
 use resex_ibmon::registry::{validate, Limits, Problem};
 use resex_proto::{
     CqRegistration, MailboxRegistration, QpRegistration, Registration, SqRegistration,

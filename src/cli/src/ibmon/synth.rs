@@ -135,20 +135,20 @@ fn live_loop(
 ) {
     let start = Instant::now();
     let step = Duration::from_millis(1);
-    let mut due = 0.0f64;
+    // Work due, in thousandths of a request (integer arithmetic: no float casts).
+    let mut due_milli = 0u64;
     let mut next = start;
     eprintln!("live: posting {rate} work requests/s per QP for {d:?}");
     while start.elapsed() < d {
-        due += rate as f64 / 1000.0;
-        let n = due.floor();
-        due -= n;
+        due_milli += rate;
+        let n = due_milli / 1000;
+        due_milli %= 1000;
         for qp in 0..guest.qp_count() {
-            for i in 0..(n as u64) {
+            for i in 0..n {
                 let wr = random_wr(r, i % 4 == 3);
                 guest.post(mem, qp, &wr);
             }
-            let done = guest.complete(mem, qp, usize::MAX, false);
-            let _ = done;
+            guest.complete(mem, qp, usize::MAX, false);
         }
         guest.ring_doorbells(mem);
         for cq in 0..guest.cq_count() {
