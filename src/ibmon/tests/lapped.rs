@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{at_most, config_strategy, op_strategy, Op, Rig};
+use common::{at_most, config_strategy, op_strategy, Rig};
 use proptest::prelude::*;
 use resex_ibmon::synth::{SynthConfig, Wr};
 use resex_mlx5::consts::send_op;
@@ -23,13 +23,7 @@ proptest! {
         let nq = rig.guest.qp_count();
         let nc = rig.guest.cq_count();
         for op in &ops {
-            let op = match op.clone() {
-                Op::Post { qp, wr } => Op::Post { qp: qp % nq, wr },
-                Op::Complete { qp, n, fail } => Op::Complete { qp: qp % nq, n, fail },
-                Op::Receive { qp, bytes } => Op::Receive { qp: qp % nq, bytes },
-                Op::Poll { cq, n } => Op::Poll { cq: cq % nc, n },
-                other => other,
-            };
+            let op = op.fit(nq, nc);
             rig.apply(&op, false);
             for (got, want) in rig.mon.counters().iter().zip(rig.guest.truth()) {
                 prop_assert!(at_most(got, want), "invented counts: {got:?} > {want:?}");

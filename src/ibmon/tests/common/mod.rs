@@ -110,6 +110,26 @@ pub fn config_strategy() -> impl Strategy<Value = SynthConfig> {
         )
 }
 
+impl Op {
+    /// The same operation with its QP and CQ numbers folded into the guest's actual counts.
+    pub fn fit(&self, qps: usize, cqs: usize) -> Op {
+        match self.clone() {
+            Op::Post { qp, wr } => Op::Post { qp: qp % qps, wr },
+            Op::Complete { qp, n, fail } => Op::Complete {
+                qp: qp % qps,
+                n,
+                fail,
+            },
+            Op::Receive { qp, bytes } => Op::Receive {
+                qp: qp % qps,
+                bytes,
+            },
+            Op::Poll { cq, n } => Op::Poll { cq: cq % cqs, n },
+            other => other,
+        }
+    }
+}
+
 /// A guest, its memory and a monitor built from the guest's registration document.
 pub struct Rig {
     pub mem: VecMemory,
