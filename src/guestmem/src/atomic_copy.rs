@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 ///
 /// # Safety
 /// `src .. src + dst.len()` must be valid, mapped memory for the duration of the call.
+#[inline]
 pub(crate) unsafe fn copy_out(src: *const u8, dst: &mut [u8]) {
     let n = dst.len();
     // Unaligned head, byte by byte.
@@ -64,6 +65,7 @@ pub(crate) unsafe fn copy_in(src: &[u8], dst: *mut u8) {
 ///
 /// # Safety
 /// `p` must be valid, mapped memory.
+#[inline]
 pub(crate) unsafe fn load_u8(p: *const u8) -> u8 {
     // SAFETY: the caller vouches that p is mapped.
     unsafe { AtomicU8::from_ptr(p as *mut u8) }.load(Ordering::Relaxed)

@@ -96,6 +96,7 @@ impl GuestMemory for FileMemory {
         self.size
     }
 
+    #[inline]
     fn read(&self, addr: GuestAddress, buf: &mut [u8]) -> Result<(), MemError> {
         let off = check_range(addr, buf.len(), self.size)?;
         // SAFETY: the map is `size` bytes long and lives as long as self; check_range proved
@@ -116,6 +117,7 @@ impl GuestMemory for FileMemory {
         Ok(())
     }
 
+    #[inline]
     fn read_u8(&self, addr: GuestAddress) -> Result<u8, MemError> {
         let off = check_range(addr, 1, self.size)?;
         // SAFETY: off is inside the map.

@@ -84,6 +84,7 @@ pub trait GuestMemory: Send + Sync {
 
 /// Checks that `[addr, addr + len)` lies inside a memory of `size` bytes; returns the start
 /// offset as `usize`.
+#[inline]
 pub(crate) fn check_range(addr: GuestAddress, len: usize, size: u64) -> Result<usize, MemError> {
     let end = (len as u64).checked_add(addr.0);
     match end {

@@ -47,6 +47,7 @@ impl GuestMemory for VecMemory {
         self.size
     }
 
+    #[inline]
     fn read(&self, addr: GuestAddress, buf: &mut [u8]) -> Result<(), MemError> {
         let off = check_range(addr, buf.len(), self.size)?;
         // SAFETY: check_range proved off..off+len lies inside the allocation.
@@ -62,6 +63,7 @@ impl GuestMemory for VecMemory {
         Ok(())
     }
 
+    #[inline]
     fn read_u8(&self, addr: GuestAddress) -> Result<u8, MemError> {
         let off = check_range(addr, 1, self.size)?;
         // SAFETY: off is inside the allocation.
