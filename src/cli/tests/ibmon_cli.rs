@@ -20,18 +20,17 @@ fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
+/// `resex ibmon scan --ram RAM --rings RINGS EXTRA...`.
+fn scan(ram: &Path, rings: &Path, extra: &[&str]) -> Output {
+    let mut args = vec!["ibmon", "scan", "--ram", s(ram), "--rings", s(rings)];
+    args.extend_from_slice(extra);
+    resex(&args)
+}
+
 #[test]
 fn scanning_the_shipped_example_reports_exactly_its_ground_truth() {
     let ex = example();
-    let out = resex(&[
-        "ibmon",
-        "scan",
-        "--ram",
-        s(&ex.join("guest.ram")),
-        "--rings",
-        s(&ex.join("rings.json")),
-        "--json",
-    ]);
+    let out = scan(&ex.join("guest.ram"), &ex.join("rings.json"), &["--json"]);
     assert!(
         out.status.success(),
         "{}",
@@ -74,17 +73,11 @@ fn state_file_makes_consecutive_scans_count_each_request_once() {
     let state = dir.path().join("state.json");
     let ex = example();
     let args = |st: &Path| {
-        resex(&[
-            "ibmon",
-            "scan",
-            "--ram",
-            s(&ex.join("guest.ram")),
-            "--rings",
-            s(&ex.join("rings.json")),
-            "--state",
-            s(st),
-            "--json",
-        ])
+        scan(
+            &ex.join("guest.ram"),
+            &ex.join("rings.json"),
+            &["--state", s(st), "--json"],
+        )
     };
     let first: serde_json::Value = serde_json::from_slice(&args(&state).stdout).unwrap();
     let second: serde_json::Value = serde_json::from_slice(&args(&state).stdout).unwrap();
@@ -107,14 +100,7 @@ fn state_file_makes_consecutive_scans_count_each_request_once() {
 #[test]
 fn bad_inputs_fail_with_one_clear_line() {
     let ex = example();
-    let out = resex(&[
-        "ibmon",
-        "scan",
-        "--ram",
-        "/nonexistent/ram",
-        "--rings",
-        s(&ex.join("rings.json")),
-    ]);
+    let out = scan(Path::new("/nonexistent/ram"), &ex.join("rings.json"), &[]);
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -125,21 +111,14 @@ fn bad_inputs_fail_with_one_clear_line() {
     let dir = tempfile::tempdir().unwrap();
     let small = dir.path().join("small.ram");
     std::fs::write(&small, vec![0u8; 8192]).unwrap();
-    let out = resex(&[
-        "ibmon",
-        "scan",
-        "--ram",
-        s(&small),
-        "--rings",
-        s(&ex.join("rings.json")),
-    ]);
+    let out = scan(&small, &ex.join("rings.json"), &[]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("is outside guest RAM (8192 bytes)"), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
     // Malformed JSON names the problem.
     let bad = dir.path().join("bad.json");
     std::fs::write(&bad, r#"{"version":1,"path_mtu":1024,"qps":[],"extra":1}"#).unwrap();
-    let out = resex(&["ibmon", "scan", "--ram", s(&small), "--rings", s(&bad)]);
+    let out = scan(&small, &bad, &[]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown field `extra`"));
 }
 
