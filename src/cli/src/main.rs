@@ -1,9 +1,10 @@
 //! `resex`: the command-line tool of resex.
 //!
-//! Today: `resex ibmon scan|watch|synth` (IBMon as a standalone tool). The dashboard, the demo
-//! and the lab join it in later issues.
+//! Today: `resex ibmon scan|watch|synth` (IBMon as a standalone tool) and `resex price
+//! replay|check` (pricing policies). The dashboard, the demo and the lab join them in later issues.
 
 mod ibmon;
+mod price;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -24,6 +25,9 @@ enum Command {
     /// IBMon: count a guest's RDMA work by reading its mlx5 queues out of its RAM file.
     #[command(subcommand)]
     Ibmon(ibmon::IbmonCommand),
+    /// Pricing: check policy files; replay a usage trace through a policy.
+    #[command(subcommand)]
+    Price(price::PriceCommand),
 }
 
 fn main() -> ExitCode {
@@ -36,6 +40,7 @@ fn main() -> ExitCode {
         .init();
     let result = match cli.command {
         Command::Ibmon(c) => ibmon::run(c),
+        Command::Price(c) => price::run(c),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

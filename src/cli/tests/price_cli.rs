@@ -1,0 +1,141 @@
+//! `resex price` end to end: the shipped trace and policies, JSON lines, and refused input.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn resex(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_resex"))
+        .args(args)
+        .current_dir(root())
+        .output()
+        .unwrap()
+}
+
+fn stdout(o: &Output) -> String {
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8(o.stdout.clone()).unwrap()
+}
+
+const TRACE: &str = "tools/examples/pricing/trace.csv";
+
+/// vm2m arrives at interval 300 with 70% of an epoch left: allotment 0.7 x (100 000 + 524 288) =
+/// 437 001.6; at 700 Resos per interval it is under 10% after 562 intervals (interval 861), so
+/// FreeMarket cuts at 870, 880 and 890 (at 900 only 9.9% of the epoch is left), and it leaves
+/// after 899.
+#[test]
+fn freemarket_replay_of_the_shipped_trace() {
+    let out = stdout(&resex(&[
+        "price",
+        "replay",
+        "--policy",
+        "policies/freemarket.toml",
+        "--trace",
+        TRACE,
+    ]));
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines[0],
+        "interval,vm,allotment,balance,charge_cpu,charge_io,rate,cap,intf_pct,interferer,reason"
+    );
+    // 1 200 intervals of vm64k plus 600 of vm2m.
+    assert_eq!(lines.len(), 1 + 1800);
+    assert!(lines.contains(&"300,vm2m,437001.600,436301.600,100.000,600.000,1.0000,100.000,,,"));
+    let cuts: Vec<&str> = lines
+        .iter()
+        .filter(|l| l.contains("cap cut"))
+        .copied()
+        .collect();
+    assert_eq!(cuts.len(), 3, "{cuts:?}");
+    assert!(cuts[0].starts_with("870,vm2m,437001.600,37301.600,100.000,600.000,1.0000,90.000,"));
+    assert!(cuts[1].starts_with("880,vm2m,") && cuts[1].contains(",81.000,"));
+    assert!(cuts[2].starts_with("890,vm2m,") && cuts[2].contains(",72.900,"));
+    // Interval 1000: new epoch, vm64k alone gets the whole link.
+    assert!(lines
+        .iter()
+        .any(|l| l.starts_with("1000,vm64k,1148576.000,1148492.000,")));
+}
+
+#[test]
+fn ioshares_replay_as_json_lines_charges_the_interferer() {
+    let out = stdout(&resex(&[
+        "price",
+        "replay",
+        "--policy",
+        "policies/ioshares.toml",
+        "--trace",
+        TRACE,
+        "--json",
+        "--changes-only",
+    ]));
+    let rows: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(!rows.is_empty());
+    let first = &rows[0];
+    assert_eq!(first["interval"], 310);
+    assert_eq!(first["vm"], "vm2m");
+    // vm64k's baseline: its first 10 reports (10 us); at 309 it reports 15 us (+50%); vm2m sent
+    // 600 of 664 MTUs: r' = 600/664 x 0.5 = 0.4518.
+    let rate = first["rate"].as_f64().unwrap();
+    assert!((rate - (1.0 + 600.0 / 664.0 * 0.5)).abs() < 1e-9, "{rate}");
+    assert!((first["cap"].as_f64().unwrap() - 100.0 / rate).abs() < 1e-9);
+    assert!(rows.iter().all(|r| r["vm"] == "vm2m"));
+    assert!(rows
+        .iter()
+        .any(|r| r["reason"].as_str().unwrap().starts_with("low balance")));
+}
+
+#[test]
+fn malformed_trace_names_the_line_and_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.csv");
+    let replay_err = |body: &str| {
+        std::fs::write(&trace, body).unwrap();
+        let o = resex(&[
+            "price",
+            "replay",
+            "--policy",
+            "policies/freemarket.toml",
+            "--trace",
+            trace.to_str().unwrap(),
+        ]);
+        assert!(!o.status.success());
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    };
+    let err = replay_err(
+        "interval,vm,vcpus,cpu_pct,mtus,lat_count,lat_mean_ns,lat_stddev_ns,lat_p99_ns,extra\n\
+         0,a,1,10,5,,,,,x\n\
+         1,a,1,10,five,,,,,y\n",
+    );
+    assert!(
+        err.contains("line 3") && err.contains("`mtus`") && err.contains("five"),
+        "{err}"
+    );
+    let err = replay_err("interval,vm,cpu_pct\n0,a,1\n");
+    assert!(err.contains("no `vcpus` column"), "{err}");
+}
+
+#[test]
+fn bad_policy_file_names_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("p.toml");
+    std::fs::write(&policy, "policy = \"ioshares\"\n[ioshares]\ndecay = 2.0\n").unwrap();
+    let o = resex(&["price", "check", policy.to_str().unwrap()]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("ioshares.decay") && err.contains("0.0..=1.0"),
+        "{err}"
+    );
+    let o = resex(&["price", "check", "policies/ioshares.toml"]);
+    let out = stdout(&o);
+    assert!(
+        out.contains("valid") && out.contains("report_timeout_ms = 100"),
+        "{out}"
+    );
+}

@@ -1,0 +1,324 @@
+//! The engine: the VM set, the ledger and a policy, stepped one interval at a time.
+
+use crate::config::PolicyConfig;
+use crate::ledger::{Account, Allotter, EpochClock};
+use crate::policy::{build, Ctx, Policy};
+use crate::types::{CapDecision, IntervalInput, StepOutput, VmId, VmRow, VmSpec};
+use thiserror::Error;
+
+/// Input the engine refuses (the caller's bug or a corrupt trace; nothing is changed).
+#[derive(Debug, Error, PartialEq)]
+pub enum PricingError {
+    /// Intervals must increase.
+    #[error("interval {got} is not after the last priced interval {last}")]
+    IntervalNotIncreasing {
+        /// The interval given.
+        got: u64,
+        /// The last one priced.
+        last: u64,
+    },
+    /// Usage for a VM that was never added.
+    #[error("usage for {0}, which is not registered with the pricing engine")]
+    UnknownVm(VmId),
+    /// Two usage entries for one VM in one interval.
+    #[error("two usage entries for {0} in interval {1}")]
+    DuplicateUsage(VmId, u64),
+    /// A VM added twice.
+    #[error("{0} is already registered with the pricing engine")]
+    DuplicateVm(VmId),
+    /// A number that is negative, infinite or NaN.
+    #[error("{vm}: `{field}` = {value} is not a finite, non-negative number")]
+    BadNumber {
+        /// Which VM.
+        vm: VmId,
+        /// Which field.
+        field: &'static str,
+        /// Its value.
+        value: f64,
+    },
+    /// A VM with no vCPU or a weight that is not positive.
+    #[error("{0}: vcpus must be 1 or more and weight a finite number above 0")]
+    BadSpec(VmId),
+}
+
+/// What is left of an account when its VM leaves.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Departure {
+    /// The VM.
+    pub spec: VmSpec,
+    /// Its balance when it left.
+    pub balance: f64,
+    /// Its allotment prorated to the intervals of this epoch it was present for.
+    pub allotment_used_period: f64,
+}
+
+/// The pricing engine (one per host).
+#[derive(Debug)]
+pub struct Engine {
+    cfg: PolicyConfig,
+    clock: EpochClock,
+    allotter: Allotter,
+    policy: Box<dyn Policy>,
+    /// Sorted by VM id.
+    accounts: Vec<Account>,
+    /// Total weight the current epoch's shares were computed over.
+    epoch_weight: f64,
+    last: Option<u64>,
+    out: StepOutput,
+}
+
+impl Engine {
+    /// An engine for a validated policy configuration.
+    pub fn new(cfg: PolicyConfig) -> Self {
+        let policy = build(&cfg);
+        Self::with_policy(cfg, policy)
+    }
+
+    /// An engine with a policy of the caller's (the configuration still supplies the ledger,
+    /// cap bounds and timing).
+    pub fn with_policy(cfg: PolicyConfig, policy: Box<dyn Policy>) -> Self {
+        Self {
+            clock: EpochClock::new(&cfg),
+            allotter: Allotter::new(&cfg),
+            cfg,
+            policy,
+            accounts: Vec::new(),
+            epoch_weight: 0.0,
+            last: None,
+            out: StepOutput::default(),
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &PolicyConfig {
+        &self.cfg
+    }
+
+    /// The policy's name.
+    pub fn policy_name(&self) -> &'static str {
+        self.policy.name()
+    }
+
+    /// The accounts, in VM-id order.
+    pub fn accounts(&self) -> &[Account] {
+        &self.accounts
+    }
+
+    /// One account.
+    pub fn account(&self, vm: VmId) -> Option<&Account> {
+        self.index(vm).map(|i| &self.accounts[i])
+    }
+
+    fn index(&self, vm: VmId) -> Option<usize> {
+        self.accounts.binary_search_by_key(&vm, Account::id).ok()
+    }
+
+    /// Registers a VM, priced from interval `from` on. Joining mid-epoch prorates its allotment
+    /// for the rest of that epoch; its I/O share is taken against the VMs already present.
+    pub fn add_vm(&mut self, spec: VmSpec, from: u64) -> Result<(), PricingError> {
+        if spec.vcpus == 0 || !(spec.weight.is_finite() && spec.weight > 0.0) {
+            return Err(PricingError::BadSpec(spec.id));
+        }
+        let at = match self.accounts.binary_search_by_key(&spec.id, Account::id) {
+            Ok(_) => return Err(PricingError::DuplicateVm(spec.id)),
+            Err(at) => at,
+        };
+        let mut acc = Account::new(spec, from);
+        let in_current_epoch = self
+            .last
+            .is_some_and(|l| self.clock.epoch(l) == self.clock.epoch(from));
+        if in_current_epoch {
+            let w = self.allotter.weight(&acc.spec);
+            acc.allotment = self
+                .allotter
+                .allotment(&acc.spec, self.epoch_weight + w, from, from);
+            acc.balance = acc.allotment;
+        }
+        self.accounts.insert(at, acc);
+        Ok(())
+    }
+
+    /// Closes a VM's account.
+    pub fn remove_vm(&mut self, vm: VmId) -> Option<Departure> {
+        let i = self.index(vm)?;
+        let acc = self.accounts.remove(i);
+        let used = match self.last {
+            Some(l) => {
+                let start = self.clock.epoch_start(l).max(acc.joined);
+                let end = self.clock.epoch_start(l) + self.clock.per_epoch;
+                let present = (l + 1).saturating_sub(start) as f64;
+                let allotted = end.saturating_sub(start) as f64;
+                if allotted > 0.0 {
+                    acc.allotment * present / allotted
+                } else {
+                    0.0
+                }
+            }
+            None => 0.0,
+        };
+        Some(Departure {
+            balance: acc.balance,
+            allotment_used_period: used,
+            spec: acc.spec,
+        })
+    }
+
+    fn replenish(&mut self, interval: u64) {
+        self.epoch_weight = self
+            .accounts
+            .iter()
+            .map(|a| self.allotter.weight(&a.spec))
+            .sum();
+        for acc in &mut self.accounts {
+            acc.allotment =
+                self.allotter
+                    .allotment(&acc.spec, self.epoch_weight, acc.joined, interval);
+            acc.balance = acc.allotment;
+            acc.cuts = 0;
+        }
+    }
+
+    fn fill(&mut self, input: &IntervalInput<'_>) -> Result<u64, PricingError> {
+        for acc in &mut self.accounts {
+            acc.seen = false;
+        }
+        let mut total = 0u64;
+        for (k, u) in input.usage.iter().enumerate() {
+            // Fast path: callers usually list VMs in id order.
+            let i = match self.accounts.get(k) {
+                Some(a) if a.id() == u.vm => k,
+                _ => self.index(u.vm).ok_or(PricingError::UnknownVm(u.vm))?,
+            };
+            for (field, value) in [("cpu_pct", u.cpu_pct)] {
+                if !(value.is_finite() && value >= 0.0) {
+                    return Err(PricingError::BadNumber {
+                        vm: u.vm,
+                        field,
+                        value,
+                    });
+                }
+            }
+            let acc = &mut self.accounts[i];
+            if acc.seen {
+                return Err(PricingError::DuplicateUsage(u.vm, input.interval));
+            }
+            acc.seen = true;
+            total = total.saturating_add(u.mtus);
+        }
+        // Validated: now write.
+        for acc in &mut self.accounts {
+            acc.cpu_pct = 0.0;
+            acc.mtus = 0;
+            acc.bytes = 0;
+            acc.report = None;
+            acc.intf = None;
+            acc.interferer = None;
+            acc.proposal = None;
+        }
+        for (k, u) in input.usage.iter().enumerate() {
+            let i = match self.accounts.get(k) {
+                Some(a) if a.id() == u.vm => k,
+                _ => self.index(u.vm).ok_or(PricingError::UnknownVm(u.vm))?,
+            };
+            let acc = &mut self.accounts[i];
+            acc.cpu_pct = u.cpu_pct;
+            acc.mtus = u.mtus;
+            acc.bytes = u.bytes;
+            acc.report = u.report;
+        }
+        Ok(total)
+    }
+
+    /// Prices one interval. On error nothing changes.
+    pub fn step(&mut self, input: &IntervalInput<'_>) -> Result<&StepOutput, PricingError> {
+        let i = input.interval;
+        if let Some(last) = self.last {
+            if i <= last {
+                return Err(PricingError::IntervalNotIncreasing { got: i, last });
+            }
+        }
+        if let Some(u) = input.link_util {
+            if !(u.is_finite() && u >= 0.0) {
+                return Err(PricingError::BadNumber {
+                    vm: VmId(u32::MAX),
+                    field: "link_util",
+                    value: u,
+                });
+            }
+        }
+        let total_mtus = self.fill(input)?;
+        let epoch_start = self
+            .last
+            .is_none_or(|l| self.clock.epoch(l) != self.clock.epoch(i));
+        let actuation = self
+            .last
+            .is_none_or(|l| l / self.clock.per_actuation != i / self.clock.per_actuation);
+        if epoch_start {
+            self.replenish(i);
+        }
+        self.last = Some(i);
+
+        let link_util = input.link_util.unwrap_or_else(|| {
+            let l = &self.cfg.ledger;
+            let capacity = l.link_bytes_per_sec as f64 * l.interval_ms as f64 / 1000.0;
+            total_mtus as f64 * f64::from(l.path_mtu) / capacity
+        });
+        let ctx = Ctx {
+            cfg: &self.cfg,
+            interval: i,
+            epoch_start,
+            epoch_left: self.clock.left_after(i),
+            link_util,
+            total_mtus,
+        };
+        self.policy.price(&ctx, &mut self.accounts);
+        for acc in &mut self.accounts {
+            acc.charge();
+        }
+        self.out.decisions.clear();
+        if actuation {
+            self.policy.actuate(&ctx, &mut self.accounts);
+            let floor = self.cfg.caps.floor_pct;
+            for acc in &mut self.accounts {
+                let Some((proposed, reason)) = acc.proposal else {
+                    continue;
+                };
+                let cap = if proposed.is_finite() {
+                    proposed.clamp(floor.min(acc.max_cap), acc.max_cap)
+                } else {
+                    acc.max_cap
+                };
+                if (cap - acc.cap).abs() > 1e-9 {
+                    acc.cap = cap;
+                    self.out.decisions.push(CapDecision {
+                        vm: acc.id(),
+                        cap_pct: cap,
+                        reason,
+                    });
+                } else {
+                    acc.proposal = None;
+                }
+            }
+        }
+        self.out.interval = i;
+        self.out.link_util = link_util;
+        self.out.rows.clear();
+        self.out.rows.extend(self.accounts.iter().map(|a| VmRow {
+            vm: a.id(),
+            allotment: a.allotment,
+            balance: a.balance,
+            charge_cpu: a.charge_cpu,
+            charge_io: a.charge_io,
+            rate: a.rate,
+            cap: a.cap,
+            intf_pct: a.intf,
+            interferer: a.interferer,
+            reason: if actuation {
+                a.proposal.map(|(_, r)| r)
+            } else {
+                None
+            },
+        }));
+        Ok(&self.out)
+    }
+}

@@ -1,0 +1,240 @@
+//! IOShares (paper Algorithm 2): a VM whose reported latency rose above its SLA charges the
+//! neighbour that sent the most MTUs, in proportion to that neighbour's share of the link.
+//!
+//! Per report (in VM-id order):
+//! `IntfPercent = max((mean - base_mean) / base_mean, (stddev - base_stddev) / base_stddev)`;
+//! above the VM's SLA threshold the interferer is the *other* VM with the most MTUs this interval
+//! (ties: lower id), `IOShare = its MTUs / all MTUs`, `r' = IOShare x IntfPercent`, and its rate
+//! rises by `r'` at once (it is charged at the new rate this interval). At each actuation
+//! boundary the cap is `base x cut_factor ^ cuts / rate`, which is the paper's
+//! `cap_prev x rate_prev / (rate_prev + r')`; a VM no report named during the period decays
+//! towards rate 1 (`1 + (rate - 1) x decay`), unless reports have merely gone missing (then
+//! rates hold until `report_timeout_ms` passes without any report).
+
+use crate::config::IoSharesConfig;
+use crate::ledger::{Account, BaselineState};
+use crate::policy::{apply_balance_rule, balance_cap, Ctx, Policy};
+use crate::types::{Baseline, CapReason, LatencyReport, VmId};
+
+/// Rates within this distance of 1 snap to 1 (so decay ends).
+const RATE_EPSILON: f64 = 1e-3;
+
+/// The IOShares policy.
+#[derive(Debug, Clone)]
+pub struct IoShares {
+    cfg: IoSharesConfig,
+    timeout_intervals: u64,
+    /// Interval of the last accepted report from any VM.
+    last_report: Option<u64>,
+    /// A report was accepted in the current actuation period.
+    reported_this_period: bool,
+    /// (interferer index, victim, r') collected during a pass; reused.
+    raises: Vec<(usize, VmId, f64)>,
+}
+
+impl IoShares {
+    /// From the `[ioshares]` section and the ledger's timing.
+    pub fn new(cfg: IoSharesConfig, _per_actuation: u64, interval_ms: u64) -> Self {
+        let timeout_intervals = cfg.report_timeout_ms.div_ceil(interval_ms.max(1));
+        Self {
+            cfg,
+            timeout_intervals,
+            last_report: None,
+            reported_this_period: false,
+            raises: Vec::new(),
+        }
+    }
+
+    /// Interference shown by `r` against the VM's baseline, learning the baseline first.
+    /// `None` while the baseline is still being learned.
+    fn interference(&self, state: &mut BaselineState, r: &LatencyReport) -> Option<f64> {
+        let Some(base) = state.baseline else {
+            state.learned += 1;
+            state.sum_mean += r.mean_ns;
+            state.sum_stddev += r.stddev_ns;
+            if state.learned >= self.cfg.baseline_reports {
+                let n = f64::from(state.learned);
+                state.baseline = Some(Baseline {
+                    mean_ns: state.sum_mean / n,
+                    stddev_ns: state.sum_stddev / n,
+                });
+            }
+            return None;
+        };
+        let bm = base.mean_ns.max(1.0);
+        let bs = base.stddev_ns.max(self.cfg.stddev_floor * bm).max(1.0);
+        let rise_mean = (r.mean_ns - bm) / bm;
+        let rise_std = (r.stddev_ns - bs) / bs;
+        let intf = rise_mean.max(rise_std).clamp(0.0, self.cfg.max_intf);
+        if self.cfg.baseline_follows_lower {
+            state.baseline = Some(Baseline {
+                mean_ns: base.mean_ns.min(r.mean_ns),
+                stddev_ns: base.stddev_ns.min(r.stddev_ns),
+            });
+        }
+        Some(intf)
+    }
+}
+
+/// Indices of the two VMs with the most MTUs (ties: lower id, i.e. lower index).
+fn top_two(accounts: &[Account]) -> (Option<usize>, Option<usize>) {
+    let mut first: Option<usize> = None;
+    let mut second: Option<usize> = None;
+    for (i, acc) in accounts.iter().enumerate() {
+        match first {
+            None => first = Some(i),
+            Some(f) if acc.mtus > accounts[f].mtus => {
+                second = first;
+                first = Some(i);
+            }
+            Some(_) => match second {
+                Some(s) if acc.mtus <= accounts[s].mtus => {}
+                _ => second = Some(i),
+            },
+        }
+    }
+    (first, second)
+}
+
+fn valid_report(r: &LatencyReport, min_samples: u64) -> bool {
+    r.count >= min_samples
+        && r.mean_ns.is_finite()
+        && r.mean_ns >= 0.0
+        && r.stddev_ns.is_finite()
+        && r.stddev_ns >= 0.0
+}
+
+impl Policy for IoShares {
+    fn name(&self) -> &'static str {
+        "ioshares"
+    }
+
+    fn price(&mut self, ctx: &Ctx<'_>, accounts: &mut [Account]) {
+        let (first, second) = top_two(accounts);
+        let mut raises = std::mem::take(&mut self.raises);
+        raises.clear();
+        for i in 0..accounts.len() {
+            let Some(report) = accounts[i].report else {
+                continue;
+            };
+            if !valid_report(&report, self.cfg.min_report_samples) {
+                continue;
+            }
+            self.last_report = Some(ctx.interval);
+            self.reported_this_period = true;
+            let Some(intf) = self.interference(&mut accounts[i].baseline, &report) else {
+                continue;
+            };
+            let acc = &mut accounts[i];
+            acc.intf = Some(intf);
+            let sla = acc.spec.sla_threshold.unwrap_or(self.cfg.sla_threshold);
+            if intf <= sla || ctx.total_mtus == 0 {
+                continue;
+            }
+            let culprit = if first == Some(i) { second } else { first };
+            let Some(c) = culprit.filter(|&c| accounts[c].mtus > 0) else {
+                continue;
+            };
+            let share = accounts[c].mtus as f64 / ctx.total_mtus as f64;
+            accounts[i].interferer = Some(accounts[c].id());
+            raises.push((c, accounts[i].id(), share * intf));
+        }
+        // Applied in victim-id order: the same inputs always sum the same way.
+        for &(c, victim, r) in &raises {
+            let acc = &mut accounts[c];
+            acc.rate = (acc.rate + r).min(self.cfg.max_rate);
+            acc.named_by = Some(victim);
+        }
+        self.raises = raises;
+    }
+
+    fn actuate(&mut self, ctx: &Ctx<'_>, accounts: &mut [Account]) {
+        let silent_too_long = match self.last_report {
+            None => true,
+            Some(t) => ctx.interval.saturating_sub(t) >= self.timeout_intervals,
+        };
+        let may_decay = self.reported_this_period || silent_too_long;
+        for acc in accounts.iter_mut() {
+            let cut = apply_balance_rule(ctx, acc);
+            let named = acc.named_by.take();
+            if named.is_none() && may_decay && acc.rate > 1.0 {
+                acc.rate = 1.0 + (acc.rate - 1.0) * self.cfg.decay;
+                if acc.rate - 1.0 < RATE_EPSILON {
+                    acc.rate = 1.0;
+                }
+            }
+            let reason = if cut {
+                CapReason::LowBalance {
+                    balance: acc.balance,
+                    allotment: acc.allotment,
+                }
+            } else if let Some(victim) = named {
+                CapReason::Interferer {
+                    victim,
+                    rate: acc.rate,
+                }
+            } else if acc.rate < acc.rate_at_decision {
+                CapReason::Decay { rate: acc.rate }
+            } else {
+                CapReason::EpochReplenish
+            };
+            acc.rate_at_decision = acc.rate;
+            acc.proposal = Some((balance_cap(ctx, acc) / acc.rate, reason));
+        }
+        self.reported_this_period = false;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::VmSpec;
+
+    fn acc(id: u32, mtus: u64) -> Account {
+        let mut a = Account::new(VmSpec::new(id, format!("v{id}"), 1), 0);
+        a.mtus = mtus;
+        a
+    }
+
+    #[test]
+    fn top_two_breaks_ties_by_lower_id() {
+        let v = vec![acc(1, 5), acc(2, 9), acc(3, 9), acc(4, 1)];
+        assert_eq!(top_two(&v), (Some(1), Some(2)));
+        let v = vec![acc(1, 0), acc(2, 0)];
+        assert_eq!(top_two(&v), (Some(0), Some(1)));
+        assert_eq!(top_two(&[]), (None, None));
+    }
+
+    #[test]
+    fn baseline_is_learned_from_the_first_reports() {
+        let p = IoShares::new(
+            IoSharesConfig {
+                baseline_reports: 2,
+                ..IoSharesConfig::default()
+            },
+            10,
+            1,
+        );
+        let mut s = BaselineState::default();
+        let r = |m, sd| LatencyReport {
+            count: 10,
+            mean_ns: m,
+            stddev_ns: sd,
+            ..LatencyReport::default()
+        };
+        assert_eq!(p.interference(&mut s, &r(100.0, 10.0)), None);
+        assert_eq!(p.interference(&mut s, &r(300.0, 30.0)), None);
+        assert_eq!(
+            s.baseline,
+            Some(Baseline {
+                mean_ns: 200.0,
+                stddev_ns: 20.0
+            })
+        );
+        // Mean +50%, stddev +100%: the larger rise wins.
+        assert_eq!(p.interference(&mut s, &r(300.0, 40.0)), Some(1.0));
+        // A faster report lowers the baseline (baseline_follows_lower).
+        assert_eq!(p.interference(&mut s, &r(150.0, 20.0)), Some(0.0));
+        assert_eq!(s.baseline.map(|b| b.mean_ns), Some(150.0));
+    }
+}

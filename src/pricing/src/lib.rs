@@ -1,0 +1,34 @@
+//! Pricing in Resos: the currency that buys both CPU and I/O.
+//!
+//! Pure code: no I/O, no clock reads, no randomness, no unsafe. The same inputs give the same
+//! outputs, whatever the order in which VMs are listed; the daemon, the lab and
+//! `resex price replay` run this same engine.
+//!
+//! - [`config`]: policy files (`policies/*.toml`), typed and range-checked.
+//! - [`ledger`]: accounts, allotments per epoch (prorated for late arrivals), charges.
+//! - [`policy`]: the [`Policy`] trait and the balance rule both shipped policies use.
+//! - [`freemarket`], [`ioshares`]: the paper's Algorithms 1 and 2.
+//! - [`engine`]: [`Engine`], which steps a host one interval at a time.
+//! - [`trace`], [`replay`]: the usage trace format and open-loop replay.
+
+#![forbid(unsafe_code)]
+#![cfg_attr(test, allow(clippy::cast_possible_truncation))]
+
+pub mod config;
+pub mod engine;
+pub mod freemarket;
+pub mod ioshares;
+pub mod ledger;
+pub mod policy;
+pub mod replay;
+pub mod trace;
+pub mod types;
+
+pub use config::{ConfigError, PolicyConfig, PolicyKind};
+pub use engine::{Departure, Engine, PricingError};
+pub use ledger::Account;
+pub use policy::{Ctx, Policy};
+pub use types::{
+    Baseline, CapDecision, CapReason, IntervalInput, LatencyReport, StepOutput, VmId, VmRow,
+    VmSpec, VmUsage,
+};

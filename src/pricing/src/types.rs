@@ -1,0 +1,208 @@
+//! What goes into one pricing step and what comes out of it.
+
+use serde::Serialize;
+use std::fmt;
+
+/// A VM's identity inside the engine. Ties (two VMs with equal MTUs) are broken by the lower
+/// id, so results never depend on the order in which VMs are listed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct VmId(pub u32);
+
+impl fmt::Display for VmId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "vm{}", self.0)
+    }
+}
+
+/// A latency baseline: what the VM's application sees on a quiet host.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Baseline {
+    /// Mean request latency, nanoseconds.
+    pub mean_ns: f64,
+    /// Standard deviation of the request latency, nanoseconds.
+    pub stddev_ns: f64,
+}
+
+/// A VM as the engine knows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VmSpec {
+    /// Engine identity.
+    pub id: VmId,
+    /// Name shown to people (domain name).
+    pub name: String,
+    /// Virtual CPUs: the CPU allotment and the cap ceiling (100 x vCPUs) scale with it.
+    pub vcpus: u32,
+    /// Weight of the VM's share of the link when the policy splits it by weight (> 0).
+    pub weight: f64,
+    /// The VM's own SLA threshold (fraction), overriding the policy's default.
+    pub sla_threshold: Option<f64>,
+    /// A configured latency baseline; without one the policy learns it from reports.
+    pub baseline: Option<Baseline>,
+}
+
+impl VmSpec {
+    /// A VM with weight 1, the policy's SLA and a learned baseline.
+    pub fn new(id: u32, name: impl Into<String>, vcpus: u32) -> Self {
+        Self {
+            id: VmId(id),
+            name: name.into(),
+            vcpus,
+            weight: 1.0,
+            sla_threshold: None,
+            baseline: None,
+        }
+    }
+}
+
+/// One latency report from a guest (what the agent writes into the mailbox).
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
+pub struct LatencyReport {
+    /// Requests measured.
+    pub count: u64,
+    /// Mean latency, ns.
+    pub mean_ns: f64,
+    /// Standard deviation, ns.
+    pub stddev_ns: f64,
+    /// Median, ns (0 when not reported).
+    pub p50_ns: f64,
+    /// 99th percentile, ns.
+    pub p99_ns: f64,
+    /// 99.9th percentile, ns (0 when not reported).
+    pub p999_ns: f64,
+}
+
+/// One VM's measured use of one interval.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct VmUsage {
+    /// Which VM.
+    pub vm: VmId,
+    /// CPU used in the interval, percent of one physical CPU (may exceed 100 with several vCPUs).
+    pub cpu_pct: f64,
+    /// MTU-sized packets the VM put on the link in the interval.
+    pub mtus: u64,
+    /// Bytes the VM sent in the interval.
+    pub bytes: u64,
+    /// The latency report that arrived in this interval, if any.
+    pub report: Option<LatencyReport>,
+}
+
+impl VmUsage {
+    /// Usage with no report.
+    pub fn new(vm: VmId, cpu_pct: f64, mtus: u64) -> Self {
+        Self {
+            vm,
+            cpu_pct,
+            mtus,
+            bytes: 0,
+            report: None,
+        }
+    }
+}
+
+/// Everything measured in one interval.
+#[derive(Debug, Clone, Copy)]
+pub struct IntervalInput<'a> {
+    /// The interval's index since the engine's time zero (strictly increasing; gaps allowed).
+    pub interval: u64,
+    /// Host link utilisation in [0, 1]; `None` lets the engine compute it from the MTUs.
+    pub link_util: Option<f64>,
+    /// Per-VM usage; a registered VM that is missing used nothing and sent no report.
+    pub usage: &'a [VmUsage],
+}
+
+/// Why a cap changed.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum CapReason {
+    /// A new epoch replenished the balance and lifted the balance-rule cuts.
+    EpochReplenish,
+    /// The balance fell below the low-balance fraction with enough of the epoch left.
+    LowBalance {
+        /// Balance after this interval's charges.
+        balance: f64,
+        /// The VM's allotment this epoch.
+        allotment: f64,
+    },
+    /// The VM's rate rose because it was named as an interferer (cap = base / rate).
+    Interferer {
+        /// The VM whose latency report named it.
+        victim: VmId,
+        /// The new rate.
+        rate: f64,
+    },
+    /// No interference: the rate decayed towards 1 and the cap rises back.
+    Decay {
+        /// The new rate.
+        rate: f64,
+    },
+}
+
+impl fmt::Display for CapReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CapReason::EpochReplenish => write!(f, "epoch replenish"),
+            CapReason::LowBalance { balance, allotment } => write!(
+                f,
+                "low balance {:.1}% of allotment: cap cut",
+                if *allotment > 0.0 {
+                    100.0 * balance / allotment
+                } else {
+                    0.0
+                }
+            ),
+            CapReason::Interferer { victim, rate } => {
+                write!(f, "interferer of {victim}: rate {rate:.3}")
+            }
+            CapReason::Decay { rate } => write!(f, "no interference: rate decays to {rate:.3}"),
+        }
+    }
+}
+
+/// A cap the actuator should set.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct CapDecision {
+    /// Which VM.
+    pub vm: VmId,
+    /// The cap, percent of one physical CPU, within [floor, 100 x vCPUs].
+    pub cap_pct: f64,
+    /// Why.
+    pub reason: CapReason,
+}
+
+/// One VM's line of one interval's result.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct VmRow {
+    /// Which VM.
+    pub vm: VmId,
+    /// The VM's allotment in this epoch (Resos).
+    pub allotment: f64,
+    /// Balance after this interval's charges (never below zero).
+    pub balance: f64,
+    /// CPU charge of this interval (`cpu_pct x rate`).
+    pub charge_cpu: f64,
+    /// I/O charge of this interval (`mtus x rate`).
+    pub charge_io: f64,
+    /// The VM's rate (Resos per CPU percent and per MTU).
+    pub rate: f64,
+    /// The VM's current cap, percent of one physical CPU.
+    pub cap: f64,
+    /// Interference the VM's report showed this interval (fraction), when it reported.
+    pub intf_pct: Option<f64>,
+    /// The VM its report blamed, when its interference was above its SLA threshold.
+    pub interferer: Option<VmId>,
+    /// Set when the cap changed this interval.
+    pub reason: Option<CapReason>,
+}
+
+/// The result of one interval.
+#[derive(Debug, Clone, Default)]
+pub struct StepOutput {
+    /// The interval that was priced.
+    pub interval: u64,
+    /// Link utilisation used for this interval.
+    pub link_util: f64,
+    /// One row per registered VM, in id order.
+    pub rows: Vec<VmRow>,
+    /// Caps that changed (only at actuation boundaries).
+    pub decisions: Vec<CapDecision>,
+}

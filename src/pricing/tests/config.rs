@@ -1,0 +1,101 @@
+//! The shipped policy files, and policy files that must be refused with a useful message.
+
+use resex_pricing::{ConfigError, PolicyConfig, PolicyKind};
+
+fn shipped(name: &str) -> String {
+    let path = format!("{}/../../policies/{name}", env!("CARGO_MANIFEST_DIR"));
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+#[test]
+fn shipped_files_are_the_documented_defaults() {
+    for kind in [PolicyKind::Freemarket, PolicyKind::Ioshares] {
+        let name = match kind {
+            PolicyKind::Freemarket => "freemarket.toml",
+            PolicyKind::Ioshares => "ioshares.toml",
+        };
+        let cfg = PolicyConfig::from_toml(&shipped(name)).unwrap();
+        assert_eq!(cfg, PolicyConfig::defaults(kind), "{name}");
+        assert_eq!(cfg.link_mtus_per_epoch(), 1_048_576.0);
+        assert_eq!(cfg.intervals_per_epoch(), 1000);
+        assert_eq!(cfg.intervals_per_actuation(), 10);
+    }
+}
+
+#[test]
+fn every_key_is_explained_in_the_policies_readme() {
+    let readme = shipped("README.md");
+    for file in ["freemarket.toml", "ioshares.toml"] {
+        for line in shipped(file).lines() {
+            let line = line.trim();
+            if line.starts_with('#') || line.starts_with('[') || line.is_empty() {
+                continue;
+            }
+            let key = line.split('=').next().unwrap().trim();
+            assert!(readme.contains(&format!("`{key}`")), "README lacks `{key}`");
+        }
+    }
+}
+
+#[test]
+fn minimal_file_takes_the_defaults() {
+    let cfg = PolicyConfig::from_toml("policy = \"ioshares\"\n").unwrap();
+    assert_eq!(cfg, PolicyConfig::defaults(PolicyKind::Ioshares));
+}
+
+#[test]
+fn unknown_keys_are_named() {
+    let err = PolicyConfig::from_toml("policy = \"freemarket\"\n[caps]\nfloor = 5\n").unwrap_err();
+    let msg = err.to_string();
+    assert!(msg.contains("unknown field `floor`"), "{msg}");
+    assert!(
+        msg.contains("floor_pct"),
+        "the message lists the valid keys: {msg}"
+    );
+    let err = PolicyConfig::from_toml("policy = \"auction\"\n").unwrap_err();
+    assert!(err.to_string().contains("auction"), "{err}");
+}
+
+#[test]
+fn out_of_range_values_name_key_and_range() {
+    let cases = [
+        ("[caps]\nfloor_pct = 0.5", "caps.floor_pct", "1.0..=100.0"),
+        ("[ledger]\npath_mtu = 1000", "ledger.path_mtu", "4096"),
+        (
+            "[balance_rule]\ncut_factor = 1.5",
+            "balance_rule.cut_factor",
+            "0.0 < x <= 1.0",
+        ),
+        (
+            "[ioshares]\nsla_threshold = 0",
+            "ioshares.sla_threshold",
+            "0.0 < x",
+        ),
+        ("[ioshares]\ndecay = -0.1", "ioshares.decay", "0.0..=1.0"),
+        (
+            "[ioshares]\nmax_rate = 0.5",
+            "ioshares.max_rate",
+            "1.0..=1000.0",
+        ),
+    ];
+    for (body, key, range) in cases {
+        let text = format!("policy = \"ioshares\"\n{body}\n");
+        let err = PolicyConfig::from_toml(&text).unwrap_err();
+        assert!(
+            matches!(err, ConfigError::OutOfRange { .. }),
+            "{body}: {err}"
+        );
+        let msg = err.to_string();
+        assert!(msg.contains(key) && msg.contains(range), "{body}: {msg}");
+    }
+}
+
+#[test]
+fn inconsistent_files_are_refused() {
+    let err =
+        PolicyConfig::from_toml("policy = \"freemarket\"\n[ioshares]\ndecay = 0.5\n").unwrap_err();
+    assert!(err.to_string().contains("policy = \"ioshares\""), "{err}");
+    let err = PolicyConfig::from_toml("policy = \"freemarket\"\n[caps]\nactuation_period_ms = 7\n")
+        .unwrap_err();
+    assert!(err.to_string().contains("actuation_period_ms"), "{err}");
+}
