@@ -40,6 +40,12 @@ impl VecMemory {
     fn base(&self) -> *mut u8 {
         self.words.as_ptr() as *mut u8
     }
+
+    /// The host address of byte 0 (for handing the memory to a device, e.g. `ibv_reg_mr`).
+    /// It stays valid, and never moves, for as long as this `VecMemory` lives.
+    pub fn host_address(&self) -> u64 {
+        self.base() as u64
+    }
 }
 
 impl GuestMemory for VecMemory {

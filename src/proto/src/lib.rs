@@ -3,9 +3,11 @@
 //!
 //! - [`registration`]: the JSON document with which a guest tells the host where its rings and
 //!   its mailbox are (`shared/design.md`, "Registration").
+//! - [`hca`]: the control path of a software HCA (create CQ/QP, register memory).
 
 #![cfg_attr(test, allow(clippy::cast_possible_truncation))]
 
+pub mod hca;
 pub mod registration;
 
 pub use registration::{

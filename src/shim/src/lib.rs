@@ -1,0 +1,87 @@
+//! The guest-side shim: what applications in a VM link to.
+//!
+//! - [`provider`]: a verbs-like API (memory regions, CQs, QPs, chained `post_send` with
+//!   per-request signalling, `post_recv`, `poll_cq`) behind the [`Provider`] trait.
+//! - [`soft`]: the `softhca` provider (mlx5 rings in guest RAM, doorbell records).
+//! - `verbs` (feature `rdma`): real devices through libibverbs.
+//! - [`transport`]: the status-byte transport (and the sliding window it is measured against).
+//! - [`recorder`]: per-interval latency histograms.
+//!
+//! This crate runs inside guests: it depends on no host crate (only the shared formats).
+
+#![cfg_attr(test, allow(clippy::cast_possible_truncation))]
+
+pub mod buffer;
+pub mod provider;
+pub mod recorder;
+pub mod soft;
+pub mod transport;
+#[cfg(feature = "rdma")]
+pub mod verbs;
+
+pub use buffer::Buffer;
+pub use provider::{
+    CompletionQueue, Mr, Provider, QpInit, QueuePair, RecvWr, RemoteAddr, SendOp, SendWr, Sge, Wc,
+    WcOpcode, WcStatus,
+};
+pub use recorder::{LatencyRecorder, LatencySummary};
+pub use soft::SoftProvider;
+
+/// What can go wrong in the shim.
+#[derive(Debug, thiserror::Error)]
+pub enum ShimError {
+    /// Guest memory refused an access.
+    #[error(transparent)]
+    Mem(#[from] resex_guestmem::MemError),
+    /// The device refused a control request.
+    #[error("device: {0}")]
+    Control(#[from] resex_proto::hca::ControlError),
+    /// A request the shim cannot express.
+    #[error("{0}")]
+    Invalid(String),
+    /// The queue has no room; `posted` requests of the chain were posted.
+    #[error("queue full after posting {posted} requests")]
+    QueueFull {
+        /// Requests posted before the queue filled.
+        posted: usize,
+    },
+    /// No device memory left.
+    #[error("out of device memory: {wanted} bytes wanted, {free} free")]
+    OutOfMemory {
+        /// Bytes asked for.
+        wanted: u64,
+        /// Bytes left.
+        free: u64,
+    },
+    /// A work request completed with an error.
+    #[error("work request {wr_id} failed with syndrome {syndrome:#04x} ({})", syndrome_name(*syndrome))]
+    Completion {
+        /// The request.
+        wr_id: u64,
+        /// The device's syndrome.
+        syndrome: u8,
+    },
+    /// The peer did not make progress in time.
+    #[error("timed out: {0}")]
+    Timeout(String),
+    /// The provider cannot run on this machine.
+    #[error("{0}")]
+    Unavailable(String),
+}
+
+/// A person's name for an mlx5 error syndrome.
+pub fn syndrome_name(s: u8) -> &'static str {
+    match s {
+        0x01 => "local length error",
+        0x02 => "local QP operation error",
+        0x04 => "local protection error",
+        0x05 => "work request flushed",
+        0x11 => "local access error",
+        0x12 => "remote invalid request",
+        0x13 => "remote access error",
+        0x14 => "remote operation error",
+        0x15 => "transport retry counter exceeded",
+        0x16 => "RNR retry counter exceeded",
+        _ => "unknown syndrome",
+    }
+}

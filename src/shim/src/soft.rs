@@ -1,0 +1,572 @@
+//! The `softhca` provider: rings and buffers live in the guest's own RAM, work requests are
+//! written as real mlx5 WQEs and announced through the doorbell record, completions are real
+//! mlx5 CQEs polled by owner bit, exactly as rdma-core's mlx5 provider does on hardware. The
+//! control path (create CQ/QP, register memory) goes through `HcaControl`.
+
+use crate::buffer::Buffer;
+use crate::provider::{
+    CompletionQueue, Mr, Provider, QpAddr, QpInit, QueuePair, RecvWr, SendOp, SendWr, Wc, WcOpcode,
+    WcStatus,
+};
+use crate::ShimError;
+use resex_guestmem::{GuestAddress, GuestMemory, PageRing};
+use resex_mlx5::consts::{cqe_op, send_op};
+use resex_mlx5::cqe::{is_valid_for, Cqe};
+use resex_mlx5::dbrec::write_cq_ci;
+use resex_mlx5::wqe::{DataSeg, RaddrSeg, WqeSpec};
+use resex_mlx5::writer::{SqWriter, WriteError};
+use resex_mlx5::SEND_WQE_BB;
+use resex_proto::hca::{CreateCq, CreateQp, HcaControl, RegMr, RingDesc};
+use resex_proto::{CqRegistration, QpRegistration, SqRegistration};
+use std::collections::HashMap;
+use std::sync::atomic::{fence, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+const PAGE: u64 = 4096;
+/// Ends a receive WQE's scatter list (rdma-core's `MLX5_INVALID_LKEY`).
+const INVALID_LKEY: u32 = 0x100;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The send side of a QP as both the QP (posting) and its CQ (completing) need it.
+struct SqShared {
+    sq: SqWriter,
+    sq_cnt: u32,
+    /// Per SQ slot: wr_id, basic blocks, send opcode.
+    wrids: Vec<(u64, u32, u8)>,
+    rq: Option<PageRing>,
+    rq_cnt: u32,
+    rq_stride: u32,
+    rq_head: u32,
+    rq_tail: u32,
+    rq_wrids: Vec<u64>,
+    dbrec: GuestAddress,
+    max_inline: u32,
+}
+
+type Registry = Arc<Mutex<HashMap<u32, Arc<Mutex<SqShared>>>>>;
+
+/// Guest memory handed out page by page (identity mapping: the address a work request uses is
+/// the guest-physical address, as in the embedded host's guest processes).
+#[derive(Debug)]
+struct Heap {
+    next: u64,
+    end: u64,
+}
+
+/// The softhca provider over a guest's RAM.
+pub struct SoftProvider {
+    mem: Arc<dyn GuestMemory>,
+    ctl: Arc<dyn HcaControl>,
+    heap: Mutex<Heap>,
+    qps: Registry,
+    /// What the agent registers with the host: every CQ and QP's rings.
+    rings: Mutex<Rings>,
+}
+
+#[derive(Debug, Default)]
+struct Rings {
+    cqs: HashMap<u32, CqRegistration>,
+    qps: HashMap<u32, QpRegistration>,
+}
+
+impl std::fmt::Debug for SoftProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SoftProvider")
+            .field("heap", &self.heap)
+            .finish()
+    }
+}
+
+impl SoftProvider {
+    /// A provider that allocates from `[start, start + len)` of `mem` (page aligned) and reaches
+    /// the device through `ctl`.
+    pub fn new(
+        mem: Arc<dyn GuestMemory>,
+        start: u64,
+        len: u64,
+        ctl: Arc<dyn HcaControl>,
+    ) -> Result<Self, ShimError> {
+        let start = start.div_ceil(PAGE) * PAGE;
+        let end = start.saturating_add(len).min(mem.size()) / PAGE * PAGE;
+        if end <= start {
+            return Err(ShimError::Invalid(format!(
+                "no whole page in the heap {start:#x}+{len} of a {}-byte memory",
+                mem.size()
+            )));
+        }
+        Ok(Self {
+            mem,
+            ctl,
+            heap: Mutex::new(Heap { next: start, end }),
+            qps: Arc::new(Mutex::new(HashMap::new())),
+            rings: Mutex::new(Rings::default()),
+        })
+    }
+
+    /// The registration of a QP's rings (send queue, send and receive CQs), as the agent
+    /// sends it to the host's monitor.
+    pub fn registration(&self, qpn: u32) -> Option<QpRegistration> {
+        lock(&self.rings).qps.get(&qpn).cloned()
+    }
+
+    /// Every QP's registration, by QPN.
+    pub fn registrations(&self) -> Vec<QpRegistration> {
+        let mut v: Vec<QpRegistration> = lock(&self.rings).qps.values().cloned().collect();
+        v.sort_by_key(|q| q.qpn);
+        v
+    }
+
+    /// The guest memory this provider works in.
+    pub fn memory(&self) -> &Arc<dyn GuestMemory> {
+        &self.mem
+    }
+
+    /// Bytes left in the heap.
+    pub fn heap_free(&self) -> u64 {
+        let h = lock(&self.heap);
+        h.end - h.next
+    }
+
+    fn pages(buf: &Buffer) -> Vec<u64> {
+        let first = buf.base() / PAGE * PAGE;
+        let end = (buf.base() + buf.len().max(1)).div_ceil(PAGE) * PAGE;
+        (first..end).step_by(4096).collect()
+    }
+
+    fn ring_of(buf: &Buffer) -> RingDesc {
+        RingDesc {
+            pages: Self::pages(buf),
+            offset: buf.base() % PAGE,
+        }
+    }
+}
+
+impl Provider for SoftProvider {
+    fn name(&self) -> &'static str {
+        "softhca"
+    }
+
+    fn alloc(&self, len: u64) -> Result<Buffer, ShimError> {
+        let mut h = lock(&self.heap);
+        let size = len.max(1).div_ceil(PAGE) * PAGE;
+        if h.end - h.next < size {
+            return Err(ShimError::OutOfMemory {
+                wanted: len,
+                free: h.end - h.next,
+            });
+        }
+        let at = h.next;
+        h.next += size;
+        drop(h);
+        // Fresh memory is zero, as the device and the protocols expect.
+        let zeros = vec![0u8; usize::try_from(size.min(1 << 20)).unwrap_or(4096)];
+        let mut off = 0;
+        while off < size {
+            let n = (size - off).min(zeros.len() as u64);
+            self.mem.write(
+                GuestAddress(at + off),
+                &zeros[..usize::try_from(n).unwrap_or(0)],
+            )?;
+            off += n;
+        }
+        Buffer::new(self.mem.clone(), at, at, len)
+    }
+
+    fn reg_mr(&self, buf: &Buffer, access: u32) -> Result<Mr, ShimError> {
+        let keys = self.ctl.reg_mr(&RegMr {
+            iova: buf.addr(),
+            length: buf.len(),
+            pages: Self::pages(buf),
+            access,
+        })?;
+        Ok(Mr {
+            buf: buf.clone(),
+            lkey: keys.lkey,
+            rkey: keys.rkey,
+        })
+    }
+
+    fn dereg_mr(&self, mr: &Mr) -> Result<(), ShimError> {
+        Ok(self.ctl.dereg_mr(mr.lkey)?)
+    }
+
+    fn create_cq(&self, entries: u32) -> Result<Box<dyn CompletionQueue>, ShimError> {
+        let cnt = entries.saturating_add(1).next_power_of_two().max(2);
+        let buf = self.alloc(u64::from(cnt) * 64)?;
+        let dbrec = self.alloc(8)?;
+        let cqn = self.ctl.create_cq(&CreateCq {
+            ring: Self::ring_of(&buf),
+            cqe_cnt: cnt,
+            cqe_size: 64,
+            dbrec: dbrec.base(),
+        })?;
+        let ring = PageRing::new(&Self::pages(&buf), 0, u64::from(cnt) * 64, self.mem.size())
+            .map_err(|e| ShimError::Invalid(e.to_string()))?;
+        lock(&self.rings).cqs.insert(
+            cqn,
+            CqRegistration {
+                pages: Self::pages(&buf),
+                offset: 0,
+                cqe_cnt: cnt,
+                cqe_size: 64,
+                dbrec: dbrec.base(),
+                start: 0,
+            },
+        );
+        Ok(Box::new(SoftCq {
+            cqn,
+            mem: self.mem.clone(),
+            ring,
+            log: cnt.trailing_zeros(),
+            ci: 0,
+            dbrec: GuestAddress(dbrec.base()),
+            qps: self.qps.clone(),
+        }))
+    }
+
+    fn create_qp(
+        &self,
+        init: &QpInit,
+        send_cq: u32,
+        recv_cq: u32,
+    ) -> Result<Box<dyn QueuePair>, ShimError> {
+        // Room for the largest inline WQE per request: inline WQEs take several basic blocks.
+        let per_wr = (16 + 16 + 4 + u64::from(init.max_inline))
+            .div_ceil(SEND_WQE_BB)
+            .max(1);
+        let sq_cnt = u32::try_from(u64::from(init.max_send_wr.max(1)) * per_wr)
+            .unwrap_or(u32::MAX)
+            .next_power_of_two();
+        let sq_buf = self.alloc(u64::from(sq_cnt) * SEND_WQE_BB)?;
+        let (rq_cnt, rq_stride) = if init.max_recv_wr == 0 {
+            (0, 16)
+        } else {
+            (
+                init.max_recv_wr.next_power_of_two(),
+                (16 * init.max_recv_sge.max(1)).next_power_of_two(),
+            )
+        };
+        let rq_buf = if rq_cnt > 0 {
+            Some(self.alloc(u64::from(rq_cnt) * u64::from(rq_stride))?)
+        } else {
+            None
+        };
+        let dbrec = self.alloc(8)?;
+        let qpn = self.ctl.create_qp(&CreateQp {
+            sq: Self::ring_of(&sq_buf),
+            sq_wqe_cnt: sq_cnt,
+            rq: rq_buf.as_ref().map_or(
+                RingDesc {
+                    pages: vec![],
+                    offset: 0,
+                },
+                Self::ring_of,
+            ),
+            rq_wqe_cnt: rq_cnt,
+            rq_stride,
+            dbrec: dbrec.base(),
+            send_cq,
+            recv_cq,
+            path_mtu: init.path_mtu,
+        })?;
+        let size = self.mem.size();
+        let sq_ring = PageRing::new(
+            &Self::pages(&sq_buf),
+            0,
+            u64::from(sq_cnt) * SEND_WQE_BB,
+            size,
+        )
+        .map_err(|e| ShimError::Invalid(e.to_string()))?;
+        let sq = SqWriter::new(sq_ring, sq_cnt, GuestAddress(dbrec.base()), 0)
+            .map_err(|e| ShimError::Invalid(e.to_string()))?;
+        let rq = match &rq_buf {
+            Some(b) => Some(
+                PageRing::new(
+                    &Self::pages(b),
+                    0,
+                    u64::from(rq_cnt) * u64::from(rq_stride),
+                    size,
+                )
+                .map_err(|e| ShimError::Invalid(e.to_string()))?,
+            ),
+            None => None,
+        };
+        let shared = Arc::new(Mutex::new(SqShared {
+            sq,
+            sq_cnt,
+            wrids: vec![(0, 1, 0); sq_cnt as usize],
+            rq,
+            rq_cnt,
+            rq_stride,
+            rq_head: 0,
+            rq_tail: 0,
+            rq_wrids: vec![0; rq_cnt as usize],
+            dbrec: GuestAddress(dbrec.base()),
+            max_inline: init.max_inline,
+        }));
+        lock(&self.qps).insert(qpn, shared.clone());
+        {
+            let mut rings = lock(&self.rings);
+            let send = rings.cqs.get(&send_cq).cloned();
+            let recv = rings.cqs.get(&recv_cq).cloned();
+            if let Some(send) = send {
+                rings.qps.insert(
+                    qpn,
+                    QpRegistration {
+                        qpn,
+                        sq: SqRegistration {
+                            pages: Self::pages(&sq_buf),
+                            offset: 0,
+                            wqe_cnt: sq_cnt,
+                            dbrec: dbrec.base(),
+                            start: 0,
+                        },
+                        send_cq: send,
+                        recv_cq: recv.filter(|_| recv_cq != send_cq),
+                    },
+                );
+            }
+        }
+        Ok(Box::new(SoftQp {
+            qpn,
+            mem: self.mem.clone(),
+            ctl: self.ctl.clone(),
+            shared,
+            registry: self.qps.clone(),
+            segs: Vec::new(),
+        }))
+    }
+}
+
+struct SoftCq {
+    cqn: u32,
+    mem: Arc<dyn GuestMemory>,
+    ring: PageRing,
+    log: u32,
+    ci: u32,
+    dbrec: GuestAddress,
+    qps: Registry,
+}
+
+impl CompletionQueue for SoftCq {
+    fn cqn(&self) -> u32 {
+        self.cqn
+    }
+
+    fn poll(&mut self, out: &mut Vec<Wc>, max: usize) -> Result<usize, ShimError> {
+        let mask = (1u32 << self.log) - 1;
+        let mut n = 0;
+        while n < max {
+            let at = u64::from(self.ci & mask) * 64;
+            let op_own = self.ring.read_u8(&*self.mem, at + 63)?;
+            if !is_valid_for(op_own, self.ci, self.log) {
+                break;
+            }
+            fence(Ordering::Acquire);
+            let mut b = [0u8; 64];
+            self.ring.read(&*self.mem, at, &mut b)?;
+            let cqe = Cqe::decode(&b);
+            self.ci = (self.ci + 1) & 0x00ff_ffff;
+            out.push(self.to_wc(&cqe)?);
+            n += 1;
+        }
+        if n > 0 {
+            write_cq_ci(&*self.mem, self.dbrec, self.ci)?;
+        }
+        Ok(n)
+    }
+}
+
+impl SoftCq {
+    fn to_wc(&self, c: &Cqe) -> Result<Wc, ShimError> {
+        let qp = lock(&self.qps)
+            .get(&c.qpn)
+            .cloned()
+            .ok_or_else(|| ShimError::Invalid(format!("completion for unknown QP {:#x}", c.qpn)))?;
+        let mut q = lock(&qp);
+        let status = if c.is_error() {
+            WcStatus::Error(c.syndrome)
+        } else {
+            WcStatus::Success
+        };
+        match c.opcode {
+            cqe_op::REQ | cqe_op::REQ_ERR => {
+                let slot = usize::from(c.wqe_counter) & (q.sq_cnt as usize - 1);
+                let (wr_id, bbs, op) = q.wrids[slot];
+                q.sq.complete_through(c.wqe_counter, bbs);
+                Ok(Wc {
+                    wr_id,
+                    status,
+                    opcode: match op {
+                        send_op::SEND | send_op::SEND_IMM => WcOpcode::Send,
+                        send_op::RDMA_WRITE | send_op::RDMA_WRITE_IMM => WcOpcode::Write,
+                        send_op::RDMA_READ => WcOpcode::Read,
+                        _ => WcOpcode::Other,
+                    },
+                    byte_len: c.byte_cnt,
+                    imm: None,
+                    qpn: c.qpn,
+                })
+            }
+            _ => {
+                let slot = usize::from(c.wqe_counter) & (q.rq_cnt.max(1) as usize - 1);
+                let wr_id = q.rq_wrids.get(slot).copied().unwrap_or(0);
+                q.rq_tail = q.rq_tail.wrapping_add(1);
+                Ok(Wc {
+                    wr_id,
+                    status,
+                    opcode: match c.opcode {
+                        cqe_op::RESP_WR_IMM => WcOpcode::RecvWriteImm,
+                        cqe_op::RESP_SEND | cqe_op::RESP_SEND_IMM => WcOpcode::Recv,
+                        _ => WcOpcode::Other,
+                    },
+                    byte_len: c.byte_cnt,
+                    imm: matches!(c.opcode, cqe_op::RESP_WR_IMM | cqe_op::RESP_SEND_IMM)
+                        .then_some(c.imm),
+                    qpn: c.qpn,
+                })
+            }
+        }
+    }
+}
+
+struct SoftQp {
+    qpn: u32,
+    mem: Arc<dyn GuestMemory>,
+    ctl: Arc<dyn HcaControl>,
+    shared: Arc<Mutex<SqShared>>,
+    registry: Registry,
+    segs: Vec<DataSeg>,
+}
+
+impl Drop for SoftQp {
+    fn drop(&mut self) {
+        lock(&self.registry).remove(&self.qpn);
+        let _ = self.ctl.destroy_qp(self.qpn);
+    }
+}
+
+impl QueuePair for SoftQp {
+    fn qpn(&self) -> u32 {
+        self.qpn
+    }
+
+    fn connect(&mut self, remote: QpAddr) -> Result<(), ShimError> {
+        Ok(self.ctl.connect_qp(self.qpn, remote)?)
+    }
+
+    fn post_send(&mut self, wrs: &[SendWr<'_>]) -> Result<(), ShimError> {
+        let mut q = lock(&self.shared);
+        let mut posted = 0;
+        let mut result = Ok(());
+        for wr in wrs {
+            let (opcode, raddr, imm) = match wr.op {
+                SendOp::Write(r) => (send_op::RDMA_WRITE, Some(r), 0),
+                SendOp::WriteImm(r, i) => (send_op::RDMA_WRITE_IMM, Some(r), i),
+                SendOp::Send => (send_op::SEND, None, 0),
+                SendOp::SendImm(i) => (send_op::SEND_IMM, None, i),
+                SendOp::Read(r) => (send_op::RDMA_READ, Some(r), 0),
+            };
+            if let Some(d) = wr.inline {
+                if d.len() > q.max_inline as usize || opcode == send_op::RDMA_READ {
+                    result = Err(ShimError::Invalid(format!(
+                        "inline data of {} bytes (at most {}; never for READ)",
+                        d.len(),
+                        q.max_inline
+                    )));
+                    break;
+                }
+            }
+            self.segs.clear();
+            self.segs.extend(wr.sges.iter().map(|s| DataSeg {
+                byte_count: s.len,
+                lkey: s.lkey,
+                addr: s.addr,
+            }));
+            let mut spec = WqeSpec::new(opcode, self.qpn);
+            spec.signaled = wr.signaled;
+            spec.imm = imm;
+            spec.raddr = raddr.map(|r| RaddrSeg {
+                raddr: r.addr,
+                rkey: r.rkey,
+            });
+            spec.sges = &self.segs;
+            spec.inline = wr.inline;
+            match q.sq.post(&*self.mem, &spec) {
+                Ok((index, bbs)) => {
+                    let slot = usize::from(index) & (q.sq_cnt as usize - 1);
+                    q.wrids[slot] = (wr.wr_id, bbs, opcode);
+                    posted += 1;
+                }
+                Err(WriteError::SqFull { .. }) => {
+                    result = Err(ShimError::QueueFull { posted });
+                    break;
+                }
+                Err(e) => {
+                    result = Err(ShimError::Invalid(e.to_string()));
+                    break;
+                }
+            }
+        }
+        if posted > 0 {
+            q.sq.ring_doorbell(&*self.mem)?;
+        }
+        result
+    }
+
+    fn post_recv(&mut self, wrs: &[RecvWr<'_>]) -> Result<(), ShimError> {
+        let mut q = lock(&self.shared);
+        let Some(rq) = q.rq.clone() else {
+            return Err(ShimError::Invalid("this QP has no receive queue".into()));
+        };
+        let max_sge = (q.rq_stride / 16) as usize;
+        let mut posted = 0;
+        let mut result = Ok(());
+        for wr in wrs {
+            if wr.sges.len() > max_sge {
+                result = Err(ShimError::Invalid(format!(
+                    "{} scatter entries, at most {max_sge}",
+                    wr.sges.len()
+                )));
+                break;
+            }
+            if q.rq_head.wrapping_sub(q.rq_tail) >= q.rq_cnt {
+                result = Err(ShimError::QueueFull { posted });
+                break;
+            }
+            let mut bytes = vec![0u8; q.rq_stride as usize];
+            for (i, s) in wr.sges.iter().enumerate() {
+                bytes[i * 16..i * 16 + 16].copy_from_slice(
+                    &DataSeg {
+                        byte_count: s.len,
+                        lkey: s.lkey,
+                        addr: s.addr,
+                    }
+                    .encode(),
+                );
+            }
+            if wr.sges.len() < max_sge {
+                let end = DataSeg {
+                    byte_count: 0,
+                    lkey: INVALID_LKEY,
+                    addr: 0,
+                };
+                let i = wr.sges.len();
+                bytes[i * 16..i * 16 + 16].copy_from_slice(&end.encode());
+            }
+            let slot = q.rq_head & (q.rq_cnt - 1);
+            rq.write(&*self.mem, u64::from(slot) * u64::from(q.rq_stride), &bytes)?;
+            q.rq_wrids[slot as usize] = wr.wr_id;
+            q.rq_head = q.rq_head.wrapping_add(1);
+            posted += 1;
+        }
+        if posted > 0 {
+            fence(Ordering::Release);
+            self.mem.write_be32(q.dbrec, q.rq_head & 0xffff)?;
+        }
+        result
+    }
+}

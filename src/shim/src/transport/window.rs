@@ -1,0 +1,317 @@
+//! The sliding-window transport the status-byte paper measures against (its Fig. 1): the
+//! sender RDMA WRITEs with immediate into a ring of N receive blocks (the immediate names the
+//! block and length), tail advances per block; the receiver takes blocks in order from its
+//! receive CQ, processes them and returns an ACK by RDMA SEND, which moves the sender's head.
+
+use super::{header, parse_header, poll_ok, spin, Message, HEADER};
+use crate::provider::{
+    access, CompletionQueue, Mr, Provider, QpAddr, QpInit, QueuePair, RecvWr, RemoteAddr, SendOp,
+    SendWr, Wc, WcOpcode,
+};
+use crate::ShimError;
+use std::time::Duration;
+
+pub use super::status_byte::Config;
+
+/// What the sender needs of the receiver.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Endpoint {
+    /// The receiver's QP.
+    pub qp: QpAddr,
+    /// Its ring of blocks.
+    pub ring: RemoteAddr,
+    /// Blocks.
+    pub n: u32,
+    /// Bytes per block, header included.
+    pub block_size: u64,
+}
+
+fn qp_init(cfg: &Config) -> QpInit {
+    QpInit {
+        max_send_wr: cfg.blocks + 2,
+        max_recv_wr: cfg.blocks,
+        max_recv_sge: 1,
+        max_inline: 16,
+        path_mtu: cfg.path_mtu,
+    }
+}
+
+fn imm(block: u32, len: u32) -> u32 {
+    (block << 24) | (len & 0x00ff_ffff)
+}
+
+/// The receiving side: the ring, a receive per block, ACKs by SEND.
+pub struct WindowReceiver {
+    qp: Box<dyn QueuePair>,
+    send_cq: Box<dyn CompletionQueue>,
+    recv_cq: Box<dyn CompletionQueue>,
+    ring: Mr,
+    n: u32,
+    block_size: u64,
+    wcs: Vec<Wc>,
+    acks_unreaped: u32,
+}
+
+impl std::fmt::Debug for WindowReceiver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "WindowReceiver {{ n: {} }}", self.n)
+    }
+}
+
+impl WindowReceiver {
+    /// Allocates the ring and posts a receive per block.
+    pub fn new(p: &dyn Provider, cfg: &Config) -> Result<Self, ShimError> {
+        if cfg.blocks == 0 || cfg.blocks > 255 || HEADER + cfg.payload > 1 << 24 {
+            return Err(ShimError::Invalid(
+                "blocks must be 1..=255 and a block at most 16 MiB".into(),
+            ));
+        }
+        let block_size = HEADER + cfg.payload;
+        let ring = p.alloc(block_size * u64::from(cfg.blocks))?;
+        let ring = p.reg_mr(&ring, access::REMOTE_WRITE | access::LOCAL_WRITE)?;
+        let send_cq = p.create_cq(cfg.blocks + 4)?;
+        let recv_cq = p.create_cq(cfg.blocks + 4)?;
+        let mut qp = p.create_qp(&qp_init(cfg), send_cq.cqn(), recv_cq.cqn())?;
+        let wrs: Vec<RecvWr<'_>> = (0..cfg.blocks)
+            .map(|k| RecvWr {
+                wr_id: u64::from(k),
+                sges: &[],
+            })
+            .collect();
+        qp.post_recv(&wrs)?;
+        Ok(Self {
+            qp,
+            send_cq,
+            recv_cq,
+            ring,
+            n: cfg.blocks,
+            block_size,
+            wcs: Vec::new(),
+            acks_unreaped: 0,
+        })
+    }
+
+    /// What the sender needs.
+    pub fn endpoint(&self) -> Endpoint {
+        Endpoint {
+            qp: self.qp.addr(),
+            ring: self.ring.remote(0),
+            n: self.n,
+            block_size: self.block_size,
+        }
+    }
+
+    /// Connects to the sender's QP.
+    pub fn accept(&mut self, sender: QpAddr) -> Result<(), ShimError> {
+        self.qp.connect(sender)
+    }
+
+    /// The next block, if one arrived: copied out, its receive re-posted, its ACK sent.
+    pub fn try_recv(&mut self) -> Result<Option<Message>, ShimError> {
+        // Keep the ACK send queue drained.
+        if self.acks_unreaped > 0 {
+            poll_ok(&mut *self.send_cq, &mut self.wcs)?;
+            self.acks_unreaped = self
+                .acks_unreaped
+                .saturating_sub(u32::try_from(self.wcs.len()).unwrap_or(0));
+        }
+        self.wcs.clear();
+        self.recv_cq.poll(&mut self.wcs, 1)?;
+        let Some(wc) = self.wcs.first().copied() else {
+            return Ok(None);
+        };
+        if let crate::WcStatus::Error(s) = wc.status {
+            return Err(ShimError::Completion {
+                wr_id: wc.wr_id,
+                syndrome: s,
+            });
+        }
+        if wc.opcode != WcOpcode::RecvWriteImm {
+            return Err(ShimError::Invalid("unexpected receive completion".into()));
+        }
+        let imm = wc.imm.unwrap_or(0);
+        let block = imm >> 24;
+        if block >= self.n {
+            return Err(ShimError::Invalid(format!(
+                "immediate names block {block} of {}",
+                self.n
+            )));
+        }
+        let base = u64::from(block) * self.block_size;
+        let mut h = [0u8; 8];
+        self.ring.buf.read(base, &mut h)?;
+        let (dev, packet, len) = parse_header(&h);
+        if u64::from(len) > self.block_size - HEADER {
+            return Err(ShimError::Invalid(format!(
+                "block {block} claims {len} bytes"
+            )));
+        }
+        let mut data = vec![0u8; len as usize];
+        self.ring.buf.read(base + HEADER, &mut data)?;
+        self.qp.post_recv(&[RecvWr {
+            wr_id: wc.wr_id,
+            sges: &[],
+        }])?;
+        let ack = block.to_be_bytes();
+        self.qp.post_send(&[SendWr {
+            wr_id: u64::from(block),
+            op: SendOp::Send,
+            sges: &[],
+            inline: Some(&ack),
+            signaled: true,
+        }])?;
+        self.acks_unreaped += 1;
+        Ok(Some(Message { dev, packet, data }))
+    }
+
+    /// Waits for the next block.
+    pub fn recv(&mut self, timeout: Duration) -> Result<Message, ShimError> {
+        spin(timeout, "waiting for a block", || self.try_recv())
+    }
+}
+
+/// The sending side: head (oldest unacknowledged block), tail (next block to write).
+pub struct WindowSender {
+    qp: Box<dyn QueuePair>,
+    send_cq: Box<dyn CompletionQueue>,
+    recv_cq: Box<dyn CompletionQueue>,
+    send: Mr,
+    acks: Mr,
+    remote: Endpoint,
+    head: u64,
+    tail: u64,
+    unreaped: u64,
+    packet: [u16; 256],
+    wcs: Vec<Wc>,
+    timeout: Duration,
+    /// ACKs processed.
+    pub acks_seen: u64,
+}
+
+impl std::fmt::Debug for WindowSender {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "WindowSender {{ head: {}, tail: {} }}",
+            self.head, self.tail
+        )
+    }
+}
+
+impl WindowSender {
+    /// Allocates send blocks and ACK buffers, posts a receive per ACK, connects.
+    pub fn connect(p: &dyn Provider, cfg: &Config, remote: Endpoint) -> Result<Self, ShimError> {
+        let n = remote.n;
+        let send = p.alloc(remote.block_size * u64::from(n))?;
+        let send = p.reg_mr(&send, access::LOCAL_WRITE)?;
+        let acks = p.alloc(4 * u64::from(n))?;
+        let acks = p.reg_mr(&acks, access::LOCAL_WRITE)?;
+        let send_cq = p.create_cq(n + 4)?;
+        let recv_cq = p.create_cq(n + 4)?;
+        let mut qp = p.create_qp(&qp_init(cfg), send_cq.cqn(), recv_cq.cqn())?;
+        for k in 0..n {
+            let sge = acks.sge(4 * u64::from(k), 4);
+            qp.post_recv(&[RecvWr {
+                wr_id: u64::from(k),
+                sges: &[sge],
+            }])?;
+        }
+        qp.connect(remote.qp)?;
+        Ok(Self {
+            qp,
+            send_cq,
+            recv_cq,
+            send,
+            acks,
+            remote,
+            head: 0,
+            tail: 0,
+            unreaped: 0,
+            packet: [0; 256],
+            wcs: Vec::new(),
+            timeout: cfg.timeout,
+            acks_seen: 0,
+        })
+    }
+
+    /// The sender QP's address.
+    pub fn qp(&self) -> QpAddr {
+        self.qp.addr()
+    }
+
+    /// Blocks written and not yet acknowledged.
+    pub fn in_window(&self) -> u64 {
+        self.tail - self.head
+    }
+
+    /// Processes ACKs (each frees the oldest block, in order) and send completions.
+    pub fn poll_acks(&mut self) -> Result<(), ShimError> {
+        if self.unreaped > 0 {
+            poll_ok(&mut *self.send_cq, &mut self.wcs)?;
+            self.unreaped = self.unreaped.saturating_sub(self.wcs.len() as u64);
+        }
+        poll_ok(&mut *self.recv_cq, &mut self.wcs)?;
+        let acked: Vec<u64> = self.wcs.iter().map(|w| w.wr_id).collect();
+        for wr_id in acked {
+            let sge = self.acks.sge(4 * wr_id, 4);
+            self.qp.post_recv(&[RecvWr {
+                wr_id,
+                sges: &[sge],
+            }])?;
+            self.head += 1;
+            self.acks_seen += 1;
+        }
+        Ok(())
+    }
+
+    /// Sends `data` as the next packet of `dev` into the block at the tail; waits (processing
+    /// ACKs) while the window is full.
+    pub fn send(&mut self, dev: u8, data: &[u8]) -> Result<u16, ShimError> {
+        let cap = self.remote.block_size - HEADER;
+        if data.len() as u64 > cap {
+            return Err(ShimError::Invalid(format!(
+                "{} bytes do not fit a block of {cap}",
+                data.len()
+            )));
+        }
+        let n = u64::from(self.remote.n);
+        let timeout = self.timeout;
+        spin(timeout, "waiting for an ACK", || {
+            self.poll_acks()?;
+            Ok((self.tail - self.head < n && self.unreaped < n).then_some(()))
+        })?;
+        let block = u32::try_from(self.tail % n).unwrap_or(0);
+        let packet = self.packet[usize::from(dev)];
+        self.packet[usize::from(dev)] = packet.wrapping_add(1);
+        let len = u32::try_from(data.len()).unwrap_or(u32::MAX);
+        let base = u64::from(block) * self.remote.block_size;
+        self.send.buf.write(base, &header(dev, packet, len))?;
+        self.send.buf.write(base + HEADER, data)?;
+        let sge = self.send.sge(base, len + 8);
+        self.qp.post_send(&[SendWr {
+            wr_id: u64::from(block),
+            op: SendOp::WriteImm(
+                RemoteAddr {
+                    addr: self.remote.ring.addr + base,
+                    rkey: self.remote.ring.rkey,
+                },
+                imm(block, len + 8),
+            ),
+            sges: &[sge],
+            inline: None,
+            signaled: true,
+        }])?;
+        self.unreaped += 1;
+        self.tail += 1;
+        Ok(packet)
+    }
+
+    /// Waits until every block is acknowledged.
+    pub fn flush(&mut self) -> Result<(), ShimError> {
+        let timeout = self.timeout;
+        spin(timeout, "waiting for the last ACKs", || {
+            self.poll_acks()?;
+            Ok((self.head == self.tail).then_some(()))
+        })
+    }
+}

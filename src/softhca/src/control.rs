@@ -1,0 +1,243 @@
+//! The control path as one guest sees it: [`GuestPort`] implements `HcaControl`.
+
+use crate::hca::HcaState;
+use crate::mr::GuestId;
+use crate::objects::{Cq, Qp, QpState, QpStats};
+use resex_guestmem::{GuestAddress, PageRing};
+use resex_mlx5::cqe::CqeSize;
+use resex_mlx5::writer::CqWriter;
+use resex_mlx5::{mtu_bytes_to_enum, SEND_WQE_BB};
+use resex_proto::hca::{
+    ControlError, CreateCq, CreateQp, HcaControl, MrKeys, QpAddr, RegMr, RingDesc,
+};
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// Most CQs or QPs one HCA holds.
+pub const MAX_OBJECTS: usize = 1 << 16;
+
+/// One guest's handle on the HCA's control path.
+#[derive(Debug, Clone)]
+pub struct GuestPort {
+    pub(crate) hca: Arc<Mutex<HcaState>>,
+    pub(crate) guest: GuestId,
+}
+
+fn lock(m: &Mutex<HcaState>) -> MutexGuard<'_, HcaState> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn ring(desc: &RingDesc, len: u64, ram: u64, what: &str) -> Result<PageRing, ControlError> {
+    PageRing::new(&desc.pages, desc.offset, len, ram)
+        .map_err(|e| ControlError::Invalid(format!("{what}: {e}")))
+}
+
+fn dbrec_ok(addr: u64, ram: u64, what: &str) -> Result<GuestAddress, ControlError> {
+    if !addr.is_multiple_of(8) || addr.checked_add(8).is_none_or(|e| e > ram) {
+        return Err(ControlError::Invalid(format!(
+            "{what} doorbell record {addr:#x} must be 8-byte aligned inside guest RAM ({ram} bytes)"
+        )));
+    }
+    Ok(GuestAddress(addr))
+}
+
+impl GuestPort {
+    /// The guest's id on the HCA.
+    pub fn guest(&self) -> GuestId {
+        self.guest
+    }
+
+    /// What the HCA executed on one of this guest's QPs.
+    pub fn stats(&self, qpn: u32) -> Option<QpStats> {
+        let st = lock(&self.hca);
+        st.qps
+            .get(&qpn)
+            .filter(|q| q.guest == self.guest)
+            .map(|q| q.stats)
+    }
+
+    fn ram(&self, st: &HcaState) -> Result<u64, ControlError> {
+        st.guests
+            .get(&self.guest)
+            .map(|g| g.mem.size())
+            .ok_or_else(|| ControlError::Unavailable("this guest was removed from the HCA".into()))
+    }
+}
+
+impl HcaControl for GuestPort {
+    fn create_cq(&self, req: &CreateCq) -> Result<u32, ControlError> {
+        let mut st = lock(&self.hca);
+        let ram = self.ram(&st)?;
+        if st.cqs.len() >= MAX_OBJECTS {
+            return Err(ControlError::NoResources("completion queues".into()));
+        }
+        let size = CqeSize::from_bytes(req.cqe_size).ok_or_else(|| {
+            ControlError::Invalid(format!("cqe_size {} is not 64 or 128", req.cqe_size))
+        })?;
+        if !req.cqe_cnt.is_power_of_two() || req.cqe_cnt > 1 << 22 || req.cqe_cnt < 2 {
+            return Err(ControlError::Invalid(format!(
+                "cqe_cnt {} is not a power of two in 2..=4194304",
+                req.cqe_cnt
+            )));
+        }
+        let pages = ring(
+            &req.ring,
+            u64::from(req.cqe_cnt) * size.bytes(),
+            ram,
+            "CQ buffer",
+        )?;
+        let dbrec = dbrec_ok(req.dbrec, ram, "CQ")?;
+        let writer = CqWriter::new(pages, req.cqe_cnt, size, 0)
+            .map_err(|e| ControlError::Invalid(e.to_string()))?;
+        let mem = st.guests[&self.guest].mem.clone();
+        writer
+            .init(&*mem)
+            .map_err(|e| ControlError::Invalid(format!("CQ buffer: {e}")))?;
+        mem.write_be32(dbrec, 0)
+            .map_err(|e| ControlError::Invalid(format!("CQ doorbell: {e}")))?;
+        st.next_cqn += 1;
+        let cqn = st.next_cqn;
+        st.cqs.insert(
+            cqn,
+            Cq {
+                guest: self.guest,
+                writer,
+                dbrec,
+                full_stalls: 0,
+            },
+        );
+        Ok(cqn)
+    }
+
+    fn create_qp(&self, req: &CreateQp) -> Result<u32, ControlError> {
+        let mut st = lock(&self.hca);
+        let ram = self.ram(&st)?;
+        if st.qps.len() >= MAX_OBJECTS {
+            return Err(ControlError::NoResources("queue pairs".into()));
+        }
+        if !req.sq_wqe_cnt.is_power_of_two() || req.sq_wqe_cnt > 1 << 15 {
+            return Err(ControlError::Invalid(format!(
+                "sq_wqe_cnt {} is not a power of two <= 32768",
+                req.sq_wqe_cnt
+            )));
+        }
+        let sq = ring(
+            &req.sq,
+            u64::from(req.sq_wqe_cnt) * SEND_WQE_BB,
+            ram,
+            "SQ buffer",
+        )?;
+        let rq = if req.rq_wqe_cnt == 0 {
+            None
+        } else {
+            if !req.rq_wqe_cnt.is_power_of_two()
+                || req.rq_wqe_cnt > 1 << 15
+                || !req.rq_stride.is_power_of_two()
+                || !(16..=1024).contains(&req.rq_stride)
+            {
+                return Err(ControlError::Invalid(format!(
+                    "receive queue of {} WQEs of {} bytes: both must be powers of two (<= 32768 WQEs, 16..=1024 bytes)",
+                    req.rq_wqe_cnt, req.rq_stride
+                )));
+            }
+            Some(ring(
+                &req.rq,
+                u64::from(req.rq_wqe_cnt) * u64::from(req.rq_stride),
+                ram,
+                "RQ buffer",
+            )?)
+        };
+        let dbrec = dbrec_ok(req.dbrec, ram, "QP")?;
+        for cqn in [req.send_cq, req.recv_cq] {
+            if st.cqs.get(&cqn).is_none_or(|c| c.guest != self.guest) {
+                return Err(ControlError::NotFound(format!("completion queue {cqn}")));
+            }
+        }
+        if mtu_bytes_to_enum(req.path_mtu).is_none() {
+            return Err(ControlError::Invalid(format!(
+                "path_mtu {} is not 256, 512, 1024, 2048 or 4096",
+                req.path_mtu
+            )));
+        }
+        let mem = st.guests[&self.guest].mem.clone();
+        mem.write(dbrec, &[0u8; 8])
+            .map_err(|e| ControlError::Invalid(format!("QP doorbell: {e}")))?;
+        let qpn = loop {
+            st.next_qpn = (st.next_qpn + 1) & 0x00ff_ffff;
+            if st.next_qpn >= 0x100 && !st.qps.contains_key(&st.next_qpn) {
+                break st.next_qpn;
+            }
+        };
+        st.qps.insert(
+            qpn,
+            Qp {
+                qpn,
+                guest: self.guest,
+                state: QpState::Init,
+                remote: None,
+                sq,
+                sq_cnt: req.sq_wqe_cnt,
+                sq_ci: 0,
+                dbrec,
+                rq,
+                rq_cnt: req.rq_wqe_cnt,
+                rq_stride: req.rq_stride,
+                rq_ci: 0,
+                send_cq: req.send_cq,
+                recv_cq: req.recv_cq,
+                mtu: u64::from(req.path_mtu),
+                wrs: VecDeque::new(),
+                req_active: false,
+                resp_active: false,
+                stats: QpStats::default(),
+            },
+        );
+        Ok(qpn)
+    }
+
+    fn connect_qp(&self, qpn: u32, remote: QpAddr) -> Result<(), ControlError> {
+        let mut st = lock(&self.hca);
+        if !st.qps.contains_key(&remote.qpn) {
+            return Err(ControlError::NotFound(format!(
+                "remote queue pair {:#x}",
+                remote.qpn
+            )));
+        }
+        let q = st
+            .qps
+            .get_mut(&qpn)
+            .filter(|q| q.guest == self.guest)
+            .ok_or_else(|| ControlError::NotFound(format!("queue pair {qpn:#x}")))?;
+        if q.state != QpState::Init {
+            return Err(ControlError::Invalid(format!(
+                "queue pair {qpn:#x} is already connected"
+            )));
+        }
+        q.remote = Some(remote.qpn);
+        q.state = QpState::Rts;
+        Ok(())
+    }
+
+    fn destroy_qp(&self, qpn: u32) -> Result<(), ControlError> {
+        let mut st = lock(&self.hca);
+        if st.qps.get(&qpn).is_none_or(|q| q.guest != self.guest) {
+            return Err(ControlError::NotFound(format!("queue pair {qpn:#x}")));
+        }
+        st.qps.remove(&qpn);
+        st.link.forget(qpn);
+        Ok(())
+    }
+
+    fn reg_mr(&self, req: &RegMr) -> Result<MrKeys, ControlError> {
+        let mut st = lock(&self.hca);
+        let ram = self.ram(&st)?;
+        let guest = self.guest;
+        st.mrs.register(guest, req, ram)
+    }
+
+    fn dereg_mr(&self, lkey: u32) -> Result<(), ControlError> {
+        let mut st = lock(&self.hca);
+        let guest = self.guest;
+        st.mrs.deregister(guest, lkey)
+    }
+}

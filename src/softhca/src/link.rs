@@ -1,0 +1,231 @@
+//! The link model: ports with a bandwidth in each direction, MTU-sized packets with a header
+//! overhead, store-and-forward through the receiving port's ingress, round-robin between the
+//! flows (QPs) with pending packets, and a base latency.
+//!
+//! Times are picoseconds (exact for the bandwidths used here: 8 Gb/s is 1 000 ps per byte,
+//! 100 Gb/s 80).
+
+use std::collections::VecDeque;
+
+/// Link parameters.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LinkConfig {
+    /// Data rate of each port, each direction, bits per second.
+    pub bits_per_sec: u64,
+    /// Path MTU in bytes (payload per packet).
+    pub mtu: u32,
+    /// Bytes of header per packet (LRH + BTH + RETH/ICRC/VCRC ... on the wire).
+    pub header_bytes: u32,
+    /// One-way latency added to every packet (switch + propagation), ns.
+    pub base_latency_ns: u64,
+}
+
+impl LinkConfig {
+    /// The ResEx paper's testbed: 8 Gb/s data rate (10 Gb/s SDR 4x after 8b/10b), 1 KiB MTU.
+    pub fn resex_testbed() -> Self {
+        Self {
+            bits_per_sec: 8_000_000_000,
+            mtu: 1024,
+            header_bytes: 30,
+            base_latency_ns: 1_000,
+        }
+    }
+
+    /// The status-byte paper's link: 100 Gb/s (ConnectX-5 EDR), 4 KiB MTU.
+    pub fn hundred_gig() -> Self {
+        Self {
+            bits_per_sec: 100_000_000_000,
+            mtu: 4096,
+            header_bytes: 30,
+            base_latency_ns: 600,
+        }
+    }
+
+    /// Wire time of one packet carrying `payload` bytes, ps.
+    pub fn packet_ps(&self, payload: u64) -> u64 {
+        let bits = (payload + u64::from(self.header_bytes)) as u128 * 8;
+        let ps = bits * 1_000_000_000_000 / u128::from(self.bits_per_sec.max(1));
+        u64::try_from(ps).unwrap_or(u64::MAX)
+    }
+
+    /// The base latency in ps.
+    pub fn base_ps(&self) -> u64 {
+        self.base_latency_ns.saturating_mul(1000)
+    }
+}
+
+/// A port of the link.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PortId(pub u16);
+
+/// A direction of a QP's traffic: its requests, or the responses to its READs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Dir {
+    /// Request packets (WRITE, SEND data; READ requests), sent by the QP's port.
+    Request,
+    /// READ response packets, sent by the remote QP's port back to the QP.
+    Response,
+}
+
+/// A flow waiting for the wire: a QP's requests or READ responses.
+pub type Flow = (u32, Dir);
+
+#[derive(Debug, Default, Clone)]
+struct Port {
+    egress_free: u64,
+    ingress_free: u64,
+    rr: VecDeque<Flow>,
+}
+
+/// Per-port schedules.
+#[derive(Debug, Clone)]
+pub struct Link {
+    cfg: LinkConfig,
+    ports: Vec<Port>,
+}
+
+/// A packet's schedule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sent {
+    /// When its last bit left the sender's port.
+    pub left_ps: u64,
+    /// When it arrived at the receiver (after ingress and the base latency).
+    pub arrived_ps: u64,
+}
+
+impl Link {
+    /// A link of `ports` ports.
+    pub fn new(cfg: LinkConfig, ports: u16) -> Self {
+        Self {
+            cfg,
+            ports: vec![Port::default(); usize::from(ports.max(1))],
+        }
+    }
+
+    /// Parameters.
+    pub fn config(&self) -> &LinkConfig {
+        &self.cfg
+    }
+
+    /// Number of ports.
+    pub fn ports(&self) -> u16 {
+        u16::try_from(self.ports.len()).unwrap_or(u16::MAX)
+    }
+
+    /// Queues a flow on `port` (it must not be queued already).
+    pub fn activate(&mut self, port: PortId, flow: Flow) {
+        if let Some(p) = self.ports.get_mut(usize::from(port.0)) {
+            p.rr.push_back(flow);
+        }
+    }
+
+    /// Drops every queued flow of QP `qpn` (QP destroyed or in error).
+    pub fn forget(&mut self, qpn: u32) {
+        for p in &mut self.ports {
+            p.rr.retain(|f| f.0 != qpn);
+        }
+    }
+
+    /// The port whose next packet starts earliest, if it starts at or before `now_ps`, with the
+    /// flow at the head of its round robin.
+    pub fn next_port(&self, now_ps: u64) -> Option<(PortId, Flow)> {
+        self.ports
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| !p.rr.is_empty() && p.egress_free <= now_ps)
+            .min_by_key(|(i, p)| (p.egress_free, *i))
+            .and_then(|(i, p)| Some((PortId(u16::try_from(i).ok()?), *p.rr.front()?)))
+    }
+
+    /// Takes the head flow of `port` off the wire without sending (it has nothing ready).
+    pub fn drop_head(&mut self, port: PortId) {
+        if let Some(p) = self.ports.get_mut(usize::from(port.0)) {
+            p.rr.pop_front();
+        }
+    }
+
+    /// Sends one packet of `payload` bytes of the head flow of `from` to port `to`, ready no
+    /// earlier than `ready_ps`; rotates the round robin (`more`: the flow has more packets).
+    pub fn send(
+        &mut self,
+        from: PortId,
+        to: PortId,
+        payload: u64,
+        ready_ps: u64,
+        more: bool,
+    ) -> Sent {
+        let tx = self.cfg.packet_ps(payload);
+        let base = self.cfg.base_ps();
+        let f = usize::from(from.0).min(self.ports.len() - 1);
+        let t = usize::from(to.0).min(self.ports.len() - 1);
+        let start = self.ports[f].egress_free.max(ready_ps);
+        let left = start + tx;
+        self.ports[f].egress_free = left;
+        if let Some(flow) = self.ports[f].rr.pop_front() {
+            if more {
+                self.ports[f].rr.push_back(flow);
+            }
+        }
+        // Store and forward through the receiving port's ingress (the switch's egress to it).
+        let in_start = self.ports[t].ingress_free.max(left);
+        let in_end = in_start + tx;
+        self.ports[t].ingress_free = in_end;
+        Sent {
+            left_ps: left,
+            arrived_ps: in_end + base,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn packet_times_match_the_rates() {
+        let l = LinkConfig::resex_testbed();
+        assert_eq!(l.packet_ps(1024 - 30), 1024 * 1000);
+        let h = LinkConfig::hundred_gig();
+        assert_eq!(h.packet_ps(4096 - 30), 4096 * 80);
+    }
+
+    #[test]
+    fn two_flows_share_a_port_round_robin() {
+        let mut cfg = LinkConfig::resex_testbed();
+        cfg.header_bytes = 0;
+        cfg.base_latency_ns = 0;
+        let mut link = Link::new(cfg, 2);
+        link.activate(PortId(0), (1, Dir::Request));
+        link.activate(PortId(0), (2, Dir::Request));
+        let mut order = Vec::new();
+        for _ in 0..4 {
+            let (p, flow) = link.next_port(u64::MAX).unwrap();
+            let s = link.send(p, PortId(1), 1000, 0, true);
+            order.push((flow.0, s.left_ps));
+        }
+        assert_eq!(
+            order,
+            vec![
+                (1, 1_000_000),
+                (2, 2_000_000),
+                (1, 3_000_000),
+                (2, 4_000_000)
+            ]
+        );
+    }
+
+    #[test]
+    fn two_senders_into_one_port_queue_at_its_ingress() {
+        let mut cfg = LinkConfig::resex_testbed();
+        cfg.header_bytes = 0;
+        cfg.base_latency_ns = 0;
+        let mut link = Link::new(cfg, 3);
+        link.activate(PortId(0), (1, Dir::Request));
+        link.activate(PortId(1), (2, Dir::Request));
+        let a = link.send(PortId(0), PortId(2), 1000, 0, false);
+        let b = link.send(PortId(1), PortId(2), 1000, 0, false);
+        assert_eq!(a.left_ps, b.left_ps);
+        assert_eq!(a.arrived_ps, 2_000_000);
+        assert_eq!(b.arrived_ps, 3_000_000);
+    }
+}

@@ -1,0 +1,161 @@
+//! The HCA's objects: guests, completion queues, queue pairs and work requests in flight.
+
+use crate::link::PortId;
+use crate::mr::GuestId;
+use resex_guestmem::{GuestAddress, GuestMemory, PageRing};
+use resex_mlx5::writer::CqWriter;
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+/// A guest attached to the HCA.
+#[derive(Clone)]
+pub struct Guest {
+    /// Its memory.
+    pub mem: Arc<dyn GuestMemory>,
+    /// The link port its QPs send through.
+    pub port: PortId,
+}
+
+impl std::fmt::Debug for Guest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Guest")
+            .field("ram", &self.mem.size())
+            .field("port", &self.port)
+            .finish()
+    }
+}
+
+/// A completion queue.
+#[derive(Debug)]
+pub struct Cq {
+    /// Owner.
+    pub guest: GuestId,
+    /// Writes entries with the right owner bit.
+    pub writer: CqWriter,
+    /// The guest's doorbell record (consumer index).
+    pub dbrec: GuestAddress,
+    /// Times a completion had to wait because the CQ was full.
+    pub full_stalls: u64,
+}
+
+/// Queue pair states the HCA distinguishes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QpState {
+    /// Created, not connected: posted work waits.
+    Init,
+    /// Connected: work is executed.
+    Rts,
+    /// An error completed a request: everything else is flushed.
+    Error,
+}
+
+/// What the HCA executed on one QP (the ground truth the monitor must match).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QpStats {
+    /// Send WQEs completed successfully.
+    pub wqes: u64,
+    /// SEND/WRITE payload bytes sent.
+    pub tx_bytes: u64,
+    /// Packets sent: SEND/WRITE data packets and READ request packets.
+    pub tx_packets: u64,
+    /// Bytes this QP's READs brought back.
+    pub rx_read_bytes: u64,
+    /// READ response packets.
+    pub rx_read_packets: u64,
+    /// Bytes received into this QP's receive queue (SEND, WRITE_IMM lengths).
+    pub recv_bytes: u64,
+    /// CQEs written for this QP (both sides).
+    pub cqes: u64,
+    /// Error CQEs written for this QP (flushes included).
+    pub errors: u64,
+}
+
+/// A send work request the HCA has fetched.
+#[derive(Debug, Clone)]
+pub struct Wr {
+    /// WQE index (first basic block).
+    pub index: u16,
+    /// Its size in basic blocks.
+    pub bbs: u32,
+    /// Send opcode.
+    pub opcode: u8,
+    /// CQ_UPDATE set.
+    pub signaled: bool,
+    /// Immediate data.
+    pub imm: u32,
+    /// Remote address and key (RDMA).
+    pub raddr: u64,
+    /// Remote key.
+    pub rkey: u32,
+    /// Local spans (gather for SEND/WRITE, scatter for READ), translated at fetch.
+    pub local: Vec<(GuestAddress, u64)>,
+    /// Inline payload.
+    pub inline: Option<Vec<u8>>,
+    /// Payload length.
+    pub len: u64,
+    /// Request packets in all, and sent so far.
+    pub req_pkts: u64,
+    /// Request packets sent.
+    pub req_sent: u64,
+    /// READ response packets in all, and sent so far.
+    pub resp_pkts: u64,
+    /// Response packets sent.
+    pub resp_sent: u64,
+    /// When the HCA saw it (ps).
+    pub ready_ps: u64,
+    /// When its last request packet arrived (ps).
+    pub req_arrived_ps: Option<u64>,
+    /// When its effect lands (data at the responder; READ data back home) (ps).
+    pub done_ps: Option<u64>,
+    /// When the requester learns it completed (ps).
+    pub ack_ps: Option<u64>,
+    /// Its effect has been applied.
+    pub executed: bool,
+    /// The syndrome it failed with.
+    pub error: Option<u8>,
+    /// Receiver-not-ready retries so far.
+    pub rnr_tries: u32,
+}
+
+/// A queue pair.
+#[derive(Debug)]
+pub struct Qp {
+    /// Number.
+    pub qpn: u32,
+    /// Owner.
+    pub guest: GuestId,
+    /// State.
+    pub state: QpState,
+    /// Connected peer.
+    pub remote: Option<u32>,
+    /// Send queue ring.
+    pub sq: PageRing,
+    /// Its size in basic blocks.
+    pub sq_cnt: u32,
+    /// Basic blocks fetched so far (wrapping).
+    pub sq_ci: u32,
+    /// Doorbell record (word 0 RQ head, word 1 SQ producer).
+    pub dbrec: GuestAddress,
+    /// Receive queue ring.
+    pub rq: Option<PageRing>,
+    /// Receive WQEs.
+    pub rq_cnt: u32,
+    /// Bytes per receive WQE.
+    pub rq_stride: u32,
+    /// Receive WQEs consumed (wrapping).
+    pub rq_ci: u32,
+    /// Send CQ number.
+    pub send_cq: u32,
+    /// Receive CQ number.
+    pub recv_cq: u32,
+    /// Path MTU, bytes.
+    pub mtu: u64,
+    /// Fetched requests, in order.
+    pub wrs: VecDeque<Wr>,
+    /// Its request flow is queued on the link.
+    pub req_active: bool,
+    /// Its READ-response flow is queued on the link.
+    pub resp_active: bool,
+    /// What it executed.
+    pub stats: QpStats,
+}
