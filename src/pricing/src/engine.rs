@@ -65,6 +65,8 @@ pub struct Engine {
     epoch_weight: f64,
     last: Option<u64>,
     out: StepOutput,
+    /// Account index of each usage entry of the interval being filled (reused).
+    slots: Vec<usize>,
 }
 
 impl Engine {
@@ -86,6 +88,7 @@ impl Engine {
             epoch_weight: 0.0,
             last: None,
             out: StepOutput::default(),
+            slots: Vec::new(),
         }
     }
 
@@ -183,21 +186,22 @@ impl Engine {
             acc.seen = false;
         }
         let mut total = 0u64;
+        let mut slots = std::mem::take(&mut self.slots);
+        slots.clear();
         for (k, u) in input.usage.iter().enumerate() {
             // Fast path: callers usually list VMs in id order.
             let i = match self.accounts.get(k) {
                 Some(a) if a.id() == u.vm => k,
                 _ => self.index(u.vm).ok_or(PricingError::UnknownVm(u.vm))?,
             };
-            for (field, value) in [("cpu_pct", u.cpu_pct)] {
-                if !(value.is_finite() && value >= 0.0) {
-                    return Err(PricingError::BadNumber {
-                        vm: u.vm,
-                        field,
-                        value,
-                    });
-                }
+            if !(u.cpu_pct.is_finite() && u.cpu_pct >= 0.0) {
+                return Err(PricingError::BadNumber {
+                    vm: u.vm,
+                    field: "cpu_pct",
+                    value: u.cpu_pct,
+                });
             }
+            slots.push(i);
             let acc = &mut self.accounts[i];
             if acc.seen {
                 return Err(PricingError::DuplicateUsage(u.vm, input.interval));
@@ -215,17 +219,14 @@ impl Engine {
             acc.interferer = None;
             acc.proposal = None;
         }
-        for (k, u) in input.usage.iter().enumerate() {
-            let i = match self.accounts.get(k) {
-                Some(a) if a.id() == u.vm => k,
-                _ => self.index(u.vm).ok_or(PricingError::UnknownVm(u.vm))?,
-            };
+        for (u, &i) in input.usage.iter().zip(&slots) {
             let acc = &mut self.accounts[i];
             acc.cpu_pct = u.cpu_pct;
             acc.mtus = u.mtus;
             acc.bytes = u.bytes;
             acc.report = u.report;
         }
+        self.slots = slots;
         Ok(total)
     }
 

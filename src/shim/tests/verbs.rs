@@ -303,3 +303,57 @@ fn hostile_sq_doorbell_errors_the_qp_without_harm() {
     assert_eq!(wc[0].status, WcStatus::Error(syndrome::LOCAL_QP_OP));
     let _ = q2.post_send(&[]);
 }
+
+/// The same HCA serves guests whose RAM is a file mapped shared (a QEMU backing file, the
+/// embedded host's guest RAM files): the bytes land in the file, at file offset = GPA.
+#[test]
+fn guests_backed_by_ram_files() {
+    use resex_guestmem::{FileMemory, GuestMemory};
+    use std::sync::Arc;
+    let dir = tempfile::tempdir().unwrap();
+    let hca = resex_softhca::SoftHca::new(LinkConfig::default(), 2);
+    let clock = resex_softhca::VirtualClock::new();
+    let mk = |name: &str, port| {
+        let mem: Arc<dyn GuestMemory> =
+            Arc::new(FileMemory::create(&dir.path().join(name), 8 << 20).unwrap());
+        let gp = hca.add_guest(mem.clone(), resex_softhca::PortId(port));
+        resex_shim::SoftProvider::new(mem, 1 << 20, 8 << 20, Arc::new(gp)).unwrap()
+    };
+    let (a, b) = (mk("a.ram", 0), mk("b.ram", 1));
+    let cqa = a.create_cq(8).unwrap();
+    let cqb = b.create_cq(8).unwrap();
+    let mut qa = a
+        .create_qp(&QpInit::default(), cqa.cqn(), cqa.cqn())
+        .unwrap();
+    let mut qb = b
+        .create_qp(&QpInit::default(), cqb.cqn(), cqb.cqn())
+        .unwrap();
+    qa.connect(qb.addr()).unwrap();
+    qb.connect(qa.addr()).unwrap();
+    let dst = b
+        .reg_mr(&b.alloc(4096).unwrap(), access::REMOTE_WRITE)
+        .unwrap();
+    let mut cqa = cqa;
+    qa.post_send(&[SendWr {
+        wr_id: 1,
+        op: SendOp::Write(dst.remote(10)),
+        sges: &[],
+        inline: Some(b"in the file"),
+        signaled: true,
+    }])
+    .unwrap();
+    let mut out = Vec::new();
+    for _ in 0..1000 {
+        clock.advance(1_000);
+        hca.poll(clock.now_ns());
+        cqa.poll(&mut out, 1).unwrap();
+        if !out.is_empty() {
+            break;
+        }
+    }
+    assert_eq!(out[0].status, WcStatus::Success);
+    // Read the file itself, at the region's guest-physical address.
+    let file = std::fs::read(dir.path().join("b.ram")).unwrap();
+    let at = dst.buf.base() as usize + 10;
+    assert_eq!(&file[at..at + 11], b"in the file");
+}

@@ -187,6 +187,7 @@ impl HcaControl for GuestPort {
                 recv_cq: req.recv_cq,
                 mtu: u64::from(req.path_mtu),
                 wrs: VecDeque::new(),
+                req_next: 0,
                 req_active: false,
                 resp_active: false,
                 stats: QpStats::default(),

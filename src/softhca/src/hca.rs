@@ -44,6 +44,8 @@ pub struct HcaState {
     limiter: LogLimiter,
     /// Work in flight (a caller may sleep when there is none).
     pub(crate) busy: bool,
+    /// Reused by every poll.
+    scratch_qpns: Vec<u32>,
 }
 
 /// How a requester's WQE failed, for its error CQE.
@@ -70,6 +72,7 @@ impl HcaState {
             resp_pending: BTreeSet::new(),
             limiter: LogLimiter::default(),
             busy: false,
+            scratch_qpns: Vec::new(),
         }
     }
 
@@ -87,7 +90,9 @@ impl HcaState {
     /// One step: fetch, transmit, complete, all up to `now_ns`.
     pub fn poll(&mut self, now_ns: u64) {
         let now = now_ns.saturating_mul(1000);
-        let qpns: Vec<u32> = self.qps.keys().copied().collect();
+        let mut qpns = std::mem::take(&mut self.scratch_qpns);
+        qpns.clear();
+        qpns.extend(self.qps.keys().copied());
         for &qpn in &qpns {
             self.fetch(qpn, now);
         }
@@ -96,6 +101,7 @@ impl HcaState {
         for &qpn in &qpns {
             self.complete(qpn, now);
         }
+        self.scratch_qpns = qpns;
         self.busy = self.qps.values().any(|q| !q.wrs.is_empty());
     }
 
@@ -152,29 +158,7 @@ impl HcaState {
         let Some(q) = self.qps.get_mut(&qpn) else {
             return;
         };
-        let wr = Wr {
-            index: index16(q.sq_ci),
-            bbs,
-            opcode: 0,
-            signaled: true,
-            imm: 0,
-            raddr: 0,
-            rkey: 0,
-            local: Vec::new(),
-            inline: None,
-            len: 0,
-            req_pkts: 0,
-            req_sent: 0,
-            resp_pkts: 0,
-            resp_sent: 0,
-            ready_ps: now,
-            req_arrived_ps: Some(now),
-            done_ps: Some(now),
-            ack_ps: Some(now),
-            executed: true,
-            error: Some(syn),
-            rnr_tries: 0,
-        };
+        let wr = Wr::failed(index16(q.sq_ci), bbs, 0, syn, now);
         q.sq_ci = q.sq_ci.wrapping_add(bbs.max(1));
         q.wrs.push_back(wr);
     }
@@ -316,10 +300,18 @@ impl HcaState {
                 continue;
             };
             let found = match dir {
-                Dir::Request => q
-                    .wrs
-                    .iter()
-                    .position(|w| w.error.is_none() && w.req_sent < w.req_pkts),
+                // Every WQE before the cursor has sent all its request packets.
+                Dir::Request => {
+                    let from = q.req_next.min(q.wrs.len());
+                    let i = q
+                        .wrs
+                        .iter()
+                        .skip(from)
+                        .position(|w| w.error.is_none() && w.req_sent < w.req_pkts)
+                        .map(|i| i + from);
+                    q.req_next = i.unwrap_or(q.wrs.len());
+                    i
+                }
                 Dir::Response => q.wrs.iter().position(|w| {
                     w.error.is_none()
                         && w.req_arrived_ps.is_some_and(|t| t <= now)
@@ -442,7 +434,7 @@ impl HcaState {
                 }
             }
             let q = self.qps.get_mut(&qpn).expect("qp exists");
-            let w = q.wrs.pop_front().expect("front exists");
+            let w = q.pop_wr().expect("front exists");
             let s = &mut q.stats;
             if signaled {
                 s.cqes += 1;
@@ -497,7 +489,7 @@ impl HcaState {
             return;
         }
         let q = self.qps.get_mut(&qpn).expect("qp exists");
-        q.wrs.pop_front();
+        q.pop_wr();
         q.stats.cqes += 1;
         q.stats.errors += 1;
         self.set_error(qpn);
@@ -535,8 +527,13 @@ impl HcaState {
                     Ok(()) => CtrlSeg::decode(&head).bbs().clamp(1, pending),
                     Err(_) => pending,
                 };
-                let mut w = self_flush_wr(index16(q.sq_ci), bbs, CtrlSeg::decode(&head).opcode);
-                w.error = Some(syndrome::WR_FLUSH_ERR);
+                let w = Wr::failed(
+                    index16(q.sq_ci),
+                    bbs,
+                    CtrlSeg::decode(&head).opcode,
+                    syndrome::WR_FLUSH_ERR,
+                    0,
+                );
                 q.sq_ci = q.sq_ci.wrapping_add(bbs);
                 q.wrs.push_back(w);
             }
@@ -555,7 +552,7 @@ impl HcaState {
                 break;
             }
             let q = self.qps.get_mut(&qpn).expect("qp exists");
-            q.wrs.pop_front();
+            q.pop_wr();
             q.stats.cqes += 1;
             q.stats.errors += 1;
         }
@@ -762,32 +759,6 @@ impl HcaState {
             q.stats.errors += 1;
         }
         self.set_error(qpn);
-    }
-}
-
-fn self_flush_wr(index: u16, bbs: u32, opcode: u8) -> Wr {
-    Wr {
-        index,
-        bbs,
-        opcode,
-        signaled: true,
-        imm: 0,
-        raddr: 0,
-        rkey: 0,
-        local: Vec::new(),
-        inline: None,
-        len: 0,
-        req_pkts: 0,
-        req_sent: 0,
-        resp_pkts: 0,
-        resp_sent: 0,
-        ready_ps: 0,
-        req_arrived_ps: None,
-        done_ps: None,
-        ack_ps: None,
-        executed: true,
-        error: None,
-        rnr_tries: 0,
     }
 }
 

@@ -20,6 +20,13 @@ pub struct LinkConfig {
     pub base_latency_ns: u64,
 }
 
+/// The default link mirrors the ResEx testbed.
+impl Default for LinkConfig {
+    fn default() -> Self {
+        Self::resex_testbed()
+    }
+}
+
 impl LinkConfig {
     /// The ResEx paper's testbed: 8 Gb/s data rate (10 Gb/s SDR 4x after 8b/10b), 1 KiB MTU.
     pub fn resex_testbed() -> Self {

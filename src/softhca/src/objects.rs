@@ -117,6 +117,36 @@ pub struct Wr {
     pub rnr_tries: u32,
 }
 
+impl Wr {
+    /// A WQE that completes, in order, with `syndrome` and no traffic: one that failed at fetch
+    /// or is flushed because its QP is in error.
+    pub fn failed(index: u16, bbs: u32, opcode: u8, syndrome: u8, now_ps: u64) -> Self {
+        Self {
+            index,
+            bbs,
+            opcode,
+            signaled: true,
+            imm: 0,
+            raddr: 0,
+            rkey: 0,
+            local: Vec::new(),
+            inline: None,
+            len: 0,
+            req_pkts: 0,
+            req_sent: 0,
+            resp_pkts: 0,
+            resp_sent: 0,
+            ready_ps: now_ps,
+            req_arrived_ps: Some(now_ps),
+            done_ps: Some(now_ps),
+            ack_ps: Some(now_ps),
+            executed: true,
+            error: Some(syndrome),
+            rnr_tries: 0,
+        }
+    }
+}
+
 /// A queue pair.
 #[derive(Debug)]
 pub struct Qp {
@@ -152,10 +182,21 @@ pub struct Qp {
     pub mtu: u64,
     /// Fetched requests, in order.
     pub wrs: VecDeque<Wr>,
+    /// Index in `wrs` before which no request has request packets left to send.
+    pub req_next: usize,
     /// Its request flow is queued on the link.
     pub req_active: bool,
     /// Its READ-response flow is queued on the link.
     pub resp_active: bool,
     /// What it executed.
     pub stats: QpStats,
+}
+
+impl Qp {
+    /// Removes the oldest request (it completed or was flushed), keeping the cursor in step.
+    pub fn pop_wr(&mut self) -> Option<Wr> {
+        let w = self.wrs.pop_front()?;
+        self.req_next = self.req_next.saturating_sub(1);
+        Some(w)
+    }
 }

@@ -12,6 +12,7 @@
 pub mod status_byte;
 pub mod window;
 
+use crate::buffer::Buffer;
 use crate::provider::{CompletionQueue, Wc, WcStatus};
 use crate::ShimError;
 
@@ -29,7 +30,7 @@ pub struct Message {
     pub data: Vec<u8>,
 }
 
-pub(crate) fn header(dev: u8, packet: u16, len: u32) -> [u8; 8] {
+fn header(dev: u8, packet: u16, len: u32) -> [u8; 8] {
     let mut h = [0u8; 8];
     h[0] = dev;
     h[2..4].copy_from_slice(&packet.to_be_bytes());
@@ -37,12 +38,74 @@ pub(crate) fn header(dev: u8, packet: u16, len: u32) -> [u8; 8] {
     h
 }
 
-pub(crate) fn parse_header(h: &[u8; 8]) -> (u8, u16, u32) {
+fn parse_header(h: &[u8; 8]) -> (u8, u16, u32) {
     (
         h[0],
         u16::from_be_bytes([h[2], h[3]]),
         u32::from_be_bytes([h[4], h[5], h[6], h[7]]),
     )
+}
+
+/// Blocks of `block_size` bytes (header included) in one buffer: how both transports frame
+/// a message, and number each device's packets in the order they are filled.
+pub(crate) struct Framing {
+    block_size: u64,
+    packet: [u16; 256],
+}
+
+impl Framing {
+    pub(crate) fn new(block_size: u64) -> Self {
+        Self {
+            block_size,
+            packet: [0; 256],
+        }
+    }
+
+    /// Refuses a payload that does not fit a block.
+    pub(crate) fn check(&self, len: usize) -> Result<(), ShimError> {
+        let cap = self.block_size.saturating_sub(HEADER);
+        if len as u64 > cap {
+            return Err(ShimError::Invalid(format!(
+                "{len} bytes do not fit a block of {cap}"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Writes header + `data` into block `block` of `buf` as the next packet of `dev`; returns
+    /// the packet number and the bytes the block now holds (header included).
+    pub(crate) fn fill(
+        &mut self,
+        buf: &Buffer,
+        block: u32,
+        dev: u8,
+        data: &[u8],
+    ) -> Result<(u16, u32), ShimError> {
+        self.check(data.len())?;
+        let packet = self.packet[usize::from(dev)];
+        self.packet[usize::from(dev)] = packet.wrapping_add(1);
+        let len = u32::try_from(data.len()).unwrap_or(u32::MAX);
+        let base = u64::from(block) * self.block_size;
+        buf.write(base, &header(dev, packet, len))?;
+        buf.write(base + HEADER, data)?;
+        Ok((packet, len + 8))
+    }
+
+    /// Reads block `block` of `buf` (written by a peer: its length is checked).
+    pub(crate) fn read(&self, buf: &Buffer, block: u32) -> Result<Message, ShimError> {
+        let base = u64::from(block) * self.block_size;
+        let mut h = [0u8; 8];
+        buf.read(base, &mut h)?;
+        let (dev, packet, len) = parse_header(&h);
+        if u64::from(len) > self.block_size - HEADER {
+            return Err(ShimError::Invalid(format!(
+                "block {block} claims {len} bytes, more than a block holds"
+            )));
+        }
+        let mut data = vec![0u8; len as usize];
+        buf.read(base + HEADER, &mut data)?;
+        Ok(Message { dev, packet, data })
+    }
 }
 
 /// Polls `cq` once; an error completion becomes an error.

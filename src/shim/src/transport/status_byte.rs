@@ -9,7 +9,7 @@
 //! header + data chained with a signalled inline RDMA WRITE of its status byte, so the receiver
 //! never takes part: it polls region 3, consumes, and sets the byte back to free.
 
-use super::{header, parse_header, poll_ok, spin, Message, HEADER};
+use super::{poll_ok, spin, Framing, Message, HEADER};
 use crate::buffer::Buffer;
 use crate::provider::{
     access, CompletionQueue, Mr, Provider, QpAddr, QpInit, QueuePair, RemoteAddr, SendOp, SendWr,
@@ -91,6 +91,7 @@ pub struct StatusByteReceiver {
     status: Mr,
     n: u32,
     block_size: u64,
+    framing: Framing,
     next: u32,
     order: Reorder,
 }
@@ -128,6 +129,7 @@ impl StatusByteReceiver {
             status,
             n: cfg.blocks,
             block_size,
+            framing: Framing::new(block_size),
             next: 0,
             order: Reorder::default(),
         })
@@ -182,23 +184,19 @@ impl StatusByteReceiver {
             }
             // The status byte was written after the data: read the data after it.
             fence(Ordering::Acquire);
-            let base = u64::from(j) * self.block_size;
-            let mut h = [0u8; 8];
-            self.blocks.buf.read(base, &mut h)?;
-            let (dev, packet, len) = parse_header(&h);
-            let len = u64::from(len);
-            if len > self.block_size - HEADER {
-                self.set(j, FREE)?;
-                return Err(ShimError::Invalid(format!(
-                    "block {j} claims {len} bytes, more than a block holds"
-                )));
-            }
-            let mut data = vec![0u8; usize::try_from(len).unwrap_or(0)];
-            self.blocks.buf.read(base + HEADER, &mut data)?;
+            let read = self.framing.read(&self.blocks.buf, j);
+            let m = match read {
+                Ok(m) => m,
+                Err(e) => {
+                    // A bad block is dropped, not left to block the ring.
+                    self.set(j, FREE)?;
+                    return Err(e);
+                }
+            };
             fence(Ordering::Release);
             self.set(j, FREE)?;
             self.next = (j + 1) % self.n;
-            return Ok(Some((j, Message { dev, packet, data })));
+            return Ok(Some((j, m)));
         }
         Ok(None)
     }
@@ -284,7 +282,7 @@ struct Inner {
     remote: Endpoint,
     next_remote: u32,
     next_local: u32,
-    packet: [u16; 256],
+    framing: Framing,
     wcs: Vec<Wc>,
     in_flight: u32,
     stats: SenderStats,
@@ -333,7 +331,7 @@ impl StatusByteSender {
                 remote,
                 next_remote: 0,
                 next_local: 0,
-                packet: [0; 256],
+                framing: Framing::new(block_size),
                 wcs: Vec::new(),
                 in_flight: 0,
                 stats: SenderStats::default(),
@@ -445,13 +443,7 @@ impl Inner {
     }
 
     fn send(&mut self, dev: u8, data: &[u8]) -> Result<u16, ShimError> {
-        let cap = self.remote.block_size - HEADER;
-        if data.len() as u64 > cap {
-            return Err(ShimError::Invalid(format!(
-                "{} bytes do not fit a block of {cap}",
-                data.len()
-            )));
-        }
+        self.framing.check(data.len())?;
         // Filling: a free local send block (region 1).
         let timeout = self.timeout;
         self.reap()?;
@@ -462,12 +454,8 @@ impl Inner {
             self.reap()?;
             Ok(None)
         })?;
-        let packet = self.packet[usize::from(dev)];
-        self.packet[usize::from(dev)] = packet.wrapping_add(1);
-        let len = u32::try_from(data.len()).unwrap_or(u32::MAX);
+        let (packet, bytes) = self.framing.fill(&self.send.buf, i, dev, data)?;
         let base = u64::from(i) * self.remote.block_size;
-        self.send.buf.write(base, &header(dev, packet, len))?;
-        self.send.buf.write(base + HEADER, data)?;
         self.region1.write_u8(u64::from(i), DATA)?;
         self.next_local = (i + 1) % u32::try_from(self.region1.len()).unwrap_or(1);
 
@@ -496,9 +484,7 @@ impl Inner {
             backoff_us = (backoff_us * 2).clamp(1, 100);
         };
         let rbase = u64::from(j) * self.remote.block_size;
-        let data_sge = self
-            .send
-            .sge(base, u32::try_from(HEADER).unwrap_or(8) + len);
+        let data_sge = self.send.sge(base, bytes);
         let blocks = self.remote.blocks;
         let status = self.remote.status;
         self.qp.post_send(&[

@@ -3,7 +3,7 @@
 //! block and length), tail advances per block; the receiver takes blocks in order from its
 //! receive CQ, processes them and returns an ACK by RDMA SEND, which moves the sender's head.
 
-use super::{header, parse_header, poll_ok, spin, Message, HEADER};
+use super::{poll_ok, spin, Framing, Message, HEADER};
 use crate::provider::{
     access, CompletionQueue, Mr, Provider, QpAddr, QpInit, QueuePair, RecvWr, RemoteAddr, SendOp,
     SendWr, Wc, WcOpcode,
@@ -48,6 +48,7 @@ pub struct WindowReceiver {
     ring: Mr,
     n: u32,
     block_size: u64,
+    framing: Framing,
     wcs: Vec<Wc>,
     acks_unreaped: u32,
 }
@@ -86,6 +87,7 @@ impl WindowReceiver {
             ring,
             n: cfg.blocks,
             block_size,
+            framing: Framing::new(block_size),
             wcs: Vec::new(),
             acks_unreaped: 0,
         })
@@ -137,17 +139,7 @@ impl WindowReceiver {
                 self.n
             )));
         }
-        let base = u64::from(block) * self.block_size;
-        let mut h = [0u8; 8];
-        self.ring.buf.read(base, &mut h)?;
-        let (dev, packet, len) = parse_header(&h);
-        if u64::from(len) > self.block_size - HEADER {
-            return Err(ShimError::Invalid(format!(
-                "block {block} claims {len} bytes"
-            )));
-        }
-        let mut data = vec![0u8; len as usize];
-        self.ring.buf.read(base + HEADER, &mut data)?;
+        let message = self.framing.read(&self.ring.buf, block)?;
         self.qp.post_recv(&[RecvWr {
             wr_id: wc.wr_id,
             sges: &[],
@@ -161,7 +153,7 @@ impl WindowReceiver {
             signaled: true,
         }])?;
         self.acks_unreaped += 1;
-        Ok(Some(Message { dev, packet, data }))
+        Ok(Some(message))
     }
 
     /// Waits for the next block.
@@ -181,7 +173,7 @@ pub struct WindowSender {
     head: u64,
     tail: u64,
     unreaped: u64,
-    packet: [u16; 256],
+    framing: Framing,
     wcs: Vec<Wc>,
     timeout: Duration,
     /// ACKs processed.
@@ -227,7 +219,7 @@ impl WindowSender {
             head: 0,
             tail: 0,
             unreaped: 0,
-            packet: [0; 256],
+            framing: Framing::new(remote.block_size),
             wcs: Vec::new(),
             timeout: cfg.timeout,
             acks_seen: 0,
@@ -267,13 +259,7 @@ impl WindowSender {
     /// Sends `data` as the next packet of `dev` into the block at the tail; waits (processing
     /// ACKs) while the window is full.
     pub fn send(&mut self, dev: u8, data: &[u8]) -> Result<u16, ShimError> {
-        let cap = self.remote.block_size - HEADER;
-        if data.len() as u64 > cap {
-            return Err(ShimError::Invalid(format!(
-                "{} bytes do not fit a block of {cap}",
-                data.len()
-            )));
-        }
+        self.framing.check(data.len())?;
         let n = u64::from(self.remote.n);
         let timeout = self.timeout;
         spin(timeout, "waiting for an ACK", || {
@@ -281,13 +267,9 @@ impl WindowSender {
             Ok((self.tail - self.head < n && self.unreaped < n).then_some(()))
         })?;
         let block = u32::try_from(self.tail % n).unwrap_or(0);
-        let packet = self.packet[usize::from(dev)];
-        self.packet[usize::from(dev)] = packet.wrapping_add(1);
-        let len = u32::try_from(data.len()).unwrap_or(u32::MAX);
+        let (packet, bytes) = self.framing.fill(&self.send.buf, block, dev, data)?;
         let base = u64::from(block) * self.remote.block_size;
-        self.send.buf.write(base, &header(dev, packet, len))?;
-        self.send.buf.write(base + HEADER, data)?;
-        let sge = self.send.sge(base, len + 8);
+        let sge = self.send.sge(base, bytes);
         self.qp.post_send(&[SendWr {
             wr_id: u64::from(block),
             op: SendOp::WriteImm(
@@ -295,7 +277,7 @@ impl WindowSender {
                     addr: self.remote.ring.addr + base,
                     rkey: self.remote.ring.rkey,
                 },
-                imm(block, len + 8),
+                imm(block, bytes),
             ),
             sges: &[sge],
             inline: None,
