@@ -38,8 +38,8 @@ impl Default for Limits {
     }
 }
 
-/// Smallest mailbox block: status byte + a report (see the mailbox format).
-pub const MIN_BLOCK_SIZE: u32 = 16;
+/// Smallest mailbox block: status byte + a report (`resex_proto::mailbox`).
+pub const MIN_BLOCK_SIZE: u32 = resex_proto::mailbox::REPORT_BYTES as u32;
 
 /// A validated send queue.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -418,7 +418,7 @@ fn validate_mailbox(
         "block_size",
         u64::from(m.block_size),
         (MIN_BLOCK_SIZE..=limits.max_block_size).contains(&m.block_size),
-        "16 to 4096",
+        "88 (one report) to 4096",
     )?;
     let bytes = u64::from(m.blocks) * u64::from(m.block_size);
     let ring = PageRing::new(&m.pages, m.offset, bytes, ram_size).map_err(|e| err("mailbox", e))?;

@@ -103,7 +103,7 @@ fn rejects_overlapping_rings() {
     let mut r = doc();
     r.mailbox.as_mut().unwrap().pages = vec![0x30000];
     r.mailbox.as_mut().unwrap().blocks = 1;
-    r.mailbox.as_mut().unwrap().block_size = 64;
+    r.mailbox.as_mut().unwrap().block_size = 96;
     assert!(matches!(rejected(&r).1, Problem::Overlap { .. }));
 }
 
@@ -116,7 +116,7 @@ fn rings_sharing_a_page_at_different_offsets_are_fine() {
     let mb = r.mailbox.as_mut().unwrap();
     mb.pages = vec![0x60000];
     mb.blocks = 8;
-    mb.block_size = 64; // bytes 0..512
+    mb.block_size = 96; // bytes 0..768
     validate(&r, RAM, &Limits::default()).unwrap();
 }
 

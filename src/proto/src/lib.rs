@@ -4,10 +4,16 @@
 //! - [`registration`]: the JSON document with which a guest tells the host where its rings and
 //!   its mailbox are (`shared/design.md`, "Registration").
 //! - [`hca`]: the control path of a software HCA (create CQ/QP, register memory).
+//! - [`hca_wire`]: that control path carried over a byte stream (JSON lines).
+//! - [`channel`]: the agent's control channel messages (hello, register, accepted/rejected).
+//! - [`mailbox`]: the latency-report mailbox's block format.
 
 #![cfg_attr(test, allow(clippy::cast_possible_truncation))]
 
+pub mod channel;
 pub mod hca;
+pub mod hca_wire;
+pub mod mailbox;
 pub mod registration;
 
 pub use registration::{

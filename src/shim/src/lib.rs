@@ -3,6 +3,7 @@
 //! - [`provider`]: a verbs-like API (memory regions, CQs, QPs, chained `post_send` with
 //!   per-request signalling, `post_recv`, `poll_cq`) behind the [`Provider`] trait.
 //! - [`soft`]: the `softhca` provider (mlx5 rings in guest RAM, doorbell records).
+//! - [`guest`]: a guest process's RAM file and softhca control socket, as a provider.
 //! - `verbs` (feature `rdma`): real devices through libibverbs.
 //! - [`transport`]: the status-byte transport (and the sliding window it is measured against).
 //! - [`recorder`]: per-interval latency histograms.
@@ -12,6 +13,7 @@
 #![cfg_attr(test, allow(clippy::cast_possible_truncation))]
 
 pub mod buffer;
+pub mod guest;
 pub mod provider;
 pub mod recorder;
 pub mod soft;

@@ -46,7 +46,7 @@ pub struct Sge {
 }
 
 /// A remote memory location.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct RemoteAddr {
     /// Address in the remote region.
     pub addr: u64,

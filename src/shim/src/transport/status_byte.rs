@@ -31,7 +31,7 @@ pub const UNAVAILABLE: u8 = 2;
 const SYNC_WR: u64 = u64::MAX;
 
 /// What a sender needs to know of a receiver (exchanged out of band, like QP numbers).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Endpoint {
     /// The receiver's QP.
     pub qp: QpAddr,

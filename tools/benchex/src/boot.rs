@@ -1,0 +1,100 @@
+//! The bootstrap stream over which endpoints are exchanged: a Unix socket path, or `tcp:HOST:PORT`.
+
+use serde::{Deserialize, Serialize};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::time::Duration;
+
+/// A bootstrap stream.
+pub trait Stream: Read + Write + Send {}
+impl<T: Read + Write + Send> Stream for T {}
+
+/// Where a server listens.
+pub enum Listener {
+    /// A Unix socket.
+    Unix(UnixListener),
+    /// TCP.
+    Tcp(TcpListener),
+}
+
+fn tcp(addr: &str) -> Option<&str> {
+    addr.strip_prefix("tcp:")
+}
+
+impl Listener {
+    /// Binds `addr` (a stale Unix socket file is replaced).
+    pub fn bind(addr: &str) -> std::io::Result<Listener> {
+        if let Some(a) = tcp(addr) {
+            return TcpListener::bind(a).map(Listener::Tcp);
+        }
+        let _ = std::fs::remove_file(addr);
+        UnixListener::bind(addr).map(Listener::Unix)
+    }
+
+    /// Makes `accept` return `WouldBlock` instead of waiting.
+    pub fn set_nonblocking(&self, on: bool) -> std::io::Result<()> {
+        match self {
+            Listener::Unix(l) => l.set_nonblocking(on),
+            Listener::Tcp(l) => l.set_nonblocking(on),
+        }
+    }
+
+    /// The next client.
+    pub fn accept(&self) -> std::io::Result<Box<dyn Stream>> {
+        Ok(match self {
+            Listener::Unix(l) => {
+                let s = l.accept()?.0;
+                s.set_nonblocking(false)?;
+                s.set_read_timeout(Some(Duration::from_secs(10)))?;
+                Box::new(s)
+            }
+            Listener::Tcp(l) => {
+                let s = l.accept()?.0;
+                s.set_nonblocking(false)?;
+                s.set_read_timeout(Some(Duration::from_secs(10)))?;
+                Box::new(s)
+            }
+        })
+    }
+}
+
+/// Connects to `addr`, retrying for up to `wait` while the server is not there yet.
+pub fn connect(addr: &str, wait: Duration) -> std::io::Result<Box<dyn Stream>> {
+    let deadline = std::time::Instant::now() + wait;
+    loop {
+        let r: std::io::Result<Box<dyn Stream>> = match tcp(addr) {
+            Some(a) => TcpStream::connect(a).map(|s| Box::new(s) as Box<dyn Stream>),
+            None => UnixStream::connect(addr).map(|s| Box::new(s) as Box<dyn Stream>),
+        };
+        match r {
+            Ok(s) => return Ok(s),
+            Err(e) if std::time::Instant::now() >= deadline => return Err(e),
+            Err(_) => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+}
+
+/// Sends one JSON line.
+pub fn send<T: Serialize>(s: &mut dyn Stream, m: &T) -> std::io::Result<()> {
+    let mut v = serde_json::to_vec(m).map_err(std::io::Error::other)?;
+    v.push(b'\n');
+    s.write_all(&v)?;
+    s.flush()
+}
+
+/// Receives one JSON line (at most 64 KiB).
+pub fn recv<T: for<'de> Deserialize<'de>>(s: &mut dyn Stream) -> std::io::Result<T> {
+    let mut r = BufReader::new(s.take(64 * 1024));
+    let mut line = String::new();
+    // One byte at a time would be slow; a BufReader over `take` may read past the line, so the
+    // protocol is strictly one message per turn: nothing follows until we answer.
+    r.read_line(&mut line)?;
+    if line.is_empty() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            "peer closed the bootstrap stream",
+        ));
+    }
+    serde_json::from_str(&line).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+}

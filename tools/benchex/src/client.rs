@@ -1,0 +1,200 @@
+//! A trading client: connects to a server over the bootstrap socket, sends timestamped orders
+//! (open loop at a fixed rate, timestamped when due, so a stalled sender shows as latency; or
+//! closed loop with a window), and records each reply's round trip.
+
+use crate::boot;
+use crate::bs::Option_;
+use crate::clock::{now_ns, wait_until, Idle};
+use crate::wire::{Answer, Done, Offer, Order, ReplyHeader, ORDER_BYTES};
+use crate::BenchError;
+use resex_shim::transport::status_byte::{Config, StatusByteReceiver, StatusByteSender};
+use resex_shim::{LatencyRecorder, LatencySummary, Provider};
+use serde::Serialize;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Client parameters.
+#[derive(Debug, Clone, Copy)]
+pub struct ClientConfig {
+    /// Orders per second (0: closed loop, `window` orders outstanding).
+    pub rate: f64,
+    /// Outstanding orders in closed loop.
+    pub window: u64,
+    /// Stop after this many orders (0: no limit).
+    pub count: u64,
+    /// Stop after this long (None: no limit).
+    pub duration: Option<Duration>,
+    /// Status-byte blocks per direction.
+    pub blocks: u32,
+}
+
+impl Default for ClientConfig {
+    fn default() -> Self {
+        Self {
+            rate: 1000.0,
+            window: 2,
+            count: 0,
+            duration: Some(Duration::from_secs(5)),
+            blocks: 3,
+        }
+    }
+}
+
+/// What a client saw.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct ClientResult {
+    /// Orders sent.
+    pub sent: u64,
+    /// Replies received.
+    pub received: u64,
+    /// Reply bytes received.
+    pub reply_bytes: u64,
+    /// Wall time, s.
+    pub seconds: f64,
+    /// Round-trip latency.
+    #[serde(serialize_with = "crate::ser_summary")]
+    pub rtt: LatencySummary,
+    /// Server-side queue time, mean ns (echoed in replies).
+    pub server_queue_mean_ns: f64,
+    /// Server-side compute, mean ns.
+    pub server_compute_mean_ns: f64,
+}
+
+/// Runs one client against the server at `addr` until its count or duration is reached or
+/// `stop` is set.
+pub fn run(
+    p: Arc<dyn Provider>,
+    cfg: ClientConfig,
+    addr: &str,
+    stop: Arc<AtomicBool>,
+) -> Result<ClientResult, BenchError> {
+    let mut s = boot::connect(addr, Duration::from_secs(10))?;
+    let offer: Offer = boot::recv(&mut *s)?;
+    let tcfg = |payload| Config {
+        blocks: cfg.blocks,
+        payload,
+        path_mtu: offer.path_mtu,
+        timeout: Duration::from_secs(5),
+        ring_entries: 64,
+    };
+    let mut replies = StatusByteReceiver::new(&*p, &tcfg(offer.buffer))?;
+    let orders = StatusByteSender::connect(&*p, &tcfg(ORDER_BYTES as u64), offer.orders)?;
+    boot::send(
+        &mut *s,
+        &Answer {
+            order_qp: orders.qp(),
+            replies: replies.endpoint(),
+        },
+    )?;
+    let done: Done = boot::recv(&mut *s)?;
+    replies.accept(done.reply_qp)?;
+
+    let received = Arc::new(AtomicU64::new(0));
+    let finished = Arc::new(AtomicBool::new(false));
+    let rec = Arc::new(Mutex::new((LatencyRecorder::new(), 0u64, 0u64, 0u64)));
+    let receiver = {
+        let received = received.clone();
+        let finished = finished.clone();
+        let rec = rec.clone();
+        std::thread::Builder::new()
+            .name("benchex-replies".into())
+            .spawn(move || -> Result<(), BenchError> {
+                let mut idle = Idle::default();
+                while !finished.load(Ordering::Acquire) {
+                    match replies.try_recv()? {
+                        Some(m) => {
+                            idle.busy();
+                            let now = now_ns();
+                            if let Some(h) = ReplyHeader::read(&m.data) {
+                                let mut r = rec.lock().unwrap_or_else(|p| p.into_inner());
+                                r.0.record(h.client_ns, now);
+                                r.1 += m.data.len() as u64;
+                                r.2 += h.queue_ns;
+                                r.3 += h.compute_ns;
+                            }
+                            received.fetch_add(1, Ordering::AcqRel);
+                        }
+                        None => idle.idle(),
+                    }
+                }
+                Ok(())
+            })?
+    };
+
+    let start = now_ns();
+    let end = cfg
+        .duration
+        .map(|d| start + u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+    let mut sent = 0u64;
+    let mut rng = 0x2545_f491_4f6c_dd1du64;
+    let mut idle = Idle::default();
+    let result = loop {
+        if stop.load(Ordering::Acquire)
+            || (cfg.count > 0 && sent >= cfg.count)
+            || end.is_some_and(|e| now_ns() >= e)
+        {
+            break Ok(());
+        }
+        let due = if cfg.rate > 0.0 {
+            // Open loop: order k is due at start + k / rate, whatever happened before.
+            let due = start + (sent as f64 * 1e9 / cfg.rate) as u64;
+            if let Some(e) = end {
+                if due >= e {
+                    break Ok(());
+                }
+            }
+            wait_until(due);
+            due
+        } else {
+            if sent - received.load(Ordering::Acquire) >= cfg.window.max(1) {
+                idle.idle();
+                continue;
+            }
+            idle.busy();
+            now_ns()
+        };
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        let order = Order {
+            id: sent,
+            client_ns: due,
+            option: Option_ {
+                spot: 90.0 + (rng % 2000) as f64 / 100.0,
+                strike: 100.0,
+                vol: 0.25,
+                years: 0.5,
+                rate: 0.02,
+            },
+        };
+        if let Err(e) = orders.send(0, &order.encode()) {
+            break Err(e);
+        }
+        sent += 1;
+    };
+    // Wait (bounded) for the replies still in flight.
+    let grace = now_ns() + 2_000_000_000;
+    while received.load(Ordering::Acquire) < sent && now_ns() < grace && !stop.load(Ordering::Acquire) {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    finished.store(true, Ordering::Release);
+    let rx = receiver
+        .join()
+        .map_err(|_| BenchError::Invalid("reply thread panicked".into()))?;
+    result?;
+    rx?;
+    let seconds = (now_ns() - start) as f64 / 1e9;
+    let mut r = rec.lock().unwrap_or_else(|p| p.into_inner());
+    let n = r.0.len().max(1) as f64;
+    let (q, c) = (r.2 as f64 / n, r.3 as f64 / n);
+    Ok(ClientResult {
+        sent,
+        received: received.load(Ordering::Acquire),
+        reply_bytes: r.1,
+        seconds,
+        rtt: r.0.take_interval(),
+        server_queue_mean_ns: q,
+        server_compute_mean_ns: c,
+    })
+}

@@ -1,0 +1,91 @@
+//! Server and clients in one process on an in-process softhca on the real clock: the quickest
+//! way to see BenchEx's figures (`benchex local`). The server sits on port 0, the clients on
+//! port 1, as in the paper's two machines.
+
+use crate::boot::Listener;
+use crate::client::{self, ClientConfig, ClientResult};
+use crate::server::{self, ServerConfig, ServerStats};
+use crate::BenchError;
+use resex_guestmem::{GuestMemory, VecMemory};
+use resex_shim::{LatencyRecorder, Provider, SoftProvider};
+use resex_softhca::{Clock, LinkConfig, MonotonicClock, PortId, SoftHca};
+use serde::Serialize;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// One local run's figures.
+#[derive(Debug, Clone, Serialize)]
+pub struct LocalResult {
+    /// The server's counters.
+    pub server: ServerStats,
+    /// The server's own per-order latency.
+    #[serde(serialize_with = "crate::ser_summary")]
+    pub server_latency: resex_shim::LatencySummary,
+    /// Each client's figures.
+    pub clients: Vec<ClientResult>,
+}
+
+fn provider(hca: &SoftHca, bytes: u64, port: u16) -> Result<Arc<dyn Provider>, BenchError> {
+    let mem: Arc<dyn GuestMemory> = Arc::new(VecMemory::new(
+        usize::try_from(bytes).map_err(|_| BenchError::Invalid("memory too large".into()))?,
+    ));
+    let ctl = hca.add_guest(mem.clone(), PortId(port));
+    Ok(Arc::new(SoftProvider::new(mem, 1 << 20, bytes, Arc::new(ctl))?))
+}
+
+/// Runs `clients` clients against one server for the clients' duration.
+pub fn run(
+    link: LinkConfig,
+    scfg: ServerConfig,
+    ccfg: ClientConfig,
+    clients: u32,
+) -> Result<LocalResult, BenchError> {
+    let hca = SoftHca::new(link, 2);
+    let per_conn = (scfg.buffer + 4096) * u64::from(scfg.blocks) * 2 + (1 << 20);
+    let ram = (1 << 22) + per_conn * u64::from(clients.max(1));
+    let sp = provider(&hca, ram, 0)?;
+    let cp = provider(&hca, ram, 1)?;
+    let _hca = hca.spawn(
+        Arc::new(MonotonicClock::new()) as Arc<dyn Clock>,
+        Duration::from_micros(20),
+    );
+    let dir = std::env::temp_dir().join(format!("benchex-local-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let addr = dir.join("server.sock").to_string_lossy().into_owned();
+    let listener = Listener::bind(&addr)?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let rec = Arc::new(Mutex::new(LatencyRecorder::new()));
+    let srv = {
+        let (stop, rec) = (stop.clone(), rec.clone());
+        std::thread::spawn(move || server::run(sp, scfg, listener, rec, stop))
+    };
+    let mut handles = Vec::new();
+    for _ in 0..clients.max(1) {
+        let (cp, addr, stop) = (cp.clone(), addr.clone(), Arc::new(AtomicBool::new(false)));
+        handles.push(std::thread::spawn(move || client::run(cp, ccfg, &addr, stop)));
+    }
+    let mut results = Vec::new();
+    let mut first_err = None;
+    for h in handles {
+        match h.join() {
+            Ok(Ok(r)) => results.push(r),
+            Ok(Err(e)) => first_err = first_err.or(Some(e)),
+            Err(_) => first_err = first_err.or(Some(BenchError::Invalid("client panicked".into()))),
+        }
+    }
+    stop.store(true, Ordering::Release);
+    let server = srv
+        .join()
+        .map_err(|_| BenchError::Invalid("server panicked".into()))??;
+    let _ = std::fs::remove_dir_all(&dir);
+    if let Some(e) = first_err {
+        return Err(e);
+    }
+    let server_latency = rec.lock().unwrap_or_else(|p| p.into_inner()).take_interval();
+    Ok(LocalResult {
+        server,
+        server_latency,
+        clients: results,
+    })
+}

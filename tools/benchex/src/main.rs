@@ -1,0 +1,11 @@
+//! `benchex`: see `benchex --help`.
+
+fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    benchex::cli::main_with(std::env::args_os())
+}

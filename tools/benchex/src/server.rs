@@ -1,0 +1,264 @@
+//! The exchange server: accepts clients over the bootstrap socket, takes their orders first come
+//! first served from one queue, prices each with Black-Scholes, and replies with `buffer` bytes.
+//! Its own latency per order (arrival to reply completion) goes to a shared recorder: that is
+//! what the agent reports. Time is split as in the paper's Fig. 2: compute, I/O wait (inside
+//! `send`: free blocks, synchronisation) and polling (waiting for the reply's completion).
+
+use crate::boot::{self, Listener};
+use crate::bs::price_book;
+use crate::clock::{now_ns, Idle};
+use crate::wire::{Answer, Done, Offer, Order, ReplyHeader, ORDER_BYTES, REPLY_HEADER};
+use crate::BenchError;
+use resex_shim::transport::status_byte::{Config, StatusByteReceiver, StatusByteSender};
+use resex_shim::{LatencyRecorder, Provider};
+use serde::Serialize;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Server parameters.
+#[derive(Debug, Clone, Copy)]
+pub struct ServerConfig {
+    /// Reply size, bytes (the paper's buffer size).
+    pub buffer: u64,
+    /// Options priced per order (the compute per request).
+    pub compute: u32,
+    /// Status-byte blocks per connection.
+    pub blocks: u32,
+    /// Path MTU.
+    pub path_mtu: u32,
+    /// Send queue and CQ depth of reply senders (deep, so the host's monitor is not lapped).
+    pub ring_entries: u32,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            buffer: 64 * 1024,
+            compute: 20,
+            blocks: 3,
+            path_mtu: 1024,
+            ring_entries: 256,
+        }
+    }
+}
+
+/// What the server did.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct ServerStats {
+    /// Clients that connected.
+    pub clients: u64,
+    /// Orders answered.
+    pub requests: u64,
+    /// Bytes of replies sent.
+    pub reply_bytes: u64,
+    /// Total time orders waited in the queue, ns.
+    pub queue_ns: u64,
+    /// Total compute, ns.
+    pub compute_ns: u64,
+    /// Total time inside `send` (free block, synchronisation), ns.
+    pub wait_ns: u64,
+    /// Total time polling for reply completions, ns.
+    pub poll_ns: u64,
+    /// Malformed orders dropped.
+    pub bad_orders: u64,
+    /// Connections dropped on an error.
+    pub dropped: u64,
+}
+
+struct Conn {
+    id: u64,
+    orders: StatusByteReceiver,
+    replies: StatusByteSender,
+}
+
+fn transport(cfg: &ServerConfig, payload: u64) -> Config {
+    Config {
+        blocks: cfg.blocks,
+        payload,
+        path_mtu: cfg.path_mtu,
+        timeout: Duration::from_secs(5),
+        ring_entries: cfg.ring_entries,
+    }
+}
+
+fn handshake(
+    p: &dyn Provider,
+    cfg: &ServerConfig,
+    s: &mut dyn boot::Stream,
+    id: u64,
+) -> Result<Conn, BenchError> {
+    let mut orders = StatusByteReceiver::new(p, &transport(cfg, ORDER_BYTES as u64))?;
+    boot::send(
+        s,
+        &Offer {
+            orders: orders.endpoint(),
+            buffer: cfg.buffer,
+            path_mtu: cfg.path_mtu,
+        },
+    )?;
+    let a: Answer = boot::recv(s)?;
+    orders.accept(a.order_qp)?;
+    let replies = StatusByteSender::connect(p, &transport(cfg, cfg.buffer), a.replies)?;
+    boot::send(
+        s,
+        &Done {
+            reply_qp: replies.qp(),
+        },
+    )?;
+    Ok(Conn {
+        id,
+        orders,
+        replies,
+    })
+}
+
+/// Runs a server on `listener` until `stop` is set. Returns its counters.
+pub fn run(
+    p: Arc<dyn Provider>,
+    cfg: ServerConfig,
+    listener: Listener,
+    recorder: Arc<Mutex<LatencyRecorder>>,
+    stop: Arc<AtomicBool>,
+) -> Result<ServerStats, BenchError> {
+    if cfg.buffer < REPLY_HEADER as u64 {
+        return Err(BenchError::Invalid(format!(
+            "buffer must be at least {REPLY_HEADER} bytes"
+        )));
+    }
+    let (tx, rx) = mpsc::channel::<Conn>();
+    listener.set_nonblocking(true)?;
+    let acceptor = {
+        let p = p.clone();
+        let stop = stop.clone();
+        std::thread::Builder::new()
+            .name("benchex-accept".into())
+            .spawn(move || {
+                let mut id = 0;
+                while !stop.load(Ordering::Acquire) {
+                    match listener.accept() {
+                        Ok(mut s) => {
+                            id += 1;
+                            match handshake(&*p, &cfg, &mut *s, id) {
+                                Ok(c) => {
+                                    if tx.send(c).is_err() {
+                                        return;
+                                    }
+                                }
+                                Err(e) => tracing::warn!("client {id}: handshake failed: {e}"),
+                            }
+                        }
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                            std::thread::sleep(Duration::from_millis(5));
+                        }
+                        Err(e) => {
+                            tracing::warn!("accept: {e}");
+                            std::thread::sleep(Duration::from_millis(50));
+                        }
+                    }
+                }
+            })?
+    };
+
+    let mut conns: Vec<Conn> = Vec::new();
+    let mut queue: VecDeque<(usize, Order, u64)> = VecDeque::new();
+    let mut stats = ServerStats::default();
+    let mut reply = vec![0u8; usize::try_from(cfg.buffer).unwrap_or(usize::MAX)];
+    let mut idle = Idle::default();
+    let mut next = 0usize;
+    while !stop.load(Ordering::Acquire) {
+        while let Ok(c) = rx.try_recv() {
+            stats.clients += 1;
+            tracing::info!("client {} connected", c.id);
+            conns.push(c);
+        }
+        // Arrivals, round robin over connections.
+        let mut dead = Vec::new();
+        for k in 0..conns.len() {
+            let i = (next + k) % conns.len();
+            loop {
+                match conns[i].orders.try_recv() {
+                    Ok(Some(m)) => match Order::decode(&m.data) {
+                        Some(o) => queue.push_back((i, o, now_ns())),
+                        None => stats.bad_orders += 1,
+                    },
+                    Ok(None) => break,
+                    Err(e) => {
+                        tracing::warn!("client {}: {e}", conns[i].id);
+                        dead.push(i);
+                        break;
+                    }
+                }
+            }
+        }
+        next = next.wrapping_add(1);
+        // First come, first served.
+        if let Some((i, order, arrived)) = queue.pop_front() {
+            idle.busy();
+            if !dead.contains(&i) {
+                let c = &conns[i];
+                if let Err(e) = serve_one(c, &order, arrived, &cfg, &mut reply, &mut stats, &recorder) {
+                    tracing::warn!("client {}: {e}", c.id);
+                    dead.push(i);
+                }
+            }
+        } else {
+            idle.idle();
+        }
+        if !dead.is_empty() {
+            dead.sort_unstable();
+            dead.dedup();
+            for &i in dead.iter().rev() {
+                let c = conns.remove(i);
+                tracing::warn!("client {} dropped", c.id);
+                stats.dropped += 1;
+            }
+            // Queue entries name connections by index: drop those of the removed ones.
+            queue.retain(|(i, _, _)| !dead.contains(i));
+            for e in queue.iter_mut() {
+                e.0 -= dead.iter().filter(|&&d| d < e.0).count();
+            }
+        }
+    }
+    let _ = acceptor.join();
+    Ok(stats)
+}
+
+fn serve_one(
+    c: &Conn,
+    order: &Order,
+    arrived: u64,
+    cfg: &ServerConfig,
+    reply: &mut [u8],
+    stats: &mut ServerStats,
+    recorder: &Mutex<LatencyRecorder>,
+) -> Result<(), BenchError> {
+    let start = now_ns();
+    let value = price_book(&order.option, cfg.compute);
+    let computed = now_ns();
+    ReplyHeader {
+        id: order.id,
+        client_ns: order.client_ns,
+        value,
+        queue_ns: start - arrived,
+        compute_ns: computed - start,
+    }
+    .write(reply);
+    c.replies.send(0, reply)?;
+    let sent = now_ns();
+    c.replies.flush()?;
+    let done = now_ns();
+    stats.requests += 1;
+    stats.reply_bytes += cfg.buffer;
+    stats.queue_ns += start - arrived;
+    stats.compute_ns += computed - start;
+    stats.wait_ns += sent - computed;
+    stats.poll_ns += done - sent;
+    recorder
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .record(arrived, done);
+    Ok(())
+}
