@@ -1,7 +1,5 @@
-//! Per-interval latency histograms (HdrHistogram). A request is timestamped when it is queued,
+//! Per-interval latency histograms. A request is timestamped when it is queued,
 //! not when it is sent, so a stalled sender shows up as latency (no coordinated omission).
-
-use hdrhistogram::Histogram;
 
 /// One interval's latency, in nanoseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -24,10 +22,46 @@ pub struct LatencySummary {
     pub p999_ns: u64,
 }
 
+/// Sub-buckets per power of two (2^7: quantiles within 0.8%).
+const SUB_BITS: u32 = 7;
+const SUB: u64 = 1 << SUB_BITS;
+/// Buckets covering every u64.
+const BUCKETS: usize = ((64 - SUB_BITS as usize) + 1) * SUB as usize;
+
+fn bucket(v: u64) -> usize {
+    if v < SUB {
+        return v as usize;
+    }
+    let e = 63 - v.leading_zeros();
+    let shift = e - SUB_BITS;
+    ((e - SUB_BITS + 1) as usize) * SUB as usize + ((v >> shift) - SUB) as usize
+}
+
+/// The highest value that falls in bucket `i`.
+fn bucket_high(i: usize) -> u64 {
+    let (blk, off) = ((i as u64) / SUB, (i as u64) % SUB);
+    if blk == 0 {
+        return off;
+    }
+    let shift = blk - 1;
+    ((SUB + off) << shift) + ((1u64 << shift) - 1)
+}
+
 /// Records request latencies and hands out one summary per interval.
+///
+/// A log-linear histogram (128 sub-buckets per power of two, as HdrHistogram with two
+/// significant digits) whose summary touches only the buckets used in the interval, so a report
+/// costs the guest well under a microsecond; count, mean, standard deviation, min and max are
+/// exact.
 #[derive(Debug, Clone)]
 pub struct LatencyRecorder {
-    hist: Histogram<u64>,
+    counts: Vec<u32>,
+    touched: Vec<u32>,
+    n: u64,
+    sum: f64,
+    sum_sq: f64,
+    min: u64,
+    max: u64,
     /// Latencies above the histogram's range (recorded as the maximum).
     clamped: u64,
 }
@@ -42,32 +76,48 @@ impl Default for LatencyRecorder {
 }
 
 impl LatencyRecorder {
-    /// A recorder with 3 significant digits from 1 ns to 60 s.
+    /// An empty recorder (1 ns to 60 s).
     pub fn new() -> Self {
         Self {
-            hist: Histogram::new_with_bounds(1, MAX_TRACKED_NS, 3)
-                .expect("static histogram bounds are valid"),
+            counts: vec![0; BUCKETS],
+            touched: Vec::new(),
+            n: 0,
+            sum: 0.0,
+            sum_sq: 0.0,
+            min: u64::MAX,
+            max: 0,
             clamped: 0,
         }
     }
 
     /// Records a request queued at `queued_ns` and completed at `done_ns` (same clock).
     pub fn record(&mut self, queued_ns: u64, done_ns: u64) {
-        let v = done_ns.saturating_sub(queued_ns).max(1);
+        let mut v = done_ns.saturating_sub(queued_ns).max(1);
         if v > MAX_TRACKED_NS {
             self.clamped += 1;
+            v = MAX_TRACKED_NS;
         }
-        self.hist.saturating_record(v.min(MAX_TRACKED_NS));
+        let b = bucket(v);
+        if self.counts[b] == 0 {
+            self.touched.push(b as u32);
+        }
+        self.counts[b] = self.counts[b].saturating_add(1);
+        self.n += 1;
+        let f = v as f64;
+        self.sum += f;
+        self.sum_sq += f * f;
+        self.min = self.min.min(v);
+        self.max = self.max.max(v);
     }
 
     /// Requests recorded since the last summary.
     pub fn len(&self) -> u64 {
-        self.hist.len()
+        self.n
     }
 
     /// True when nothing was recorded since the last summary.
     pub fn is_empty(&self) -> bool {
-        self.hist.is_empty()
+        self.n == 0
     }
 
     /// Latencies beyond 60 s seen so far (counted as 60 s).
@@ -77,22 +127,41 @@ impl LatencyRecorder {
 
     /// The summary of what was recorded since the last call, and a fresh interval.
     pub fn take_interval(&mut self) -> LatencySummary {
-        let h = &self.hist;
-        let s = if h.is_empty() {
-            LatencySummary::default()
-        } else {
-            LatencySummary {
-                count: h.len(),
-                mean_ns: h.mean(),
-                stddev_ns: h.stdev(),
-                min_ns: h.min(),
-                max_ns: h.max(),
-                p50_ns: h.value_at_quantile(0.5),
-                p99_ns: h.value_at_quantile(0.99),
-                p999_ns: h.value_at_quantile(0.999),
+        if self.n == 0 {
+            return LatencySummary::default();
+        }
+        self.touched.sort_unstable();
+        let n = self.n;
+        let rank = |q: f64| ((q * n as f64).ceil() as u64).clamp(1, n);
+        let targets = [rank(0.5), rank(0.99), rank(0.999)];
+        let mut found = [self.max; 3];
+        let (mut seen, mut t) = (0u64, 0usize);
+        for &b in &self.touched {
+            seen += u64::from(self.counts[b as usize]);
+            while t < 3 && seen >= targets[t] {
+                found[t] = bucket_high(b as usize).clamp(self.min, self.max);
+                t += 1;
             }
+            self.counts[b as usize] = 0;
+        }
+        let mean = self.sum / n as f64;
+        let var = (self.sum_sq / n as f64 - mean * mean).max(0.0);
+        let s = LatencySummary {
+            count: n,
+            mean_ns: mean,
+            stddev_ns: var.sqrt(),
+            min_ns: self.min,
+            max_ns: self.max,
+            p50_ns: found[0],
+            p99_ns: found[1],
+            p999_ns: found[2],
         };
-        self.hist.reset();
+        self.touched.clear();
+        self.n = 0;
+        self.sum = 0.0;
+        self.sum_sq = 0.0;
+        self.min = u64::MAX;
+        self.max = 0;
         s
     }
 }
@@ -110,10 +179,40 @@ mod tests {
         let s = r.take_interval();
         assert_eq!(s.count, 1000);
         assert!((s.mean_ns - 500_500.0).abs() < 500.0, "{}", s.mean_ns);
-        assert!((s.p50_ns as f64 - 500_000.0).abs() < 1_000.0);
-        assert!((s.p99_ns as f64 - 990_000.0).abs() < 1_000.0);
-        assert!((s.p999_ns as f64 - 999_000.0).abs() < 1_000.0);
+        assert!((s.p50_ns as f64 - 500_000.0).abs() < 5_000.0);
+        assert!((s.p99_ns as f64 - 990_000.0).abs() < 9_900.0);
+        assert!((s.p999_ns as f64 - 999_000.0).abs() < 9_990.0);
         assert_eq!(r.take_interval().count, 0);
+    }
+
+    #[test]
+    fn buckets_are_contiguous_and_tight() {
+        let mut prev = 0;
+        for i in 1..BUCKETS {
+            let h = bucket_high(i);
+            assert!(h > prev || i == 1, "bucket {i}");
+            assert_eq!(bucket(h), i);
+            assert_eq!(bucket(prev + 1), i, "first value of bucket {i}");
+            prev = h;
+            if h == u64::MAX {
+                break;
+            }
+        }
+        for v in [1u64, 127, 128, 255, 256, 1000, 123_456_789, MAX_TRACKED_NS] {
+            let h = bucket_high(bucket(v));
+            assert!(h >= v && (h - v) as f64 <= v as f64 / 128.0, "{v} -> {h}");
+        }
+    }
+
+    #[test]
+    fn quantiles_of_a_few_samples_are_exact_buckets() {
+        let mut r = LatencyRecorder::new();
+        for v in [100u64, 50, 70] {
+            r.record(0, v);
+        }
+        let s = r.take_interval();
+        assert_eq!((s.count, s.min_ns, s.p50_ns, s.p99_ns, s.max_ns), (3, 50, 70, 100, 100));
+        assert!((s.mean_ns - 220.0 / 3.0).abs() < 1e-9);
     }
 
     #[test]

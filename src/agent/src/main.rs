@@ -1,0 +1,11 @@
+//! `resex-agent`: see `resex-agent --help`.
+
+fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    resex_agent::cli::main_with(std::env::args_os())
+}
