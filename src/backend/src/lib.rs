@@ -1,0 +1,95 @@
+//! How the daemon sees a hypervisor: the [`Hypervisor`] trait (list domains, CPU time, guest
+//! memory, the registration channel, caps) and its backends.
+//!
+//! - [`local`]: the embedded host's domains (guest processes with RAM files), discovered from
+//!   the records the host publishes.
+//! - [`cap`]: cap mechanisms for processes: cgroup v2 `cpu.max`, cgroup v1 CFS quota, and a
+//!   SIGSTOP/SIGCONT duty cycle.
+//! - [`cpu`]: CPU-time sources for processes: cgroup v1 `cpuacct.usage`, cgroup v2 `cpu.stat`,
+//!   `/proc/PID/task/*/schedstat`.
+//!
+//! A cap is a percent of one physical CPU (Xen's unit); `None` is uncapped.
+
+pub mod cap;
+pub mod cpu;
+pub mod local;
+
+use resex_guestmem::GuestMemory;
+use std::io::{BufRead, Write};
+use std::sync::Arc;
+
+/// One domain as a backend lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DomainInfo {
+    /// Identity that survives a daemon restart (a UUID, or host + name + pid).
+    pub key: String,
+    /// Small id for people.
+    pub id: u32,
+    /// Name.
+    pub name: String,
+    /// Virtual CPUs.
+    pub vcpus: u32,
+    /// Guest RAM size, bytes.
+    pub ram_size: u64,
+}
+
+/// A registration channel session: read and write halves.
+pub type Channel = (Box<dyn BufRead + Send>, Box<dyn Write + Send>);
+
+/// What can go wrong in a backend.
+#[derive(Debug, thiserror::Error)]
+pub enum BackendError {
+    /// The domain is not (or no longer) there.
+    #[error("no domain {0}")]
+    NoDomain(String),
+    /// The backend cannot run on this machine (one line, saying why).
+    #[error("{0}")]
+    Unavailable(String),
+    /// An operation failed.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// Why it failed.
+        source: std::io::Error,
+    },
+    /// Guest memory could not be mapped.
+    #[error(transparent)]
+    Mem(#[from] resex_guestmem::MemError),
+    /// A record or a saved setting that does not parse.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl BackendError {
+    /// An I/O error with context.
+    pub fn io(what: impl Into<String>, source: std::io::Error) -> Self {
+        BackendError::Io {
+            what: what.into(),
+            source,
+        }
+    }
+}
+
+/// A hypervisor as the daemon uses it. Methods take `&self`: the control loop, the discovery
+/// thread and the registration threads share one backend.
+pub trait Hypervisor: Send + Sync {
+    /// `local`, `kvm` or `xen`.
+    fn kind(&self) -> &'static str;
+    /// The running domains.
+    fn domains(&self) -> Result<Vec<DomainInfo>, BackendError>;
+    /// Total CPU time the domain has used, ns.
+    fn cpu_time_ns(&self, key: &str) -> Result<u64, BackendError>;
+    /// The domain's guest-physical memory.
+    fn memory(&self, key: &str) -> Result<Arc<dyn GuestMemory>, BackendError>;
+    /// Opens a session on the domain's registration channel.
+    fn open_channel(&self, key: &str) -> Result<Channel, BackendError>;
+    /// How caps are enforced on this domain, for people (`cgroup v1 cpu.cfs_quota_us, 10 ms`).
+    fn cap_mechanism(&self, key: &str) -> String;
+    /// The domain's present cap setting, exactly, to put back later.
+    fn save_cap(&self, key: &str) -> Result<serde_json::Value, BackendError>;
+    /// Sets a cap (percent of one physical CPU) or lifts it.
+    fn set_cap(&self, key: &str, pct: Option<f64>) -> Result<(), BackendError>;
+    /// Puts back a setting from [`Hypervisor::save_cap`].
+    fn restore_cap(&self, key: &str, saved: &serde_json::Value) -> Result<(), BackendError>;
+}

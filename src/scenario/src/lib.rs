@@ -1,0 +1,359 @@
+//! The scenario format: one TOML file describes a host (its link), its guests (vCPUs, RAM, the
+//! BenchEx server each runs and the clients that load it from the far side of the link), the
+//! pricing policy and how long to run. The embedded host (`resex host`), `resex demo` and the
+//! lab read the same files (`tools/scenarios/`).
+//!
+//! ```toml
+//! name = "pair"
+//! duration_s = 20.0
+//! policy = "ioshares"            # a file in policies/ (by name) or a path; omit for none
+//!
+//! [link]
+//! preset = "testbed"             # 8 Gb/s, 1 KiB MTU, 1 us (the ResEx testbed); or "100g"
+//!
+//! [[guest]]
+//! name = "reporting"
+//! vcpus = 1
+//! ram = "64MiB"
+//! reports = true                 # its agent reports latency through the mailbox
+//! [guest.benchex]
+//! buffer = "64KiB"               # reply size
+//! rate = 1000.0                  # orders/s per client; 0 = closed loop
+//! clients = 1
+//! ```
+
+use serde::{Deserialize, Deserializer, Serialize};
+use std::path::{Path, PathBuf};
+
+/// A byte size written as people write it (`64KiB`, `2MiB`, `65536`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Size(pub u64);
+
+impl<'de> Deserialize<'de> for Size {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            N(u64),
+            S(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::N(n) => Ok(Size(n)),
+            Raw::S(s) => benchex::size::parse_size(&s)
+                .map(Size)
+                .map_err(serde::de::Error::custom),
+        }
+    }
+}
+
+/// A whole scenario.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    /// Short name (used in paths and cgroup names).
+    pub name: String,
+    /// What it shows, for people.
+    #[serde(default)]
+    pub description: String,
+    /// How long `resex host` runs it, seconds.
+    #[serde(default = "default_duration")]
+    pub duration_s: f64,
+    /// The policy: a name of a file in `policies/` or a path; `None` runs without pricing caps.
+    #[serde(default)]
+    pub policy: Option<String>,
+    /// The host's link.
+    #[serde(default)]
+    pub link: LinkSpec,
+    /// The guests (`[[guest]]`).
+    #[serde(rename = "guest")]
+    pub guests: Vec<GuestSpec>,
+}
+
+fn default_duration() -> f64 {
+    20.0
+}
+
+/// The link.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinkSpec {
+    /// `testbed` or `100g`.
+    #[serde(default = "default_preset")]
+    pub preset: String,
+    /// Overrides the preset's data rate, Gb/s.
+    #[serde(default)]
+    pub gbps: Option<f64>,
+    /// Overrides the preset's base latency, us.
+    #[serde(default)]
+    pub base_latency_us: Option<f64>,
+}
+
+fn default_preset() -> String {
+    "testbed".into()
+}
+
+impl Default for LinkSpec {
+    fn default() -> Self {
+        Self {
+            preset: default_preset(),
+            gbps: None,
+            base_latency_us: None,
+        }
+    }
+}
+
+/// One guest (VM) on the monitored host.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct GuestSpec {
+    /// Domain name.
+    pub name: String,
+    /// Virtual CPUs.
+    #[serde(default = "one")]
+    pub vcpus: u32,
+    /// Guest RAM.
+    #[serde(default = "default_ram")]
+    pub ram: Size,
+    /// Whether its agent reports latency.
+    #[serde(default = "yes")]
+    pub reports: bool,
+    /// Seconds after the host starts at which the guest starts.
+    #[serde(default)]
+    pub start_s: f64,
+    /// Its SLA threshold (fraction) for policies that use one.
+    #[serde(default)]
+    pub sla_threshold: Option<f64>,
+    /// Its weight for a weighted link split.
+    #[serde(default = "one_f")]
+    pub weight: f64,
+    /// The BenchEx server it runs and the clients that load it.
+    pub benchex: Workload,
+}
+
+fn one() -> u32 {
+    1
+}
+fn one_f() -> f64 {
+    1.0
+}
+fn yes() -> bool {
+    true
+}
+fn default_ram() -> Size {
+    Size(64 << 20)
+}
+
+/// A BenchEx workload.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Workload {
+    /// Reply size.
+    pub buffer: Size,
+    /// Options priced per order.
+    #[serde(default = "default_compute")]
+    pub compute: u32,
+    /// Orders per second per client (0: closed loop).
+    #[serde(default = "default_rate")]
+    pub rate: f64,
+    /// Clients.
+    #[serde(default = "one")]
+    pub clients: u32,
+    /// Outstanding orders per client in closed loop.
+    #[serde(default = "default_window")]
+    pub window: u64,
+}
+
+fn default_compute() -> u32 {
+    20
+}
+fn default_rate() -> f64 {
+    1000.0
+}
+fn default_window() -> u64 {
+    2
+}
+
+/// A scenario that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioError {
+    /// The file could not be read.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Not TOML of this shape.
+    #[error("{0}")]
+    Parse(String),
+    /// A value that cannot work.
+    #[error("scenario `{scenario}`: {problem}")]
+    Invalid {
+        /// Its name.
+        scenario: String,
+        /// What.
+        problem: String,
+    },
+}
+
+fn valid_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 32
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
+}
+
+impl Scenario {
+    /// Parses and validates scenario text.
+    pub fn from_toml(text: &str) -> Result<Scenario, ScenarioError> {
+        let s: Scenario = toml::from_str(text).map_err(|e| ScenarioError::Parse(e.to_string()))?;
+        s.validate()?;
+        Ok(s)
+    }
+
+    /// Reads a scenario file.
+    pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Io {
+            path: path.to_owned(),
+            source,
+        })?;
+        Self::from_toml(&text).map_err(|e| match e {
+            ScenarioError::Parse(m) => ScenarioError::Parse(format!("{}: {m}", path.display())),
+            e => e,
+        })
+    }
+
+    /// Checks names, sizes and rates.
+    pub fn validate(&self) -> Result<(), ScenarioError> {
+        let bad = |problem: String| ScenarioError::Invalid {
+            scenario: self.name.clone(),
+            problem,
+        };
+        if !valid_name(&self.name) {
+            return Err(bad(
+                "name must be 1-32 of a-z, 0-9, '-' and '_' (it names files and cgroups)".into(),
+            ));
+        }
+        if !(self.duration_s.is_finite() && self.duration_s > 0.0 && self.duration_s <= 86_400.0) {
+            return Err(bad(format!("duration_s = {} must be in (0, 86400]", self.duration_s)));
+        }
+        if !matches!(self.link.preset.as_str(), "testbed" | "100g") {
+            return Err(bad(format!(
+                "link preset `{}` is unknown (testbed, 100g)",
+                self.link.preset
+            )));
+        }
+        if self.guests.is_empty() {
+            return Err(bad("no [[guest]]".into()));
+        }
+        let mut names = std::collections::HashSet::new();
+        for g in &self.guests {
+            let at = |p: String| bad(format!("guest `{}`: {p}", g.name));
+            if !valid_name(&g.name) {
+                return Err(at("name must be 1-32 of a-z, 0-9, '-' and '_'".into()));
+            }
+            if !names.insert(g.name.as_str()) {
+                return Err(at("appears twice".into()));
+            }
+            if !(1..=64).contains(&g.vcpus) {
+                return Err(at(format!("vcpus = {} must be 1..=64", g.vcpus)));
+            }
+            let w = &g.benchex;
+            let min_ram = (8 << 20) + 4 * (w.buffer.0 + 4096) * u64::from(w.clients.max(1));
+            if g.ram.0 < min_ram || g.ram.0 > (16 << 30) {
+                return Err(at(format!(
+                    "ram = {} bytes: this workload needs at least {min_ram} (and at most 16 GiB)",
+                    g.ram.0
+                )));
+            }
+            if w.buffer.0 < 64 || w.buffer.0 > (64 << 20) {
+                return Err(at(format!("buffer = {} must be 64 B..64 MiB", w.buffer.0)));
+            }
+            if !(w.rate.is_finite() && w.rate >= 0.0 && w.rate <= 1e6) {
+                return Err(at(format!("rate = {} must be 0..=1e6 orders/s", w.rate)));
+            }
+            if !(1..=64).contains(&w.clients) {
+                return Err(at(format!("clients = {} must be 1..=64", w.clients)));
+            }
+            if !(g.start_s.is_finite() && g.start_s >= 0.0) {
+                return Err(at(format!("start_s = {} must be >= 0", g.start_s)));
+            }
+            if !(g.weight.is_finite() && g.weight > 0.0) {
+                return Err(at(format!("weight = {} must be > 0", g.weight)));
+            }
+        }
+        Ok(())
+    }
+
+    /// The policy file this scenario names, resolved against `policies_dir` when it is a bare
+    /// name (`ioshares` -> `policies_dir/ioshares.toml`).
+    pub fn policy_path(&self, policies_dir: &Path) -> Option<PathBuf> {
+        let p = self.policy.as_ref()?;
+        if p.contains('/') || p.ends_with(".toml") {
+            Some(PathBuf::from(p))
+        } else {
+            Some(policies_dir.join(format!("{p}.toml")))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PAIR: &str = r#"
+name = "pair"
+policy = "ioshares"
+[[guest]]
+name = "reporting"
+[guest.benchex]
+buffer = "64KiB"
+[[guest]]
+name = "interfering"
+ram = "96MiB"
+[guest.benchex]
+buffer = "2MiB"
+rate = 0
+"#;
+
+    #[test]
+    fn parses_with_defaults() {
+        let s = Scenario::from_toml(PAIR).unwrap();
+        assert_eq!(s.guests.len(), 2);
+        assert_eq!(s.guests[0].ram, Size(64 << 20));
+        assert_eq!(s.guests[1].benchex.buffer, Size(2 << 20));
+        assert_eq!(s.guests[1].benchex.rate, 0.0);
+        assert_eq!(s.link.preset, "testbed");
+        assert_eq!(
+            s.policy_path(Path::new("policies")),
+            Some(PathBuf::from("policies/ioshares.toml"))
+        );
+    }
+
+    #[test]
+    fn refuses_unknown_keys_bad_names_and_impossible_sizes() {
+        let e = Scenario::from_toml(&PAIR.replace("policy =", "polcy =")).unwrap_err();
+        assert!(e.to_string().contains("polcy"), "{e}");
+        let e = Scenario::from_toml(&PAIR.replace("\"interfering\"", "\"reporting\"")).unwrap_err();
+        assert!(e.to_string().contains("appears twice"), "{e}");
+        let e = Scenario::from_toml(&PAIR.replace("96MiB", "1MiB")).unwrap_err();
+        assert!(e.to_string().contains("needs at least"), "{e}");
+        let e = Scenario::from_toml(&PAIR.replace("\"pair\"", "\"a b\"")).unwrap_err();
+        assert!(e.to_string().contains("name must be"), "{e}");
+    }
+
+    #[test]
+    fn the_shipped_scenarios_load() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tools/scenarios");
+        let mut n = 0;
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.extension().is_some_and(|x| x == "toml") {
+                Scenario::load(&p).unwrap_or_else(|e| panic!("{e}"));
+                n += 1;
+            }
+        }
+        assert!(n >= 2, "scenarios in {}", dir.display());
+    }
+}
