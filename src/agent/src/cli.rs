@@ -39,6 +39,9 @@ pub struct Cli {
     /// Mailbox blocks.
     #[arg(long, default_value_t = DEFAULT_BLOCKS)]
     mailbox_blocks: u32,
+    /// Register the rings but write no latency reports (a guest with no SLA).
+    #[arg(long)]
+    no_reports: bool,
     /// BenchEx bootstrap address clients connect to.
     #[arg(long)]
     listen: String,
@@ -71,13 +74,8 @@ pub fn main_with<I: IntoIterator<Item = std::ffi::OsString>>(args: I) -> Result<
     let chan = UnixChannel::bind(&cli.channel)
         .with_context(|| format!("binding the channel {}", cli.channel.display()))?;
     let recorder = Arc::new(Mutex::new(LatencyRecorder::new()));
-    let agent = Agent::start(
-        Box::new(chan),
-        doc,
-        mailbox,
-        recorder.clone(),
-        Duration::from_millis(cli.report_ms.max(1)),
-    )?;
+    let interval = (!cli.no_reports).then(|| Duration::from_millis(cli.report_ms.max(1)));
+    let agent = Agent::start(Box::new(chan), doc, mailbox, recorder.clone(), interval)?;
     let stop = stop_on_signals()?;
     let p: Arc<dyn Provider> = provider;
     let st = serve(p, &cli.server, &cli.listen, recorder, stop, cli.duration)?;

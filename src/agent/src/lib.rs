@@ -42,14 +42,14 @@ impl std::fmt::Debug for Agent {
 }
 
 impl Agent {
-    /// Starts the channel thread and a reporter that every `interval` takes the recorder's
-    /// summary and, when it measured anything, writes it into `mailbox`.
+    /// Starts the channel thread and (with an `interval`) a reporter that every interval takes
+    /// the recorder's summary and, when it measured anything, writes it into `mailbox`.
     pub fn start(
         chan: Box<dyn ChannelEnd>,
         doc: DocFn,
         mut mailbox: Mailbox,
         recorder: Arc<Mutex<LatencyRecorder>>,
-        interval: Duration,
+        interval: Option<Duration>,
     ) -> std::io::Result<Agent> {
         let stop = Arc::new(AtomicBool::new(false));
         let channel = Arc::new(ChannelStatus::default());
@@ -66,7 +66,7 @@ impl Agent {
                     })?,
             );
         }
-        {
+        if let Some(interval) = interval {
             let (stop, reports, dropped) = (stop.clone(), reports.clone(), dropped.clone());
             threads.push(
                 std::thread::Builder::new()

@@ -26,7 +26,11 @@ pub struct Mailbox {
 
 impl std::fmt::Debug for Mailbox {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Mailbox {{ base: {:#x}, blocks: {} }}", self.base, self.blocks)
+        write!(
+            f,
+            "Mailbox {{ base: {:#x}, blocks: {} }}",
+            self.base, self.blocks
+        )
     }
 }
 
@@ -50,7 +54,9 @@ impl Mailbox {
         block_size: u32,
     ) -> Result<Self, MailboxError> {
         if !base.is_multiple_of(4096) {
-            return Err(MailboxError::Invalid(format!("base {base:#x} is not page aligned")));
+            return Err(MailboxError::Invalid(format!(
+                "base {base:#x} is not page aligned"
+            )));
         }
         if blocks == 0 || (block_size as usize) < REPORT_BYTES {
             return Err(MailboxError::Invalid(format!(
@@ -65,7 +71,10 @@ impl Mailbox {
             )));
         }
         for b in 0..blocks {
-            mem.write_u8(GuestAddress(base + u64::from(b) * u64::from(block_size)), FREE)?;
+            mem.write_u8(
+                GuestAddress(base + u64::from(b) * u64::from(block_size)),
+                FREE,
+            )?;
         }
         Ok(Self {
             mem,

@@ -118,7 +118,13 @@ fn session(
     });
     let mut last: Option<Registration> = None;
     let send = |d: Registration, w: &mut dyn Write, last: &mut Option<Registration>| -> bool {
-        let ok = write_msg(w, &GuestMsg::Register { registration: d.clone() }).is_ok();
+        let ok = write_msg(
+            w,
+            &GuestMsg::Register {
+                registration: d.clone(),
+            },
+        )
+        .is_ok();
         if ok {
             status.sent.fetch_add(1, Ordering::AcqRel);
             *last = Some(d);

@@ -35,7 +35,8 @@ fn read(p: &Path) -> Result<String, BackendError> {
 }
 
 fn write(p: &Path, v: &str) -> Result<(), BackendError> {
-    std::fs::write(p, v).map_err(|e| BackendError::io(format!("writing `{v}` to {}", p.display()), e))
+    std::fs::write(p, v)
+        .map_err(|e| BackendError::io(format!("writing `{v}` to {}", p.display()), e))
 }
 
 fn quota_us(pct: f64) -> u64 {
@@ -51,7 +52,9 @@ impl CapHandle {
                 format!("cgroup v1 {}/cpu.cfs_quota_us, period 10 ms", d.display())
             }
             CapHandle::Sigstop(pid) => {
-                format!("SIGSTOP/SIGCONT duty cycle on pid {pid}, period 10 ms (no writable cgroup)")
+                format!(
+                    "SIGSTOP/SIGCONT duty cycle on pid {pid}, period 10 ms (no writable cgroup)"
+                )
             }
         }
     }
@@ -254,7 +257,11 @@ mod tests {
         h.set(Some(25.0)).unwrap();
         assert_eq!(h.current().unwrap(), Some(25.0));
         h.set(Some(1.0)).unwrap();
-        assert_eq!(h.current().unwrap(), Some(10.0), "the kernel's 1 ms minimum quota");
+        assert_eq!(
+            h.current().unwrap(),
+            Some(10.0),
+            "the kernel's 1 ms minimum quota"
+        );
         h.restore(&saved).unwrap();
         assert_eq!(h.save().unwrap(), saved);
         assert!(h.restore(&json!({})).is_err());
@@ -267,7 +274,10 @@ mod tests {
         let h = CapHandle::CgroupV2(d.path().into());
         let saved = h.save().unwrap();
         h.set(Some(50.0)).unwrap();
-        assert_eq!(std::fs::read_to_string(d.path().join("cpu.max")).unwrap(), "5000 10000");
+        assert_eq!(
+            std::fs::read_to_string(d.path().join("cpu.max")).unwrap(),
+            "5000 10000"
+        );
         assert_eq!(h.current().unwrap(), Some(50.0));
         h.restore(&saved).unwrap();
         assert_eq!(h.current().unwrap(), None);
@@ -297,7 +307,10 @@ mod tests {
         child.wait().unwrap();
         // Capped at 20% it gets well under half a CPU; restored it runs (on a shared machine the
         // uncapped figure is not checked for a level, only that it is running again).
-        assert!(used < 250_000_000, "capped at 20% it used {used} ns in 500 ms");
+        assert!(
+            used < 250_000_000,
+            "capped at 20% it used {used} ns in 500 ms"
+        );
         assert!(free > 0, "restored, it runs");
     }
 }

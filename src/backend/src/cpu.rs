@@ -17,7 +17,8 @@ pub enum CpuSource {
 }
 
 fn read(path: &std::path::Path) -> Result<String, BackendError> {
-    std::fs::read_to_string(path).map_err(|e| BackendError::io(format!("reading {}", path.display()), e))
+    std::fs::read_to_string(path)
+        .map_err(|e| BackendError::io(format!("reading {}", path.display()), e))
 }
 
 impl CpuSource {
@@ -84,9 +85,15 @@ mod tests {
         assert!(me.read_ns().unwrap() > a);
         let d = tempfile::tempdir().unwrap();
         std::fs::write(d.path().join("cpuacct.usage"), "12345\n").unwrap();
-        assert_eq!(CpuSource::CgroupV1(d.path().into()).read_ns().unwrap(), 12345);
+        assert_eq!(
+            CpuSource::CgroupV1(d.path().into()).read_ns().unwrap(),
+            12345
+        );
         std::fs::write(d.path().join("cpu.stat"), "usage_usec 7\nuser_usec 5\n").unwrap();
-        assert_eq!(CpuSource::CgroupV2(d.path().into()).read_ns().unwrap(), 7000);
+        assert_eq!(
+            CpuSource::CgroupV2(d.path().into()).read_ns().unwrap(),
+            7000
+        );
         assert!(CpuSource::Proc(u32::MAX).read_ns().is_err());
     }
 }

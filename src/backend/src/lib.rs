@@ -19,7 +19,7 @@ use std::io::{BufRead, Write};
 use std::sync::Arc;
 
 /// One domain as a backend lists it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct DomainInfo {
     /// Identity that survives a daemon restart (a UUID, or host + name + pid).
     pub key: String,
@@ -31,6 +31,10 @@ pub struct DomainInfo {
     pub vcpus: u32,
     /// Guest RAM size, bytes.
     pub ram_size: u64,
+    /// Its share weight for a weighted link split (1 unless configured).
+    pub weight: f64,
+    /// Its own SLA threshold (fraction), when configured.
+    pub sla_threshold: Option<f64>,
 }
 
 /// A registration channel session: read and write halves.

@@ -85,12 +85,15 @@ pub fn domains_dir(run: &Path) -> PathBuf {
 /// Publishes a record (atomically: written beside, then renamed).
 pub fn publish(run: &Path, r: &DomainRecord) -> Result<PathBuf, BackendError> {
     let dir = domains_dir(run);
-    std::fs::create_dir_all(&dir).map_err(|e| BackendError::io(format!("creating {}", dir.display()), e))?;
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| BackendError::io(format!("creating {}", dir.display()), e))?;
     let path = dir.join(format!("{}-{}.json", r.host, r.name));
     let tmp = dir.join(format!(".{}-{}.json.tmp", r.host, r.name));
     let text = serde_json::to_vec_pretty(r).map_err(|e| BackendError::Invalid(e.to_string()))?;
-    std::fs::write(&tmp, text).map_err(|e| BackendError::io(format!("writing {}", tmp.display()), e))?;
-    std::fs::rename(&tmp, &path).map_err(|e| BackendError::io(format!("renaming to {}", path.display()), e))?;
+    std::fs::write(&tmp, text)
+        .map_err(|e| BackendError::io(format!("writing {}", tmp.display()), e))?;
+    std::fs::rename(&tmp, &path)
+        .map_err(|e| BackendError::io(format!("renaming to {}", path.display()), e))?;
     Ok(path)
 }
 
@@ -165,11 +168,14 @@ impl Hypervisor for LocalBackend {
                 for e in rd.flatten() {
                     let p = e.path();
                     if p.extension().is_none_or(|x| x != "json")
-                        || p.file_name().is_some_and(|n| n.to_string_lossy().starts_with('.'))
+                        || p.file_name()
+                            .is_some_and(|n| n.to_string_lossy().starts_with('.'))
                     {
                         continue;
                     }
-                    let Ok(text) = std::fs::read(&p) else { continue };
+                    let Ok(text) = std::fs::read(&p) else {
+                        continue;
+                    };
                     match serde_json::from_slice::<DomainRecord>(&text) {
                         Ok(r) if alive(r.pid) => {
                             found.insert(r.key(), r);
@@ -190,6 +196,8 @@ impl Hypervisor for LocalBackend {
                 name: r.name.clone(),
                 vcpus: r.vcpus,
                 ram_size: r.ram_size,
+                weight: r.weight,
+                sla_threshold: r.sla_threshold,
             })
             .collect();
         out.sort_by_key(|d| d.id);
@@ -292,6 +300,9 @@ mod tests {
         assert_eq!(b.memory(&d[0].key).unwrap().size(), 1 << 20);
         let e = b.open_channel(&d[0].key).err().unwrap().to_string();
         assert!(e.contains("none.sock"), "{e}");
-        assert!(matches!(b.cpu_time_ns("nope"), Err(BackendError::NoDomain(_))));
+        assert!(matches!(
+            b.cpu_time_ns("nope"),
+            Err(BackendError::NoDomain(_))
+        ));
     }
 }

@@ -1,8 +1,12 @@
 //! `resex`: the command-line tool of resex.
 //!
-//! Today: `resex ibmon scan|watch|synth` (IBMon as a standalone tool) and `resex price
-//! replay|check` (pricing policies). The dashboard, the demo and the lab join them in later issues.
+//! `resex demo` (the main job: embedded host, daemon, the paper's pair in four phases),
+//! `resex host` (the embedded host), `resex ibmon scan|watch|synth` (IBMon as a standalone tool),
+//! `resex price replay|check` (pricing policies), and the guest programs the embedded host starts
+//! (`resex agent`, `resex benchex`: the same as the `resex-agent` and `benchex` binaries).
 
+mod demo;
+mod host;
 mod ibmon;
 mod price;
 
@@ -28,6 +32,24 @@ enum Command {
     /// Pricing: check policy files; replay a usage trace through a policy.
     #[command(subcommand)]
     Price(price::PriceCommand),
+    /// The main job: an embedded host with the paper's pair, the daemon, four phases.
+    Demo(demo::DemoArgs),
+    /// Run a scenario's guests on the embedded host (processes + softhca + caps).
+    Host(host::HostArgs),
+    /// The guest agent with BenchEx's server (what the embedded host starts; see resex-agent).
+    #[command(disable_help_flag = true)]
+    Agent {
+        /// resex-agent's arguments.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<std::ffi::OsString>,
+    },
+    /// BenchEx (see benchex --help).
+    #[command(disable_help_flag = true)]
+    Benchex {
+        /// benchex's arguments.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<std::ffi::OsString>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -41,6 +63,14 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Ibmon(c) => ibmon::run(c),
         Command::Price(c) => price::run(c),
+        Command::Demo(a) => demo::run(a),
+        Command::Host(a) => host::run(a),
+        Command::Agent { args } => {
+            resex_agent::cli::main_with(std::iter::once("resex-agent".into()).chain(args))
+        }
+        Command::Benchex { args } => {
+            benchex::cli::main_with(std::iter::once("benchex".into()).chain(args))
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

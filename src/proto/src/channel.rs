@@ -118,13 +118,7 @@ mod tests {
     fn messages_round_trip_as_lines() {
         let mut out = Vec::new();
         write_msg(&mut out, &HostMsg::Hello { version: 1 }).unwrap();
-        write_msg(
-            &mut out,
-            &HostMsg::Rejected {
-                error: "no".into(),
-            },
-        )
-        .unwrap();
+        write_msg(&mut out, &HostMsg::Rejected { error: "no".into() }).unwrap();
         assert!(out.starts_with(br#"{"type":"hello","version":1}"#));
         let mut r = BufReader::new(&out[..]);
         let a: HostMsg = read_msg(&mut r, MAX_LINE).unwrap().unwrap();

@@ -76,13 +76,19 @@ pub fn execute(ctl: &dyn HcaControl, req: &Request) -> Response {
 
 /// Serves requests from `r` until end of stream; a malformed line is answered with an
 /// `Invalid` error and serving goes on. Returns the number of requests served.
-pub fn serve(ctl: &dyn HcaControl, r: &mut dyn BufRead, w: &mut dyn Write) -> Result<u64, LineError> {
+pub fn serve(
+    ctl: &dyn HcaControl,
+    r: &mut dyn BufRead,
+    w: &mut dyn Write,
+) -> Result<u64, LineError> {
     let mut n = 0;
     loop {
         let resp: Response = match read_msg::<Request>(r, MAX_LINE) {
             Ok(None) => return Ok(n),
             Ok(Some(req)) => execute(ctl, &req),
-            Err(LineError::Json(e)) => Err(ControlError::Invalid(format!("malformed request: {e}"))),
+            Err(LineError::Json(e)) => {
+                Err(ControlError::Invalid(format!("malformed request: {e}")))
+            }
             Err(e) => return Err(e),
         };
         write_msg(w, &resp)?;
@@ -123,7 +129,8 @@ impl RemoteHca {
 
     fn call(&self, req: &Request) -> Response {
         let mut c = self.conn.lock().unwrap_or_else(|p| p.into_inner());
-        let gone = |e: &dyn std::fmt::Display| ControlError::Unavailable(format!("control channel: {e}"));
+        let gone =
+            |e: &dyn std::fmt::Display| ControlError::Unavailable(format!("control channel: {e}"));
         write_msg(&mut c.w, req).map_err(|e| gone(&e))?;
         match read_msg::<Response>(&mut c.r, MAX_LINE) {
             Ok(Some(resp)) => resp,
@@ -223,7 +230,10 @@ mod tests {
             dbrec: 8192,
         };
         assert_eq!(hca.create_cq(&cq).unwrap(), 64);
-        assert_eq!(hca.connect_qp(13, QpAddr::qpn(1)), Err(ControlError::NotFound("qp 13".into())));
+        assert_eq!(
+            hca.connect_qp(13, QpAddr::qpn(1)),
+            Err(ControlError::NotFound("qp 13".into()))
+        );
         assert!(hca.connect_qp(12, QpAddr::qpn(1)).is_ok());
         let k = hca
             .reg_mr(&RegMr {
@@ -256,6 +266,9 @@ mod tests {
         drop(b);
         let r = BufReader::new(a.try_clone().unwrap());
         let hca = RemoteHca::new(Box::new(r), Box::new(a));
-        assert!(matches!(hca.destroy_qp(1), Err(ControlError::Unavailable(_))));
+        assert!(matches!(
+            hca.destroy_qp(1),
+            Err(ControlError::Unavailable(_))
+        ));
     }
 }

@@ -236,7 +236,10 @@ impl Scenario {
             ));
         }
         if !(self.duration_s.is_finite() && self.duration_s > 0.0 && self.duration_s <= 86_400.0) {
-            return Err(bad(format!("duration_s = {} must be in (0, 86400]", self.duration_s)));
+            return Err(bad(format!(
+                "duration_s = {} must be in (0, 86400]",
+                self.duration_s
+            )));
         }
         if !matches!(self.link.preset.as_str(), "testbed" | "100g") {
             return Err(bad(format!(

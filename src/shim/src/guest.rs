@@ -34,12 +34,13 @@ impl GuestMachine {
     /// Maps the RAM and connects to the device.
     pub fn open(&self) -> Result<(Arc<dyn GuestMemory>, SoftProvider), ShimError> {
         let mem: Arc<dyn GuestMemory> = Arc::new(FileMemory::open(&self.ram)?);
-        let ctl: Arc<dyn HcaControl> = Arc::new(RemoteHca::connect_unix(&self.hca).map_err(|e| {
-            ShimError::Unavailable(format!(
-                "cannot reach the software HCA at {}: {e}",
-                self.hca.display()
-            ))
-        })?);
+        let ctl: Arc<dyn HcaControl> =
+            Arc::new(RemoteHca::connect_unix(&self.hca).map_err(|e| {
+                ShimError::Unavailable(format!(
+                    "cannot reach the software HCA at {}: {e}",
+                    self.hca.display()
+                ))
+            })?);
         let size = mem.size();
         let p = SoftProvider::new(mem.clone(), self.heap_start, size, ctl)?;
         Ok((mem, p))

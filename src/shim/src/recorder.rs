@@ -211,7 +211,10 @@ mod tests {
             r.record(0, v);
         }
         let s = r.take_interval();
-        assert_eq!((s.count, s.min_ns, s.p50_ns, s.p99_ns, s.max_ns), (3, 50, 70, 100, 100));
+        assert_eq!(
+            (s.count, s.min_ns, s.p50_ns, s.p99_ns, s.max_ns),
+            (3, 50, 70, 100, 100)
+        );
         assert!((s.mean_ns - 220.0 / 3.0).abs() < 1e-9);
     }
 

@@ -6,7 +6,8 @@ pub fn norm_cdf(x: f64) -> f64 {
     let k = 1.0 / (1.0 + 0.231_641_9 * x.abs());
     let poly = k
         * (0.319_381_530
-            + k * (-0.356_563_782 + k * (1.781_477_937 + k * (-1.821_255_978 + k * 1.330_274_429))));
+            + k * (-0.356_563_782
+                + k * (1.781_477_937 + k * (-1.821_255_978 + k * 1.330_274_429))));
     let tail = (-0.5 * x * x).exp() / (2.0 * std::f64::consts::PI).sqrt() * poly;
     if x >= 0.0 {
         1.0 - tail
@@ -33,7 +34,8 @@ pub struct Option_ {
 /// Call and put prices.
 pub fn price(o: &Option_) -> (f64, f64) {
     let sqrt_t = o.years.max(1e-9).sqrt();
-    let d1 = ((o.spot / o.strike).ln() + (o.rate + 0.5 * o.vol * o.vol) * o.years) / (o.vol * sqrt_t);
+    let d1 =
+        ((o.spot / o.strike).ln() + (o.rate + 0.5 * o.vol * o.vol) * o.years) / (o.vol * sqrt_t);
     let d2 = d1 - o.vol * sqrt_t;
     let disc = o.strike * (-o.rate * o.years).exp();
     let call = o.spot * norm_cdf(d1) - disc * norm_cdf(d2);

@@ -230,11 +230,19 @@ pub fn main_with<I: IntoIterator<Item = std::ffi::OsString>>(args: I) -> Result<
             let stop = stop_on_signals()?;
             let rec = Arc::new(Mutex::new(LatencyRecorder::new()));
             let st = serve(p, &a.opts, &a.listen, rec.clone(), stop, a.duration)?;
-            let lat = rec.lock().unwrap_or_else(|p| p.into_inner()).take_interval();
+            let lat = rec
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take_interval();
             if a.json {
                 println!("{}", serde_json::to_string(&st)?);
             } else {
-                println!("server: {} orders from {} clients; latency {}", st.requests, st.clients, describe(&lat));
+                println!(
+                    "server: {} orders from {} clients; latency {}",
+                    st.requests,
+                    st.clients,
+                    describe(&lat)
+                );
             }
         }
         Cmd::Client(a) => {
@@ -242,7 +250,8 @@ pub fn main_with<I: IntoIterator<Item = std::ffi::OsString>>(args: I) -> Result<
             let stop = stop_on_signals()?;
             let mut hs = Vec::new();
             for _ in 0..a.opts.clients.max(1) {
-                let (p, cfg, addr, stop) = (p.clone(), a.opts.config(), a.connect.clone(), stop.clone());
+                let (p, cfg, addr, stop) =
+                    (p.clone(), a.opts.config(), a.connect.clone(), stop.clone());
                 hs.push(std::thread::spawn(move || client::run(p, cfg, &addr, stop)));
             }
             for (i, h) in hs.into_iter().enumerate() {
@@ -270,7 +279,11 @@ pub fn main_with<I: IntoIterator<Item = std::ffi::OsString>>(args: I) -> Result<
                 println!("{}", serde_json::to_string(&r)?);
             } else {
                 let n = r.server.requests.max(1) as f64;
-                println!("server: {} orders, latency {}", r.server.requests, describe(&r.server_latency));
+                println!(
+                    "server: {} orders, latency {}",
+                    r.server.requests,
+                    describe(&r.server_latency)
+                );
                 println!(
                     "server time per order: queue {:.1}us, compute {:.1}us, I/O wait {:.1}us, polling {:.1}us",
                     us(r.server.queue_ns as f64 / n),

@@ -175,7 +175,10 @@ pub fn run(
     };
     // Wait (bounded) for the replies still in flight.
     let grace = now_ns() + 2_000_000_000;
-    while received.load(Ordering::Acquire) < sent && now_ns() < grace && !stop.load(Ordering::Acquire) {
+    while received.load(Ordering::Acquire) < sent
+        && now_ns() < grace
+        && !stop.load(Ordering::Acquire)
+    {
         std::thread::sleep(Duration::from_millis(1));
     }
     finished.store(true, Ordering::Release);

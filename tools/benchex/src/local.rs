@@ -31,7 +31,12 @@ fn provider(hca: &SoftHca, bytes: u64, port: u16) -> Result<Arc<dyn Provider>, B
         usize::try_from(bytes).map_err(|_| BenchError::Invalid("memory too large".into()))?,
     ));
     let ctl = hca.add_guest(mem.clone(), PortId(port));
-    Ok(Arc::new(SoftProvider::new(mem, 1 << 20, bytes, Arc::new(ctl))?))
+    Ok(Arc::new(SoftProvider::new(
+        mem,
+        1 << 20,
+        bytes,
+        Arc::new(ctl),
+    )?))
 }
 
 /// Runs `clients` clients against one server for the clients' duration.
@@ -63,7 +68,9 @@ pub fn run(
     let mut handles = Vec::new();
     for _ in 0..clients.max(1) {
         let (cp, addr, stop) = (cp.clone(), addr.clone(), Arc::new(AtomicBool::new(false)));
-        handles.push(std::thread::spawn(move || client::run(cp, ccfg, &addr, stop)));
+        handles.push(std::thread::spawn(move || {
+            client::run(cp, ccfg, &addr, stop)
+        }));
     }
     let mut results = Vec::new();
     let mut first_err = None;
@@ -82,7 +89,10 @@ pub fn run(
     if let Some(e) = first_err {
         return Err(e);
     }
-    let server_latency = rec.lock().unwrap_or_else(|p| p.into_inner()).take_interval();
+    let server_latency = rec
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .take_interval();
     Ok(LocalResult {
         server,
         server_latency,

@@ -199,7 +199,9 @@ pub fn run(
             idle.busy();
             if !dead.contains(&i) {
                 let c = &conns[i];
-                if let Err(e) = serve_one(c, &order, arrived, &cfg, &mut reply, &mut stats, &recorder) {
+                if let Err(e) =
+                    serve_one(c, &order, arrived, &cfg, &mut reply, &mut stats, &recorder)
+                {
                     tracing::warn!("client {}: {e}", c.id);
                     dead.push(i);
                 }

@@ -13,7 +13,11 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         "k" | "kb" | "kib" => 1 << 10,
         "m" | "mb" | "mib" => 1 << 20,
         "g" | "gb" | "gib" => 1 << 30,
-        u => return Err(format!("unknown size unit `{u}` in `{s}` (use KiB, MiB or GiB)")),
+        u => {
+            return Err(format!(
+                "unknown size unit `{u}` in `{s}` (use KiB, MiB or GiB)"
+            ))
+        }
     };
     n.checked_mul(mult)
         .ok_or_else(|| format!("`{s}` is too large"))

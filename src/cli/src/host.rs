@@ -1,0 +1,150 @@
+//! `resex host --scenario FILE`: the embedded host (guest processes, softhca, caps), optionally
+//! with the daemon in the same process.
+
+use anyhow::{Context, Result};
+use clap::Args;
+use resex_backend::local::{default_run_dir, LocalBackend};
+use resex_embedded::cgroup::CapMode;
+use resex_embedded::{EmbeddedHost, GuestCommand, HostConfig};
+use resex_scenario::Scenario;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Options of `resex host`.
+#[derive(Debug, Args)]
+pub struct HostArgs {
+    /// The scenario (tools/scenarios/*.toml).
+    #[arg(long)]
+    pub scenario: PathBuf,
+    /// Seconds to run (default: the scenario's duration_s).
+    #[arg(long)]
+    pub duration: Option<f64>,
+    /// Cap mechanism: auto, cgroup-v2, cgroup-v1 or sigstop.
+    #[arg(long, default_value = "auto")]
+    pub caps: CapMode,
+    /// Run directory (domain records, sockets); resexd --run-dir must match.
+    #[arg(long)]
+    pub run_dir: Option<PathBuf>,
+    /// Also run the daemon in this process, with the scenario's policy.
+    #[arg(long)]
+    pub daemon: bool,
+    /// Directory of policy files for a scenario's bare policy name.
+    #[arg(long, default_value = "policies")]
+    pub policies: PathBuf,
+}
+
+/// How this binary starts guest programs: itself, as `resex agent` / `resex benchex`.
+pub fn guest_command() -> Result<GuestCommand> {
+    let program = std::env::current_exe().context("finding this program's path")?;
+    Ok(GuestCommand {
+        program,
+        agent_prefix: vec!["agent".into()],
+        benchex_prefix: vec!["benchex".into()],
+    })
+}
+
+/// A host configuration for `run_dir`.
+pub fn host_config(run_dir: &Path, caps: CapMode) -> Result<HostConfig> {
+    let ram_dir = if Path::new("/dev/shm").is_dir() {
+        PathBuf::from("/dev/shm")
+    } else {
+        std::env::temp_dir()
+    };
+    Ok(HostConfig {
+        run_dir: run_dir.to_owned(),
+        ram_dir,
+        cap_mode: caps,
+        command: guest_command()?,
+        report_ms: 10,
+    })
+}
+
+/// Loads a policy file named by a scenario.
+pub fn scenario_policy(
+    s: &Scenario,
+    dir: &Path,
+) -> Result<Option<resex_daemon::control::NamedPolicy>> {
+    let Some(path) = s.policy_path(dir) else {
+        return Ok(None);
+    };
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("reading the scenario's policy {}", path.display()))?;
+    let cfg = resex_pricing::PolicyConfig::from_toml(&text)
+        .with_context(|| format!("policy {}", path.display()))?;
+    Ok(Some((s.policy.clone().unwrap_or_default(), cfg)))
+}
+
+pub fn run(a: HostArgs) -> Result<()> {
+    let scenario = Scenario::load(&a.scenario)?;
+    let run_dir = a.run_dir.clone().unwrap_or_else(default_run_dir);
+    let stop = Arc::new(AtomicBool::new(false));
+    for s in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::flag::register(s, stop.clone())?;
+    }
+    let mut host = EmbeddedHost::new(&scenario, host_config(&run_dir, a.caps)?)?;
+    let daemon = if a.daemon {
+        let mut cfg = resex_daemon::config::Config::default();
+        cfg.run_dir = Some(run_dir.clone());
+        let settings = resex_daemon::Settings {
+            cfg,
+            policy: scenario_policy(&scenario, &a.policies)?,
+            limits: Default::default(),
+        };
+        Some(resex_daemon::start(
+            settings,
+            Arc::new(LocalBackend::new(&run_dir)),
+        )?)
+    } else {
+        None
+    };
+    println!(
+        "embedded host {} ({} guests); domains published in {}",
+        host.host_id,
+        scenario.guests.len(),
+        resex_backend::local::domains_dir(&run_dir).display()
+    );
+    if daemon.is_none() {
+        println!(
+            "run the daemon with: resexd --backend local --run-dir {}",
+            run_dir.display()
+        );
+    }
+    let duration = a.duration.unwrap_or(scenario.duration_s);
+    let start = Instant::now();
+    let mut result = Ok(());
+    while !stop.load(Ordering::Acquire) && start.elapsed().as_secs_f64() < duration {
+        match host.start_due(&scenario) {
+            Ok(names) => {
+                for n in names {
+                    if let Some(g) = host.guests().iter().find(|g| g.spec.name == n) {
+                        println!(
+                            "started {n}: pid {}, caps by {}",
+                            g.record.pid,
+                            g.record.cap.describe()
+                        );
+                    }
+                }
+            }
+            Err(e) => {
+                result = Err(e.into());
+                break;
+            }
+        }
+        if let Err(e) = host.check() {
+            result = Err(e.into());
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    if let Some(d) = daemon {
+        let s = d.stop();
+        println!(
+            "daemon: {} ticks, lateness p50 {:.0} us p99 {:.0} us max {:.0} us",
+            s.ticks, s.late_p50_us, s.late_p99_us, s.late_max_us
+        );
+    }
+    host.stop();
+    result
+}

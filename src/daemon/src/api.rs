@@ -1,0 +1,144 @@
+//! The local API: a Unix socket (mode 0600: root only, like libvirt's admin socket) speaking
+//! JSON lines. Requests: `{"cmd":"status"}` answers one snapshot; `{"cmd":"subscribe",
+//! "interval_ms":500}` streams a snapshot every interval until the client goes away. Bare
+//! `status` and `subscribe` lines work too. Errors: `{"error":"..."}`.
+
+use crate::snapshot::Snapshot;
+use serde::Deserialize;
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+/// The shared snapshot.
+pub type Shared = Arc<RwLock<Arc<Snapshot>>>;
+
+#[derive(Debug, Deserialize)]
+#[serde(tag = "cmd", rename_all = "snake_case", deny_unknown_fields)]
+enum Request {
+    Status,
+    Subscribe {
+        #[serde(default = "default_every")]
+        interval_ms: u64,
+    },
+}
+
+fn default_every() -> u64 {
+    500
+}
+
+fn parse(line: &str) -> Result<Request, String> {
+    match line.trim() {
+        "status" => return Ok(Request::Status),
+        "subscribe" => {
+            return Ok(Request::Subscribe {
+                interval_ms: default_every(),
+            })
+        }
+        _ => {}
+    }
+    serde_json::from_str(line).map_err(|e| format!("bad request ({e}); try {{\"cmd\":\"status\"}}"))
+}
+
+fn current(s: &Shared) -> Arc<Snapshot> {
+    s.read().unwrap_or_else(|p| p.into_inner()).clone()
+}
+
+fn serve(stream: UnixStream, shared: Shared, stop: Arc<AtomicBool>) -> std::io::Result<()> {
+    stream.set_read_timeout(Some(Duration::from_secs(60)))?;
+    let mut w = stream.try_clone()?;
+    let r = BufReader::new(stream.take(64 * 1024));
+    for line in r.lines() {
+        let line = line?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        match parse(&line) {
+            Ok(Request::Status) => {
+                serde_json::to_writer(&mut w, &*current(&shared))?;
+                w.write_all(b"\n")?;
+            }
+            Ok(Request::Subscribe { interval_ms }) => {
+                let every = Duration::from_millis(interval_ms.clamp(10, 60_000));
+                while !stop.load(Ordering::Acquire) {
+                    serde_json::to_writer(&mut w, &*current(&shared))?;
+                    w.write_all(b"\n")?;
+                    w.flush()?;
+                    std::thread::sleep(every);
+                }
+                return Ok(());
+            }
+            Err(e) => {
+                serde_json::to_writer(&mut w, &serde_json::json!({ "error": e }))?;
+                w.write_all(b"\n")?;
+            }
+        }
+    }
+    Ok(())
+}
+
+use std::io::Read;
+
+/// Binds the socket (mode 0600) and serves it on a thread until `stop`.
+pub fn start(
+    path: &Path,
+    shared: Shared,
+    stop: Arc<AtomicBool>,
+) -> std::io::Result<(PathBuf, std::thread::JoinHandle<()>)> {
+    if let Some(d) = path.parent() {
+        std::fs::create_dir_all(d)?;
+    }
+    if UnixStream::connect(path).is_ok() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::AddrInUse,
+            format!("{} is in use: another resexd is running", path.display()),
+        ));
+    }
+    let _ = std::fs::remove_file(path);
+    let l = UnixListener::bind(path)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+    l.set_nonblocking(true)?;
+    let p = path.to_owned();
+    let t = std::thread::Builder::new()
+        .name("resexd-api".into())
+        .spawn(move || {
+            while !stop.load(Ordering::Acquire) {
+                match l.accept() {
+                    Ok((s, _)) => {
+                        let (shared, stop) = (shared.clone(), stop.clone());
+                        let _ = s.set_nonblocking(false);
+                        std::thread::spawn(move || {
+                            let _ = serve(s, shared, stop);
+                        });
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                        std::thread::sleep(Duration::from_millis(20));
+                    }
+                    Err(e) => {
+                        tracing::warn!("API socket: {e}");
+                        std::thread::sleep(Duration::from_millis(200));
+                    }
+                }
+            }
+            let _ = std::fs::remove_file(&p);
+        })?;
+    Ok((path.to_owned(), t))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_requests() {
+        assert!(matches!(parse("status"), Ok(Request::Status)));
+        assert!(matches!(
+            parse(r#"{"cmd":"subscribe","interval_ms":50}"#),
+            Ok(Request::Subscribe { interval_ms: 50 })
+        ));
+        assert!(parse(r#"{"cmd":"reboot"}"#).is_err());
+    }
+}

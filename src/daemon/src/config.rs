@@ -1,0 +1,159 @@
+//! The daemon's configuration file (TOML; every key optional, command-line flags override).
+//!
+//! ```toml
+//! backend = "local"                          # local | kvm | xen
+//! policy = "/etc/resex/policies/ioshares.toml"  # omit: monitor only, no caps
+//! run_dir = "/run/resex"                     # where the local backend's records are
+//! state_dir = "/var/lib/resex"               # caps.json: original cap settings (crash safety)
+//! api_socket = "/run/resex/resexd.sock"      # the local API (mode 0600)
+//! journal = "/var/log/resex/journal.csv"     # optional usage + caps journal
+//! scan_budget = 16384                        # ring entries walked per VM per tick
+//! discovery_ms = 500                         # how often domains are listed
+//! snapshot_ms = 100                          # how often the API snapshot is refreshed
+//! ```
+
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+
+/// The configuration.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Backend name.
+    #[serde(default = "default_backend")]
+    pub backend: String,
+    /// The policy file; `None` monitors without pricing caps.
+    #[serde(default)]
+    pub policy: Option<PathBuf>,
+    /// The local backend's run directory.
+    #[serde(default)]
+    pub run_dir: Option<PathBuf>,
+    /// Where the cap records live.
+    #[serde(default)]
+    pub state_dir: Option<PathBuf>,
+    /// The API socket.
+    #[serde(default)]
+    pub api_socket: Option<PathBuf>,
+    /// The journal.
+    #[serde(default)]
+    pub journal: Option<PathBuf>,
+    /// Ring entries per VM per tick.
+    #[serde(default = "default_budget")]
+    pub scan_budget: u32,
+    /// Domain listing period, ms.
+    #[serde(default = "default_discovery")]
+    pub discovery_ms: u64,
+    /// API snapshot period, ms.
+    #[serde(default = "default_snapshot")]
+    pub snapshot_ms: u64,
+}
+
+fn default_backend() -> String {
+    "local".into()
+}
+fn default_budget() -> u32 {
+    resex_ibmon::monitor::DEFAULT_SCAN_BUDGET
+}
+fn default_discovery() -> u64 {
+    500
+}
+fn default_snapshot() -> u64 {
+    100
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        toml::from_str("").unwrap_or_else(|_| unreachable!("every key has a default"))
+    }
+}
+
+/// A configuration that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// Unreadable.
+    #[error("{path}: {source}")]
+    Io {
+        /// File.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Not valid.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl Config {
+    /// Parses and checks config text.
+    pub fn from_toml(text: &str) -> Result<Config, ConfigError> {
+        let c: Config = toml::from_str(text).map_err(|e| ConfigError::Invalid(e.to_string()))?;
+        if !matches!(c.backend.as_str(), "local" | "kvm" | "xen") {
+            return Err(ConfigError::Invalid(format!(
+                "backend `{}` is unknown (local, kvm, xen)",
+                c.backend
+            )));
+        }
+        if c.scan_budget == 0 || c.discovery_ms == 0 || c.snapshot_ms == 0 {
+            return Err(ConfigError::Invalid(
+                "scan_budget, discovery_ms and snapshot_ms must be above 0".into(),
+            ));
+        }
+        Ok(c)
+    }
+
+    /// Reads a config file.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
+            path: path.to_owned(),
+            source,
+        })?;
+        Self::from_toml(&text).map_err(|e| ConfigError::Invalid(format!("{}: {e}", path.display())))
+    }
+
+    /// The run directory in force.
+    pub fn run_dir(&self) -> PathBuf {
+        self.run_dir
+            .clone()
+            .unwrap_or_else(resex_backend::local::default_run_dir)
+    }
+
+    /// The state directory in force (`/var/lib/resex` as root, else under the run directory).
+    pub fn state_dir(&self) -> PathBuf {
+        if let Some(d) = &self.state_dir {
+            return d.clone();
+        }
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } == 0 {
+            PathBuf::from("/var/lib/resex")
+        } else {
+            self.run_dir().join("state")
+        }
+    }
+
+    /// The API socket in force.
+    pub fn api_socket(&self) -> PathBuf {
+        self.api_socket
+            .clone()
+            .unwrap_or_else(|| self.run_dir().join("resexd.sock"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_and_errors() {
+        let c = Config::default();
+        assert_eq!(c.backend, "local");
+        assert_eq!(c.scan_budget, 16384);
+        let e = Config::from_toml("backend = \"vmware\"")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("vmware"), "{e}");
+        let e = Config::from_toml("polcy = \"x\"").unwrap_err().to_string();
+        assert!(e.contains("polcy"), "{e}");
+        let example = include_str!("../../../tools/resexd.toml");
+        Config::from_toml(example).unwrap();
+    }
+}

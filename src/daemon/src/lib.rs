@@ -1,0 +1,22 @@
+//! resexd, the host daemon, as a library (the `resexd` binary and `resex demo` run it).
+//!
+//! - [`config`]: the TOML configuration.
+//! - [`control`]: the control loop ([`control::start`], [`control::DaemonHandle`]).
+//! - [`registrar`]: the registration channel, host side.
+//! - [`vm`]: one VM's monitors, mailbox and counters.
+//! - [`mailbox`]: draining a guest's latency mailbox.
+//! - [`capstore`]: original cap settings, for crash safety.
+//! - [`api`]: the local API socket; [`snapshot`]: what it serves.
+//! - [`journal`]: the usage and cap journal.
+
+pub mod api;
+pub mod capstore;
+pub mod config;
+pub mod control;
+pub mod journal;
+pub mod mailbox;
+pub mod registrar;
+pub mod snapshot;
+pub mod vm;
+
+pub use control::{start, DaemonHandle, RunSummary, Settings};

@@ -1,0 +1,164 @@
+//! `resexd`: the resex host daemon. See `resexd --help` and the README.
+
+use anyhow::{bail, Context, Result};
+use clap::Parser;
+use resex_backend::local::LocalBackend;
+use resex_backend::Hypervisor;
+use resex_daemon::config::Config;
+use resex_daemon::control::{restore_stale, NamedPolicy, Settings};
+use resex_ibmon::registry::Limits;
+use resex_pricing::PolicyConfig;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The resex host daemon: monitors every guest's RDMA rings, prices CPU and I/O in Resos under a
+/// policy, and enforces it with CPU caps. SIGHUP reloads the policy; SIGTERM and SIGINT restore
+/// every cap and exit.
+#[derive(Debug, Parser)]
+#[command(name = "resexd", version, about)]
+struct Cli {
+    /// Configuration file (TOML; see tools/resexd.toml).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Backend: local (the embedded host), kvm or xen.
+    #[arg(long)]
+    backend: Option<String>,
+    /// Policy file (policies/*.toml).
+    #[arg(long, conflicts_with = "no_policy")]
+    policy: Option<PathBuf>,
+    /// Monitor only: no pricing caps, whatever the config says.
+    #[arg(long)]
+    no_policy: bool,
+    /// The local backend's run directory.
+    #[arg(long)]
+    run_dir: Option<PathBuf>,
+    /// Where original cap settings are recorded.
+    #[arg(long)]
+    state_dir: Option<PathBuf>,
+    /// The API socket.
+    #[arg(long)]
+    api: Option<PathBuf>,
+    /// Journal file (CSV, the trace format of `resex price replay` plus caps).
+    #[arg(long)]
+    journal: Option<PathBuf>,
+    /// Only put back every cap a previous run left, then exit.
+    #[arg(long)]
+    restore: bool,
+    /// Exit after this many seconds (restoring caps).
+    #[arg(long)]
+    duration: Option<f64>,
+}
+
+fn load_policy(path: &Path) -> Result<NamedPolicy> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let cfg =
+        PolicyConfig::from_toml(&text).with_context(|| format!("policy {}", path.display()))?;
+    let name = path
+        .file_stem()
+        .map_or_else(|| "policy".into(), |s| s.to_string_lossy().into_owned());
+    Ok((name, cfg))
+}
+
+fn backend(cfg: &Config) -> Result<Arc<dyn Hypervisor>> {
+    match cfg.backend.as_str() {
+        "local" => Ok(Arc::new(LocalBackend::new(&cfg.run_dir()))),
+        "kvm" => bail!("the kvm backend is not in this build: rebuild resexd with `--features libvirt` (Debian: libvirt-dev)"),
+        "xen" => bail!("the xen backend is not in this build: rebuild resexd with `--features xen` (Debian: libxen-dev, libclang-dev)"),
+        other => bail!("unknown backend `{other}` (local, kvm, xen)"),
+    }
+}
+
+fn main() -> Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let mut cfg = match &cli.config {
+        Some(p) => Config::load(p)?,
+        None => Config::default(),
+    };
+    if let Some(b) = &cli.backend {
+        cfg.backend = b.clone();
+    }
+    if let Some(p) = &cli.policy {
+        cfg.policy = Some(p.clone());
+    }
+    if cli.no_policy {
+        cfg.policy = None;
+    }
+    if let Some(d) = &cli.run_dir {
+        cfg.run_dir = Some(d.clone());
+    }
+    if let Some(d) = &cli.state_dir {
+        cfg.state_dir = Some(d.clone());
+    }
+    if let Some(a) = &cli.api {
+        cfg.api_socket = Some(a.clone());
+    }
+    if let Some(j) = &cli.journal {
+        cfg.journal = Some(j.clone());
+    }
+    let hv = backend(&cfg)?;
+    if cli.restore {
+        let (restored, forgotten, failed) = restore_stale(&*hv, &cfg)?;
+        println!("restored {restored} caps; forgot {forgotten} for domains that are gone");
+        if !failed.is_empty() {
+            bail!("could not restore: {}", failed.join("; "));
+        }
+        return Ok(());
+    }
+    let policy = cfg.policy.as_deref().map(load_policy).transpose()?;
+    let settings = Settings {
+        cfg: cfg.clone(),
+        policy,
+        limits: Limits::default(),
+    };
+    let term = Arc::new(AtomicBool::new(false));
+    let hup = Arc::new(AtomicBool::new(false));
+    for s in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::flag::register(s, term.clone())?;
+    }
+    signal_hook::flag::register(signal_hook::consts::SIGHUP, hup.clone())?;
+    let d = resex_daemon::start(settings, hv)?;
+    tracing::info!(
+        "resexd running: backend {}, API {}, state {}",
+        cfg.backend,
+        cfg.api_socket().display(),
+        cfg.state_dir().display()
+    );
+    let start = Instant::now();
+    while !term.load(Ordering::Acquire) && d.running() {
+        if cli
+            .duration
+            .is_some_and(|s| start.elapsed().as_secs_f64() >= s)
+        {
+            break;
+        }
+        if hup.swap(false, Ordering::AcqRel) {
+            match cfg.policy.as_deref().map(load_policy).transpose() {
+                Ok(p) => {
+                    tracing::info!("SIGHUP: policy reloaded");
+                    d.reload(p);
+                }
+                Err(e) => tracing::error!("SIGHUP: keeping the current policy: {e:#}"),
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let s = d.stop();
+    tracing::info!(
+        "stopped after {} ticks: lateness p50 {:.0} us, p99 {:.0} us, max {:.0} us; {} caps restored",
+        s.ticks,
+        s.late_p50_us,
+        s.late_p99_us,
+        s.late_max_us,
+        s.restored
+    );
+    Ok(())
+}

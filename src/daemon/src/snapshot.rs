@@ -1,0 +1,115 @@
+//! The daemon's state as the API serves it (one JSON object per line). Field names are the
+//! API's contract: see the README's "resexd API" section.
+
+use serde::{Deserialize, Serialize};
+
+/// The whole host.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Snapshot {
+    /// Milliseconds since the daemon started.
+    pub uptime_ms: u64,
+    /// The host line.
+    pub host: HostSnap,
+    /// One entry per VM, by id.
+    pub vms: Vec<VmSnap>,
+}
+
+/// Host-wide figures.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct HostSnap {
+    /// Backend.
+    pub backend: String,
+    /// The policy in force (`none`: monitoring only).
+    pub policy: String,
+    /// The control loop's interval, ms.
+    pub interval_ms: u64,
+    /// Fraction of the current epoch done.
+    pub epoch_progress: f64,
+    /// Link utilisation the pricing used in the last interval (0..1).
+    pub link_util: f64,
+    /// MTUs per second of all VMs.
+    pub mtus_per_s: f64,
+    /// Tick lateness over the last second, us: p50, p99, max.
+    pub tick_late_p50_us: f64,
+    /// p99.
+    pub tick_late_p99_us: f64,
+    /// max.
+    pub tick_late_max_us: f64,
+    /// Ticks so far.
+    pub ticks: u64,
+    /// Ticks skipped because the loop fell more than an interval behind.
+    pub ticks_skipped: u64,
+    /// Scan time per tick over the last second, us (mean).
+    pub scan_us: f64,
+}
+
+/// One VM.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct VmSnap {
+    /// Engine id.
+    pub id: u32,
+    /// Name.
+    pub name: String,
+    /// `registered`, `waiting` (no registration yet) or `rejected`.
+    pub state: String,
+    /// vCPUs.
+    pub vcpus: u32,
+    /// CPU over the last snapshot period, percent of one physical CPU.
+    pub cpu_pct: f64,
+    /// The cap the daemon set (None: the VM's own setting).
+    pub cap_pct: Option<f64>,
+    /// How caps are enforced.
+    pub cap_mechanism: String,
+    /// Why the cap last changed.
+    pub cap_reason: Option<String>,
+    /// Resos balance.
+    pub balance: Option<f64>,
+    /// Allotment this epoch.
+    pub allotment: Option<f64>,
+    /// Charge rate.
+    pub rate: Option<f64>,
+    /// MTU-sized packets per second.
+    pub mtus_per_s: f64,
+    /// Bytes sent per second.
+    pub bytes_per_s: f64,
+    /// Send WQEs per second.
+    pub wqes_per_s: f64,
+    /// Latest report's mean latency, us.
+    pub lat_mean_us: Option<f64>,
+    /// Latest report's p50, us.
+    pub lat_p50_us: Option<f64>,
+    /// Latest report's p99, us.
+    pub lat_p99_us: Option<f64>,
+    /// Interference the VM's reports show (fraction).
+    pub intf_pct: Option<f64>,
+    /// The VM its reports blamed.
+    pub interferer: Option<String>,
+    /// Queue pairs monitored.
+    pub qps: usize,
+    /// Totals since registration.
+    pub mtus_total: u64,
+    /// Bytes sent since registration.
+    pub tx_bytes_total: u64,
+    /// WQEs since registration.
+    pub wqes_total: u64,
+    /// Error CQEs.
+    pub errors: u64,
+    /// Times the monitor was lapped.
+    pub overruns: u64,
+    /// Ring anomalies.
+    pub anomalies: u64,
+    /// Reports accepted.
+    pub reports: u64,
+    /// Requests covered by all reports so far.
+    pub lat_requests_total: u64,
+    /// Sum over reports of count x mean, us (mean over any span = its delta / requests' delta).
+    pub lat_sum_us: f64,
+    /// Sum over reports of count x p99, us (the count-weighted mean of interval p99s).
+    pub lat_p99_sum_us: f64,
+    /// Mailbox blocks refused.
+    pub bad_reports: u64,
+    /// Registrations refused.
+    pub rejected_registrations: u64,
+    /// The last refusal.
+    pub last_error: Option<String>,
+}

@@ -1,0 +1,462 @@
+//! Starting, watching and stopping a scenario's guests.
+
+use crate::cgroup::{CapMode, GuestCgroups, Mounts};
+use resex_backend::local::{publish, DomainRecord};
+use resex_guestmem::{FileMemory, GuestMemory};
+use resex_proto::hca_wire;
+use resex_scenario::{GuestSpec, Scenario};
+use resex_softhca::{Clock, GuestPort, HcaThread, LinkConfig, MonotonicClock, PortId, SoftHca};
+use std::io::BufReader;
+use std::os::unix::net::UnixListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How to start a guest's programs: `program prefix... ARGS`. The `resex` binary runs them as
+/// `resex agent ...` and `resex benchex ...`, so a single binary is enough.
+#[derive(Debug, Clone)]
+pub struct GuestCommand {
+    /// The executable.
+    pub program: PathBuf,
+    /// Arguments before the agent's.
+    pub agent_prefix: Vec<String>,
+    /// Arguments before benchex's.
+    pub benchex_prefix: Vec<String>,
+}
+
+/// Host settings.
+#[derive(Debug, Clone)]
+pub struct HostConfig {
+    /// Where domain records and sockets go.
+    pub run_dir: PathBuf,
+    /// Where guest RAM files go (`/dev/shm`).
+    pub ram_dir: PathBuf,
+    /// Cap mechanism.
+    pub cap_mode: CapMode,
+    /// Guest programs.
+    pub command: GuestCommand,
+    /// Agent report interval, ms.
+    pub report_ms: u64,
+}
+
+/// What stops the host.
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    /// A file, socket or process could not be set up.
+    #[error("{what}: {source}")]
+    Io {
+        /// What.
+        what: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Guest memory.
+    #[error(transparent)]
+    Mem(#[from] resex_guestmem::MemError),
+    /// Publishing the domain.
+    #[error(transparent)]
+    Backend(#[from] resex_backend::BackendError),
+    /// A guest died.
+    #[error("guest `{name}` exited ({status}); its log: {log}")]
+    GuestExited {
+        /// Guest.
+        name: String,
+        /// Exit status.
+        status: String,
+        /// Its log file.
+        log: String,
+    },
+}
+
+fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> HostError {
+    let what = what.into();
+    move |source| HostError::Io { what, source }
+}
+
+/// One process on the HCA: its RAM, its control socket server, the child.
+struct Proc {
+    name: String,
+    child: Child,
+    log: PathBuf,
+    ram: PathBuf,
+    port: GuestPort,
+    stop: Arc<AtomicBool>,
+    server: Option<std::thread::JoinHandle<()>>,
+}
+
+/// A running guest of the scenario.
+pub struct RunningGuest {
+    /// Its scenario entry.
+    pub spec: GuestSpec,
+    /// Domain id.
+    pub id: u32,
+    /// The published record.
+    pub record: DomainRecord,
+    record_path: PathBuf,
+    server: Proc,
+    clients: Option<Proc>,
+    cgroups: Option<GuestCgroups>,
+    dir: PathBuf,
+}
+
+impl std::fmt::Debug for RunningGuest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "RunningGuest({})", self.spec.name)
+    }
+}
+
+/// The embedded host.
+pub struct EmbeddedHost {
+    /// This instance's name (`SCENARIO-PID`).
+    pub host_id: String,
+    cfg: HostConfig,
+    hca: SoftHca,
+    _thread: HcaThread,
+    mounts: Mounts,
+    guests: Vec<RunningGuest>,
+    next_id: u32,
+    started: Instant,
+}
+
+impl std::fmt::Debug for EmbeddedHost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "EmbeddedHost({})", self.host_id)
+    }
+}
+
+/// The link a scenario asks for.
+pub fn link_of(s: &Scenario) -> LinkConfig {
+    let mut l = match s.link.preset.as_str() {
+        "100g" => LinkConfig::hundred_gig(),
+        _ => LinkConfig::resex_testbed(),
+    };
+    if let Some(g) = s.link.gbps {
+        l.bits_per_sec = (g * 1e9) as u64;
+    }
+    if let Some(us) = s.link.base_latency_us {
+        l.base_latency_ns = (us * 1000.0) as u64;
+    }
+    l
+}
+
+fn serve_control(
+    name: &str,
+    sock: &Path,
+    port: GuestPort,
+    stop: Arc<AtomicBool>,
+) -> Result<std::thread::JoinHandle<()>, HostError> {
+    let _ = std::fs::remove_file(sock);
+    let l = UnixListener::bind(sock).map_err(io(format!("binding {}", sock.display())))?;
+    l.set_nonblocking(true).map_err(io("socket"))?;
+    let name = name.to_owned();
+    std::thread::Builder::new()
+        .name(format!("hca-ctl-{name}"))
+        .spawn(move || {
+            while !stop.load(Ordering::Acquire) {
+                match l.accept() {
+                    Ok((s, _)) => {
+                        let port = port.clone();
+                        let name = name.clone();
+                        std::thread::spawn(move || {
+                            let _ = s.set_nonblocking(false);
+                            let Ok(r) = s.try_clone() else { return };
+                            let mut r = BufReader::new(r);
+                            let mut w = s;
+                            if let Err(e) = hca_wire::serve(&port, &mut r, &mut w) {
+                                tracing::warn!("{name}: HCA control channel: {e}");
+                            }
+                        });
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                        std::thread::sleep(Duration::from_millis(10));
+                    }
+                    Err(e) => {
+                        tracing::warn!("{name}: HCA control socket: {e}");
+                        std::thread::sleep(Duration::from_millis(100));
+                    }
+                }
+            }
+        })
+        .map_err(io("spawning a thread"))
+}
+
+impl EmbeddedHost {
+    /// Starts softhca for `scenario` (no guests yet: see [`Self::start_due`]).
+    pub fn new(scenario: &Scenario, cfg: HostConfig) -> Result<Self, HostError> {
+        let host_id = format!("{}-{}", scenario.name, std::process::id());
+        let hca = SoftHca::new(link_of(scenario), 2);
+        let thread = hca.spawn(
+            Arc::new(MonotonicClock::new()) as Arc<dyn Clock>,
+            Duration::from_micros(20),
+        );
+        Ok(Self {
+            host_id,
+            cfg,
+            hca,
+            _thread: thread,
+            mounts: Mounts::detect(),
+            guests: Vec::new(),
+            next_id: 1,
+            started: Instant::now(),
+        })
+    }
+
+    /// The running guests.
+    pub fn guests(&self) -> &[RunningGuest] {
+        &self.guests
+    }
+
+    /// Starts every guest of `scenario` whose `start_s` has come and that is not running yet.
+    pub fn start_due(&mut self, scenario: &Scenario) -> Result<Vec<String>, HostError> {
+        let t = self.started.elapsed().as_secs_f64();
+        let mut started = Vec::new();
+        for g in &scenario.guests {
+            if g.start_s <= t && !self.guests.iter().any(|r| r.spec.name == g.name) {
+                self.start_guest(g)?;
+                started.push(g.name.clone());
+            }
+        }
+        Ok(started)
+    }
+
+    fn spawn_proc(
+        &self,
+        name: &str,
+        dir: &Path,
+        ram_bytes: u64,
+        port: u16,
+        args: impl FnOnce(&Path, &Path) -> Vec<String>,
+        prefix: &[String],
+    ) -> Result<Proc, HostError> {
+        let ram = self
+            .cfg
+            .ram_dir
+            .join(format!("resex-{}-{name}.ram", self.host_id));
+        let mem: Arc<dyn GuestMemory> = Arc::new(FileMemory::create(&ram, ram_bytes)?);
+        let gp = self.hca.add_guest(mem, PortId(port));
+        let sock = dir.join(format!("{name}-hca.sock"));
+        let stop = Arc::new(AtomicBool::new(false));
+        let server = serve_control(name, &sock, gp.clone(), stop.clone())?;
+        let log = dir.join(format!("{name}.log"));
+        let logf =
+            std::fs::File::create(&log).map_err(io(format!("creating {}", log.display())))?;
+        let errf = logf.try_clone().map_err(io("log file"))?;
+        let mut cmd = Command::new(&self.cfg.command.program);
+        cmd.args(prefix)
+            .args(args(&ram, &sock))
+            .stdin(Stdio::null())
+            .stdout(logf)
+            .stderr(errf);
+        let child = cmd.spawn().map_err(io(format!(
+            "starting {}",
+            self.cfg.command.program.display()
+        )))?;
+        Ok(Proc {
+            name: name.to_owned(),
+            child,
+            log,
+            ram,
+            port: gp,
+            stop,
+            server: Some(server),
+        })
+    }
+
+    /// Starts one guest: its server process with the agent (port 0) and its clients (port 1).
+    pub fn start_guest(&mut self, g: &GuestSpec) -> Result<(), HostError> {
+        let dir = self
+            .cfg
+            .run_dir
+            .join("local")
+            .join(&self.host_id)
+            .join(&g.name);
+        std::fs::create_dir_all(&dir).map_err(io(format!("creating {}", dir.display())))?;
+        let channel = dir.join("agent.sock");
+        let bench = dir.join("bench.sock");
+        let w = &g.benchex;
+        let (channel_s, bench_s) = (
+            channel.to_string_lossy().into_owned(),
+            bench.to_string_lossy().into_owned(),
+        );
+        let report_ms = self.cfg.report_ms;
+        let server = self.spawn_proc(
+            &g.name,
+            &dir,
+            g.ram.0,
+            0,
+            |ram, hca| {
+                let mut a = vec![
+                    "--ram".into(),
+                    ram.to_string_lossy().into_owned(),
+                    "--hca".into(),
+                    hca.to_string_lossy().into_owned(),
+                    "--channel".into(),
+                    channel_s.clone(),
+                    "--name".into(),
+                    g.name.clone(),
+                    "--listen".into(),
+                    bench_s.clone(),
+                    "--buffer".into(),
+                    w.buffer.0.to_string(),
+                    "--compute".into(),
+                    w.compute.to_string(),
+                    "--report-ms".into(),
+                    report_ms.to_string(),
+                ];
+                if !g.reports {
+                    a.push("--no-reports".into());
+                }
+                a
+            },
+            &self.cfg.command.agent_prefix.clone(),
+        )?;
+        let pid = server.child.id();
+        let cgroups = GuestCgroups::setup(
+            &self.mounts,
+            self.cfg.cap_mode,
+            &format!("resex-{}", self.host_id),
+            &g.name,
+            pid,
+        );
+        tracing::info!("{}: pid {pid}, caps by {}", g.name, cgroups.cap.describe());
+        let client_ram = (16 << 20) + 4 * (w.buffer.0 + 4096) * u64::from(w.clients);
+        let clients = self.spawn_proc(
+            &format!("{}-clients", g.name),
+            &dir,
+            client_ram,
+            1,
+            |ram, hca| {
+                vec![
+                    "client".into(),
+                    "--ram".into(),
+                    ram.to_string_lossy().into_owned(),
+                    "--hca".into(),
+                    hca.to_string_lossy().into_owned(),
+                    "--connect".into(),
+                    bench_s.clone(),
+                    "--rate".into(),
+                    w.rate.to_string(),
+                    "--window".into(),
+                    w.window.to_string(),
+                    "--clients".into(),
+                    w.clients.to_string(),
+                    "--duration".into(),
+                    "0".into(),
+                ]
+            },
+            &self.cfg.command.benchex_prefix.clone(),
+        )?;
+        let id = self.next_id;
+        self.next_id += 1;
+        let record = DomainRecord {
+            id,
+            name: g.name.clone(),
+            host: self.host_id.clone(),
+            vcpus: g.vcpus,
+            ram_file: server.ram.clone(),
+            ram_size: g.ram.0,
+            pid,
+            cpu: cgroups.cpu.clone(),
+            cap: cgroups.cap.clone(),
+            channel,
+            sla_threshold: g.sla_threshold,
+            weight: g.weight,
+        };
+        let record_path = publish(&self.cfg.run_dir, &record)?;
+        self.guests.push(RunningGuest {
+            spec: g.clone(),
+            id,
+            record,
+            record_path,
+            server,
+            clients: Some(clients),
+            cgroups: Some(cgroups),
+            dir,
+        });
+        Ok(())
+    }
+
+    /// Checks that every guest process still runs; the first that exited is an error.
+    pub fn check(&mut self) -> Result<(), HostError> {
+        for g in &mut self.guests {
+            for p in std::iter::once(&mut g.server).chain(g.clients.as_mut()) {
+                if let Ok(Some(st)) = p.child.try_wait() {
+                    return Err(HostError::GuestExited {
+                        name: p.name.clone(),
+                        status: st.to_string(),
+                        log: p.log.display().to_string(),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Stops one guest and cleans up after it.
+    pub fn stop_guest(&mut self, name: &str) {
+        if let Some(i) = self.guests.iter().position(|g| g.spec.name == name) {
+            let g = self.guests.remove(i);
+            self.teardown(g);
+        }
+    }
+
+    fn teardown(&self, mut g: RunningGuest) {
+        let _ = std::fs::remove_file(&g.record_path);
+        let mut procs: Vec<Proc> = g.clients.take().into_iter().collect();
+        procs.push(g.server);
+        // A guest stopped by a duty cycle must be continued to see SIGTERM.
+        for p in &procs {
+            signal(p.child.id(), libc::SIGCONT);
+            signal(p.child.id(), libc::SIGTERM);
+        }
+        let deadline = Instant::now() + Duration::from_secs(3);
+        for p in &mut procs {
+            while Instant::now() < deadline {
+                if matches!(p.child.try_wait(), Ok(Some(_))) {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            if !matches!(p.child.try_wait(), Ok(Some(_))) {
+                let _ = p.child.kill();
+                let _ = p.child.wait();
+            }
+            p.stop.store(true, Ordering::Release);
+            if let Some(t) = p.server.take() {
+                let _ = t.join();
+            }
+            self.hca.remove_guest(p.port.guest());
+            let _ = std::fs::remove_file(&p.ram);
+        }
+        drop(g.cgroups.take());
+        let _ = std::fs::remove_dir_all(&g.dir);
+    }
+
+    /// Stops every guest.
+    pub fn stop(&mut self) {
+        let guests = std::mem::take(&mut self.guests);
+        for g in guests {
+            self.teardown(g);
+        }
+        let _ = std::fs::remove_dir(self.cfg.run_dir.join("local").join(&self.host_id));
+    }
+}
+
+impl Drop for EmbeddedHost {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn signal(pid: u32, sig: i32) {
+    if let Ok(p) = libc::pid_t::try_from(pid) {
+        if p > 1 {
+            // SAFETY: kill(2) takes plain integers; it signals our own child.
+            unsafe {
+                libc::kill(p, sig);
+            }
+        }
+    }
+}
