@@ -8,7 +8,7 @@
 //! api_socket = "/run/resex/resexd.sock"      # the local API (mode 0600)
 //! journal = "/var/log/resex/journal.csv"     # optional usage + caps journal
 //! scan_budget = 16384                        # ring entries walked per VM per tick
-//! discovery_ms = 500                         # how often domains are listed
+//! discovery_ms = 100                         # how often domains are listed
 //! snapshot_ms = 100                          # how often the API snapshot is refreshed
 //! ```
 
@@ -55,7 +55,7 @@ fn default_budget() -> u32 {
     resex_ibmon::monitor::DEFAULT_SCAN_BUDGET
 }
 fn default_discovery() -> u64 {
-    500
+    100
 }
 fn default_snapshot() -> u64 {
     100

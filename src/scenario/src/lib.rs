@@ -161,6 +161,9 @@ pub struct Workload {
     /// Outstanding orders per client in closed loop.
     #[serde(default = "default_window")]
     pub window: u64,
+    /// Orders per client, then the clients stop (0: until the host stops).
+    #[serde(default)]
+    pub count: u64,
 }
 
 fn default_compute() -> u32 {

@@ -1,0 +1,165 @@
+//! End to end on the embedded host: real guest processes (`resex agent`, `resex benchex`), the
+//! real daemon, counts checked exactly against what BenchEx sent, and `resex demo` itself.
+#![allow(clippy::cast_possible_truncation, clippy::cast_precision_loss)]
+
+use resex_backend::local::LocalBackend;
+use resex_daemon::snapshot::VmSnap;
+use resex_embedded::cgroup::CapMode;
+use resex_embedded::{EmbeddedHost, GuestCommand, HostConfig};
+use resex_scenario::Scenario;
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fn host_config(run: &Path) -> HostConfig {
+    HostConfig {
+        run_dir: run.to_owned(),
+        ram_dir: run.to_owned(),
+        cap_mode: CapMode::Auto,
+        command: GuestCommand {
+            program: env!("CARGO_BIN_EXE_resex").into(),
+            agent_prefix: vec!["agent".into()],
+            benchex_prefix: vec!["benchex".into()],
+        },
+        report_ms: 10,
+    }
+}
+
+fn daemon(run: &Path) -> resex_daemon::DaemonHandle {
+    let mut cfg = resex_daemon::config::Config::default();
+    cfg.run_dir = Some(run.to_owned());
+    cfg.state_dir = Some(run.join("state"));
+    cfg.api_socket = Some(run.join("api.sock"));
+    resex_daemon::start(
+        resex_daemon::Settings {
+            cfg,
+            policy: None,
+            limits: Default::default(),
+        },
+        Arc::new(LocalBackend::new(run)),
+    )
+    .unwrap()
+}
+
+fn wait_for(
+    d: &resex_daemon::DaemonHandle,
+    host: &mut EmbeddedHost,
+    what: &str,
+    ok: impl Fn(&VmSnap) -> bool,
+) -> VmSnap {
+    let start = Instant::now();
+    loop {
+        host.check().unwrap();
+        let s = d.snapshot();
+        if let Some(v) = s.vms.iter().find(|v| ok(v)) {
+            return v.clone();
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "{what}: {:#?}",
+            s.vms
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn the_daemon_counts_exactly_what_benchex_sent_and_receives_its_reports() {
+    let run = tempfile::tempdir().unwrap();
+    let s = Scenario::from_toml(
+        r#"
+name = "exact"
+[[guest]]
+name = "srv"
+ram = "32MiB"
+[guest.benchex]
+buffer = "64KiB"
+rate = 400.0
+count = 300
+"#,
+    )
+    .unwrap();
+    let mut host = EmbeddedHost::new(&s, host_config(run.path())).unwrap();
+    let d = daemon(run.path());
+    host.start_due(&s).unwrap();
+    // 300 replies of 64 KiB + 8 header bytes (one WRITE each) and a 1-byte inline status WRITE.
+    let per_reply = 65536 + 8 + 1;
+    let v = wait_for(&d, &mut host, "all 300 replies counted", |v| {
+        v.name == "srv" && v.tx_bytes_total >= 300 * per_reply
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let v2 = d
+        .snapshot()
+        .vms
+        .iter()
+        .find(|v| v.name == "srv")
+        .unwrap()
+        .clone();
+    assert_eq!(
+        v2.tx_bytes_total,
+        300 * per_reply,
+        "nothing more, nothing less"
+    );
+    // WQEs: two per reply plus one RDMA READ per synchronisation; MTUs: 65 + 1 packets per
+    // reply, and a READ's request and its one response packet.
+    let syncs = v2.wqes_total - 600;
+    assert_eq!(v2.mtus_total, 300 * 66 + 2 * syncs, "{v2:#?}");
+    assert_eq!((v2.overruns, v2.anomalies, v2.errors), (0, 0, 0));
+    assert_eq!(v2.state, "registered");
+    assert!(
+        v.reports > 0 && v2.lat_requests_total > 0,
+        "latency reports: {v2:#?}"
+    );
+    let mean = v2.lat_sum_us / v2.lat_requests_total as f64;
+    assert!(
+        mean > 60.0,
+        "a 64 KiB reply takes at least its 67 us of wire time: {mean}"
+    );
+    assert!(
+        v2.cap_mechanism.contains("period 10 ms"),
+        "{}",
+        v2.cap_mechanism
+    );
+    d.stop();
+    host.stop();
+    assert!(
+        std::fs::read_dir(run.path().join("local/domains"))
+            .unwrap()
+            .next()
+            .is_none(),
+        "the record is withdrawn"
+    );
+}
+
+#[test]
+fn resex_demo_headless_prints_four_phases_and_interference_shows() {
+    let out = Command::new(env!("CARGO_BIN_EXE_resex"))
+        .args(["demo", "--headless", "--duration", "12", "--json"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let phases = v["phases"].as_array().unwrap();
+    let names: Vec<&str> = phases.iter().map(|p| p["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["base", "interfered", "freemarket", "ioshares"]);
+    let f = |i: usize, k: &str| phases[i][k].as_f64().unwrap_or(f64::NAN);
+    assert!(f(0, "victim_mean_us") > 0.0);
+    assert_eq!(f(0, "interferer_mbps"), 0.0);
+    assert!(phases[0]["interferer_cap_mean"].is_null());
+    assert!(
+        f(1, "interferer_mbps") > 500.0,
+        "the 2 MiB VM loads the link: {v}"
+    );
+    // The 2 MiB VM shares the port: the 64 KiB VM's replies wait behind its packets.
+    assert!(
+        f(1, "victim_mean_us") > 1.2 * f(0, "victim_mean_us"),
+        "interference is visible: {v}"
+    );
+    // IOShares names the interferer and caps it.
+    assert!(
+        f(3, "interferer_cap_mean") < 100.0,
+        "ioshares caps the interferer: {v}"
+    );
+}
