@@ -4,10 +4,10 @@
 //! document, over the control channel), and turns the application's latency recorder into one
 //! report per interval in the mailbox, which the host polls out of guest memory.
 //!
-//! - [`mailbox`]: the guest's end of the status-byte mailbox.
-//! - [`session`]: the control channel: sessions, registration, re-registration.
+//! - [`mailbox`], the guest's end of the status-byte mailbox.
+//! - [`session`], the control channel: sessions, registration, re-registration.
 //! - [`Agent`]: both, with a reporting thread.
-//! - [`cli`]: the `resex-agent` command line (the agent with BenchEx's server as the workload).
+//! - [`cli`], the `resex-agent` command line (the agent with BenchEx's server as the workload).
 
 pub mod cli;
 pub mod mailbox;

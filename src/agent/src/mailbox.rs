@@ -1,6 +1,9 @@
 //! The guest's end of the latency mailbox (`resex_proto::mailbox`): blocks in its own memory,
 //! each with a status byte. Writing a report is a few stores and a fence: no system call.
 
+// Float-to-integer conversions here are of measured, bounded quantities (ns, rates).
+#![allow(clippy::cast_possible_truncation)]
+
 use resex_guestmem::{GuestAddress, GuestMemory};
 use resex_proto::mailbox::{Report, DATA, FREE, REPORT_BYTES};
 use resex_proto::MailboxRegistration;

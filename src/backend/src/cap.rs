@@ -2,6 +2,9 @@
 //! `cpu.cfs_period_us`/`cpu.cfs_quota_us`, each with a 10 ms period, and, where no cgroup is
 //! writable, a SIGSTOP/SIGCONT duty cycle with the same period.
 
+// Percentages become whole microseconds and milli-percent: bounded, rounding intended.
+#![allow(clippy::cast_possible_truncation)]
+
 use crate::BackendError;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};

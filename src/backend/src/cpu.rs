@@ -77,11 +77,12 @@ mod tests {
     fn reads_this_process_and_cgroup_files() {
         let me = CpuSource::Proc(std::process::id());
         let a = me.read_ns().unwrap();
+        // Burn 50 ms of CPU (the kernel updates run times at ticks and switches).
+        let t = std::time::Instant::now();
         let mut x = 0u64;
-        for i in 0..3_000_000u64 {
-            x = x.wrapping_mul(31).wrapping_add(i);
+        while t.elapsed() < std::time::Duration::from_millis(50) {
+            x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(1));
         }
-        std::hint::black_box(x);
         assert!(me.read_ns().unwrap() > a);
         let d = tempfile::tempdir().unwrap();
         std::fs::write(d.path().join("cpuacct.usage"), "12345\n").unwrap();

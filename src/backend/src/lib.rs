@@ -1,11 +1,11 @@
 //! How the daemon sees a hypervisor: the [`Hypervisor`] trait (list domains, CPU time, guest
 //! memory, the registration channel, caps) and its backends.
 //!
-//! - [`local`]: the embedded host's domains (guest processes with RAM files), discovered from
+//! - [`local`], the embedded host's domains (guest processes with RAM files), discovered from
 //!   the records the host publishes.
-//! - [`cap`]: cap mechanisms for processes: cgroup v2 `cpu.max`, cgroup v1 CFS quota, and a
+//! - [`cap`], cap mechanisms for processes: cgroup v2 `cpu.max`, cgroup v1 CFS quota, and a
 //!   SIGSTOP/SIGCONT duty cycle.
-//! - [`cpu`]: CPU-time sources for processes: cgroup v1 `cpuacct.usage`, cgroup v2 `cpu.stat`,
+//! - [`cpu`], CPU-time sources for processes: cgroup v1 `cpuacct.usage`, cgroup v2 `cpu.stat`,
 //!   `/proc/PID/task/*/schedstat`.
 //!
 //! A cap is a percent of one physical CPU (Xen's unit); `None` is uncapped.

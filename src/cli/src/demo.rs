@@ -150,10 +150,12 @@ pub fn run(a: DemoArgs) -> Result<()> {
         signal_hook::flag::register(s, stop.clone())?;
     }
     let mut host = EmbeddedHost::new(&scenario, host_config(&run_dir, a.caps)?)?;
-    let mut cfg = resex_daemon::config::Config::default();
-    cfg.run_dir = Some(run_dir.clone());
-    cfg.state_dir = Some(run_dir.join("state"));
-    cfg.api_socket = Some(run_dir.join("resexd.sock"));
+    let cfg = resex_daemon::config::Config {
+        run_dir: Some(run_dir.clone()),
+        state_dir: Some(run_dir.join("state")),
+        api_socket: Some(run_dir.join("resexd.sock")),
+        ..Default::default()
+    };
     let d = resex_daemon::start(
         resex_daemon::Settings {
             cfg,
@@ -199,6 +201,9 @@ pub fn run(a: DemoArgs) -> Result<()> {
     Ok(())
 }
 
+/// A phase: its name, its policy (name, file text), whether the interferer runs.
+type PhasePlan = (&'static str, Option<(&'static str, &'static str)>, bool);
+
 fn phases(
     a: &DemoArgs,
     host: &mut EmbeddedHost,
@@ -211,7 +216,7 @@ fn phases(
     let settle = (secs * 0.25).min(2.0);
     host.start_guest(victim)?;
     wait_registered(d, host, VICTIM, true)?;
-    let plan: [(&'static str, Option<(&str, &str)>, bool); 4] = [
+    let plan: [PhasePlan; 4] = [
         ("base", None, false),
         ("interfered", None, true),
         ("freemarket", Some(("freemarket", FREEMARKET)), true),

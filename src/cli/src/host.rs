@@ -85,8 +85,10 @@ pub fn run(a: HostArgs) -> Result<()> {
     }
     let mut host = EmbeddedHost::new(&scenario, host_config(&run_dir, a.caps)?)?;
     let daemon = if a.daemon {
-        let mut cfg = resex_daemon::config::Config::default();
-        cfg.run_dir = Some(run_dir.clone());
+        let cfg = resex_daemon::config::Config {
+            run_dir: Some(run_dir.clone()),
+            ..Default::default()
+        };
         let settings = resex_daemon::Settings {
             cfg,
             policy: scenario_policy(&scenario, &a.policies)?,

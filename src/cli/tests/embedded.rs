@@ -27,10 +27,12 @@ fn host_config(run: &Path) -> HostConfig {
 }
 
 fn daemon(run: &Path) -> resex_daemon::DaemonHandle {
-    let mut cfg = resex_daemon::config::Config::default();
-    cfg.run_dir = Some(run.to_owned());
-    cfg.state_dir = Some(run.join("state"));
-    cfg.api_socket = Some(run.join("api.sock"));
+    let cfg = resex_daemon::config::Config {
+        run_dir: Some(run.to_owned()),
+        state_dir: Some(run.join("state")),
+        api_socket: Some(run.join("api.sock")),
+        ..Default::default()
+    };
     resex_daemon::start(
         resex_daemon::Settings {
             cfg,

@@ -3,6 +3,9 @@
 //! safety); keep the API snapshot and the journal. One thread; discovery, registration and the
 //! API run beside it and talk to it through channels.
 
+// Float-to-integer conversions here are of measured, bounded quantities (ns, counts, ranks).
+#![allow(clippy::cast_possible_truncation)]
+
 use crate::api::{self, Shared};
 use crate::capstore::{CapStore, StoreError};
 use crate::config::Config;
@@ -608,6 +611,7 @@ impl Loop {
                 }
                 if let Some(r) = d.report {
                     vm.last_report = Some(r);
+                    vm.learn(&r);
                     let c = r.count as f64;
                     vm.lat_totals.0 += r.count;
                     vm.lat_totals.1 += c * r.mean_ns;
@@ -806,6 +810,7 @@ impl Loop {
 
 fn spec_of(vm: &Vm, d: Option<&DomainInfo>) -> VmSpec {
     let mut s = VmSpec::new(vm.engine_id, vm.name.clone(), vm.vcpus.max(1));
+    s.baseline = vm.baseline;
     if let Some(d) = d {
         s.weight = d.weight;
         s.sla_threshold = d.sla_threshold;

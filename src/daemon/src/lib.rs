@@ -1,13 +1,13 @@
 //! resexd, the host daemon, as a library (the `resexd` binary and `resex demo` run it).
 //!
-//! - [`config`]: the TOML configuration.
-//! - [`control`]: the control loop ([`control::start`], [`control::DaemonHandle`]).
-//! - [`registrar`]: the registration channel, host side.
-//! - [`vm`]: one VM's monitors, mailbox and counters.
-//! - [`mailbox`]: draining a guest's latency mailbox.
-//! - [`capstore`]: original cap settings, for crash safety.
-//! - [`api`]: the local API socket; [`snapshot`]: what it serves.
-//! - [`journal`]: the usage and cap journal.
+//! - [`config`], the TOML configuration.
+//! - [`control`], the control loop ([`control::start`], [`control::DaemonHandle`]).
+//! - [`registrar`], the registration channel, host side.
+//! - [`vm`], one VM's monitors, mailbox and counters.
+//! - [`mailbox`], draining a guest's latency mailbox.
+//! - [`capstore`], original cap settings, for crash safety.
+//! - [`api`], the local API socket; [`snapshot`]: what it serves.
+//! - [`journal`], the usage and cap journal.
 
 pub mod api;
 pub mod capstore;

@@ -9,7 +9,7 @@ use resex_backend::cpu::CpuSource;
 use resex_backend::local::{publish, DomainRecord, LocalBackend};
 use resex_daemon::snapshot::VmSnap;
 use resex_guestmem::{FileMemory, GuestAddress, GuestMemory};
-use resex_proto::channel::{read_msg, write_msg, GuestMsg, HostMsg, MAX_LINE};
+use resex_proto::channel::{read_msg, GuestMsg, HostMsg, MAX_LINE};
 use resex_proto::mailbox::{Report, DATA, REPORT_BYTES};
 use resex_proto::{
     CqRegistration, MailboxRegistration, QpRegistration, Registration, SqRegistration,
@@ -141,10 +141,12 @@ fn hostile_registrations_and_mailboxes_are_refused_and_counted_and_neighbours_se
     let mut evil = guest(dir.path(), "evil", 1, script);
     let mut good = guest(dir.path(), "good", 2, vec![register(doc(vec![]))]);
 
-    let mut cfg = resex_daemon::config::Config::default();
-    cfg.run_dir = Some(dir.path().join("run"));
-    cfg.state_dir = Some(dir.path().join("state"));
-    cfg.api_socket = Some(dir.path().join("api.sock"));
+    let cfg = resex_daemon::config::Config {
+        run_dir: Some(dir.path().join("run")),
+        state_dir: Some(dir.path().join("state")),
+        api_socket: Some(dir.path().join("api.sock")),
+        ..Default::default()
+    };
     let d = resex_daemon::start(
         resex_daemon::Settings {
             cfg,

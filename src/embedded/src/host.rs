@@ -1,5 +1,8 @@
 //! Starting, watching and stopping a scenario's guests.
 
+// Float-to-integer conversions here are of measured, bounded quantities (ns, rates).
+#![allow(clippy::cast_possible_truncation)]
+
 use crate::cgroup::{CapMode, GuestCgroups, Mounts};
 use resex_backend::local::{publish, DomainRecord};
 use resex_guestmem::{FileMemory, GuestMemory};

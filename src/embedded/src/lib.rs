@@ -7,8 +7,8 @@
 //! sit on port 0 and their clients on the far side of the link (port 1), as unmonitored
 //! processes.
 //!
-//! - [`cgroup`]: per-guest cgroups and the cap mode.
-//! - [`host`]: [`host::EmbeddedHost`]: start, stage, watch and stop the guests.
+//! - [`cgroup`], per-guest cgroups and the cap mode.
+//! - [`host`], [`host::EmbeddedHost`]: start, stage, watch and stop the guests.
 
 pub mod cgroup;
 pub mod host;

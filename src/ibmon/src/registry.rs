@@ -39,6 +39,7 @@ impl Default for Limits {
 }
 
 /// Smallest mailbox block: status byte + a report (`resex_proto::mailbox`).
+#[allow(clippy::cast_possible_truncation)] // 88 fits
 pub const MIN_BLOCK_SIZE: u32 = resex_proto::mailbox::REPORT_BYTES as u32;
 
 /// A validated send queue.

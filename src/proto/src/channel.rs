@@ -130,7 +130,7 @@ mod tests {
 
     #[test]
     fn bounds_lines_and_refuses_unknown_messages() {
-        let long = vec![b'x'; 100];
+        let long = [b'x'; 100];
         let mut r = BufReader::with_capacity(7, &long[..]);
         assert!(matches!(read_line(&mut r, 50), Err(LineError::TooLong(50))));
         let mut r = BufReader::new(&br#"{"type":"format_disk"}"#[..]);

@@ -2,6 +2,9 @@
 //! (open loop at a fixed rate, timestamped when due, so a stalled sender shows as latency; or
 //! closed loop with a window), and records each reply's round trip.
 
+// Float-to-integer conversions here are of measured, bounded quantities (ns, counts, ranks).
+#![allow(clippy::cast_possible_truncation)]
+
 use crate::boot;
 use crate::bs::Option_;
 use crate::clock::{now_ns, wait_until, Idle};

@@ -5,13 +5,13 @@
 //! size. Clients record round trips; the server records its own per-order latency (what the
 //! reporting VM's agent reports) split into queue, compute, I/O wait and polling time.
 //!
-//! - [`bs`]: Black-Scholes.
-//! - [`wire`]: orders, replies, the bootstrap handshake.
-//! - [`boot`]: the bootstrap socket (Unix path or `tcp:HOST:PORT`).
-//! - [`clock`]: the clock and idle backoff.
+//! - [`bs`], Black-Scholes.
+//! - [`wire`], orders, replies, the bootstrap handshake.
+//! - [`boot`], the bootstrap socket (Unix path or `tcp:HOST:PORT`).
+//! - [`clock`], the clock and idle backoff.
 //! - [`server`], [`client`]: the two roles, over any shim `Provider`.
-//! - [`local`]: both roles in one process on an in-process softhca (quick figures).
-//! - [`cli`]: the `benchex` command line.
+//! - [`local`], both roles in one process on an in-process softhca (quick figures).
+//! - [`cli`], the `benchex` command line.
 
 pub mod boot;
 pub mod bs;
