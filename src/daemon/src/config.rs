@@ -10,6 +10,8 @@
 //! scan_budget = 16384                        # ring entries walked per VM per tick
 //! discovery_ms = 100                         # how often domains are listed
 //! snapshot_ms = 100                          # how often the API snapshot is refreshed
+//! cpu_every = 10                             # read CPU time every 10 intervals
+//! realtime = true                            # SCHED_FIFO for the control loop when root
 //! ```
 
 use serde::Deserialize;
@@ -46,6 +48,21 @@ pub struct Config {
     /// API snapshot period, ms.
     #[serde(default = "default_snapshot")]
     pub snapshot_ms: u64,
+    /// CPU time is read every this many intervals (each read is a file read per VM); the
+    /// percentage measured applies to the intervals until the next read.
+    #[serde(default = "default_cpu_every")]
+    pub cpu_every: u32,
+    /// Run the control loop under SCHED_FIFO when allowed (root), so a busy host does not
+    /// delay its ticks.
+    #[serde(default = "yes")]
+    pub realtime: bool,
+}
+
+fn default_cpu_every() -> u32 {
+    10
+}
+fn yes() -> bool {
+    true
 }
 
 fn default_backend() -> String {
@@ -93,9 +110,9 @@ impl Config {
                 c.backend
             )));
         }
-        if c.scan_budget == 0 || c.discovery_ms == 0 || c.snapshot_ms == 0 {
+        if c.scan_budget == 0 || c.discovery_ms == 0 || c.snapshot_ms == 0 || c.cpu_every == 0 {
             return Err(ConfigError::Invalid(
-                "scan_budget, discovery_ms and snapshot_ms must be above 0".into(),
+                "scan_budget, discovery_ms, snapshot_ms and cpu_every must be above 0".into(),
             ));
         }
         Ok(c)

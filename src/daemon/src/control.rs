@@ -6,6 +6,7 @@
 // Float-to-integer conversions here are of measured, bounded quantities (ns, counts, ranks).
 #![allow(clippy::cast_possible_truncation)]
 
+use crate::actuator::{Act, Actuator};
 use crate::api::{self, Shared};
 use crate::capstore::{CapStore, StoreError};
 use crate::config::Config;
@@ -223,7 +224,7 @@ pub fn start(settings: Settings, hv: Arc<dyn Hypervisor>) -> Result<DaemonHandle
         policy_name: "none".into(),
         vms: BTreeMap::new(),
         next_id: 1,
-        store,
+        act: Some(Actuator::start(hv.clone(), store).map_err(DaemonError::Thread)?),
         journal,
         reg_tx,
         reg_rx,
@@ -334,7 +335,7 @@ struct Loop {
     policy_name: String,
     vms: BTreeMap<String, Vm>,
     next_id: u32,
-    store: CapStore,
+    act: Option<Actuator>,
     journal: Option<Journal>,
     reg_tx: Sender<RegEvent>,
     reg_rx: Receiver<RegEvent>,
@@ -357,6 +358,20 @@ struct Loop {
     skipped: u64,
     interval: u64,
     last_window: (f64, f64, f64),
+}
+
+fn set_realtime() {
+    let p = libc::sched_param { sched_priority: 10 };
+    // SAFETY: sched_setscheduler on this thread (pid 0) with a valid, initialised parameter.
+    let r = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) };
+    if r == 0 {
+        tracing::info!("control loop runs under SCHED_FIFO priority 10");
+    } else {
+        tracing::info!(
+            "control loop runs at normal priority (SCHED_FIFO refused: {})",
+            std::io::Error::last_os_error()
+        );
+    }
 }
 
 fn set_timer_slack() {
@@ -397,17 +412,28 @@ impl Loop {
         tracing::info!("policy: {}", self.policy_name);
     }
 
+    fn act(&self, a: Act) {
+        if let Some(act) = &self.act {
+            act.send(a);
+        }
+    }
+
     fn restore_cap(&mut self, key: &str) {
         if let Some(vm) = self.vms.get_mut(key) {
-            vm.cap = None;
+            if vm.cap.take().is_none() {
+                return;
+            }
         }
-        if let Err(e) = self.store.restore(&*self.hv, key) {
-            tracing::error!("restoring the cap of {key}: {e}");
-        }
+        self.act(Act::Restore {
+            key: key.to_owned(),
+        });
     }
 
     fn run(mut self) -> RunSummary {
         set_timer_slack();
+        if self.cfg.realtime {
+            set_realtime();
+        }
         let mut tick = Duration::from_millis(self.tick_ms());
         let mut base = Instant::now();
         let mut k: u64 = 0;
@@ -432,9 +458,8 @@ impl Loop {
             self.late_all.record(late_ns);
             self.interval += 1;
             self.ticks += 1;
-            let dt_ns = u64::try_from(tick.as_nanos()).unwrap_or(1_000_000);
             self.events();
-            self.tick(dt_ns);
+            self.tick();
             if self.snap_at.elapsed() >= Duration::from_millis(self.cfg.snapshot_ms) {
                 self.snapshot();
             }
@@ -453,11 +478,10 @@ impl Loop {
         for vm in self.vms.values() {
             vm.registrar_stop.store(true, Ordering::Release);
         }
-        let before = self.store.records().len();
         for k in &keys {
             self.restore_cap(k);
         }
-        let (_, forgotten, failed) = self.store.restore_all(&*self.hv);
+        let (restored, failed) = self.act.take().map(Actuator::finish).unwrap_or_default();
         for f in failed {
             tracing::error!("could not restore a cap: {f}");
         }
@@ -470,7 +494,7 @@ impl Loop {
             late_p50_us: self.late_all.quantile_us(0.5),
             late_p99_us: self.late_all.quantile_us(0.99),
             late_max_us: self.late_all.max_us(),
-            restored: before.saturating_sub(forgotten),
+            restored,
         }
     }
 
@@ -523,7 +547,7 @@ impl Loop {
                 if let Some(e) = &mut self.engine {
                     e.remove_vm(VmId(vm.engine_id));
                 }
-                let _ = self.store.forget(&k);
+                self.act(Act::Forget { key: k.clone() });
                 self.snap_prev.remove(&k);
                 tracing::info!("{}: gone", vm.name);
             }
@@ -578,7 +602,7 @@ impl Loop {
         }
     }
 
-    fn tick(&mut self, dt_ns: u64) {
+    fn tick(&mut self) {
         let t0 = Instant::now();
         let budget = self.cfg.scan_budget;
         let mut usage: Vec<VmUsage> = Vec::with_capacity(self.vms.len());
@@ -586,16 +610,23 @@ impl Loop {
             Vec::with_capacity(self.vms.len());
         for (key, vm) in self.vms.iter_mut() {
             let delta = vm.scan(budget);
-            match self.hv.cpu_time_ns(key) {
-                Ok(t) => {
-                    if let Some(p) = vm.cpu_prev {
-                        vm.cpu_pct = t.saturating_sub(p) as f64 * 100.0 / dt_ns as f64;
+            // CPU time every `cpu_every` intervals, VMs spread over the ticks.
+            if (self.ticks + u64::from(vm.engine_id)).is_multiple_of(u64::from(self.cfg.cpu_every))
+                || vm.cpu_prev.is_none()
+            {
+                match self.hv.cpu_time_ns(key) {
+                    Ok(t) => {
+                        let now = Instant::now();
+                        if let Some((p, at)) = vm.cpu_prev {
+                            let wall = now.duration_since(at).as_nanos().max(1) as f64;
+                            vm.cpu_pct = t.saturating_sub(p) as f64 * 100.0 / wall;
+                        }
+                        vm.cpu_prev = Some((t, now));
                     }
-                    vm.cpu_prev = Some(t);
-                }
-                Err(e) => {
-                    if let Some(n) = self.log_cpu.hit() {
-                        tracing::warn!("{}: CPU time: {e} [{n}]", vm.name);
+                    Err(e) => {
+                        if let Some(n) = self.log_cpu.hit() {
+                            tracing::warn!("{}: CPU time: {e} [{n}]", vm.name);
+                        }
                     }
                 }
             }
@@ -658,17 +689,19 @@ impl Loop {
                 let reason = d.reason.to_string();
                 vm.cap_reason = Some(reason.clone());
                 let name = vm.name.clone();
-                let r = if d.cap_pct >= full - 1e-9 {
+                let a = if d.cap_pct >= full - 1e-9 {
                     vm.cap = None;
-                    self.store.restore(&*self.hv, &key).map(drop)
+                    Act::Restore { key }
                 } else {
                     vm.cap = Some(d.cap_pct);
-                    self.store.set(&*self.hv, &key, &name, d.cap_pct)
-                };
-                if let Err(e) = r {
-                    if let Some(n) = self.log_cap.hit() {
-                        tracing::error!("{name}: setting cap {:.1}%: {e} [{n}]", d.cap_pct);
+                    Act::Set {
+                        key,
+                        name,
+                        pct: d.cap_pct,
                     }
+                };
+                if let Some(act) = &self.act {
+                    act.send(a);
                 }
                 set.insert(d.vm.0, (d.cap_pct, reason));
             }
@@ -722,7 +755,7 @@ impl Loop {
         let mut host_mtus = 0.0;
         for (key, vm) in &self.vms {
             let total = vm.total();
-            let cpu_now = vm.cpu_prev.unwrap_or(0);
+            let cpu_now = vm.cpu_prev.map_or(0, |c| c.0);
             let (prev, cpu_prev) = self.snap_prev.get(key).copied().unwrap_or((total, cpu_now));
             let d = total - prev;
             let acc = self

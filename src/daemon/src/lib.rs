@@ -5,10 +5,11 @@
 //! - [`registrar`], the registration channel, host side.
 //! - [`vm`], one VM's monitors, mailbox and counters.
 //! - [`mailbox`], draining a guest's latency mailbox.
-//! - [`capstore`], original cap settings, for crash safety.
+//! - [`capstore`], original cap settings, for crash safety; [`actuator`], applies caps off the loop.
 //! - [`api`], the local API socket; [`snapshot`]: what it serves.
 //! - [`journal`], the usage and cap journal.
 
+pub mod actuator;
 pub mod api;
 pub mod capstore;
 pub mod config;

@@ -40,8 +40,8 @@ pub struct Vm {
     pub mailbox: Option<MailboxLayout>,
     retired: Counters,
     prev_total: Counters,
-    /// CPU time at the last tick, ns.
-    pub cpu_prev: Option<u64>,
+    /// CPU time at the last read, ns, and when it was read.
+    pub cpu_prev: Option<(u64, std::time::Instant)>,
     /// The registrar's stop flag.
     pub registrar_stop: Arc<AtomicBool>,
     /// Registrations accepted.

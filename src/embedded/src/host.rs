@@ -252,6 +252,18 @@ impl EmbeddedHost {
             .stdin(Stdio::null())
             .stdout(logf)
             .stderr(errf);
+        // SAFETY: the closure runs in the forked child before exec and only calls prctl, which
+        // is async-signal-safe: the guest gets SIGTERM when the thread that started it (the
+        // host's) goes away, so no guest outlives its host spinning on a vanished device.
+        unsafe {
+            use std::os::unix::process::CommandExt;
+            cmd.pre_exec(|| {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
         let child = cmd.spawn().map_err(io(format!(
             "starting {}",
             self.cfg.command.program.display()

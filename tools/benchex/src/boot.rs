@@ -46,7 +46,7 @@ impl Listener {
             Listener::Unix(l) => {
                 let s = l.accept()?.0;
                 s.set_nonblocking(false)?;
-                s.set_read_timeout(Some(Duration::from_secs(10)))?;
+                s.set_read_timeout(Some(Duration::from_secs(30)))?;
                 Box::new(s)
             }
             Listener::Tcp(l) => {

@@ -72,13 +72,13 @@ pub fn run(
     addr: &str,
     stop: Arc<AtomicBool>,
 ) -> Result<ClientResult, BenchError> {
-    let mut s = boot::connect(addr, Duration::from_secs(10))?;
+    let mut s = boot::connect(addr, Duration::from_secs(60))?;
     let offer: Offer = boot::recv(&mut *s)?;
     let tcfg = |payload| Config {
         blocks: cfg.blocks,
         payload,
         path_mtu: offer.path_mtu,
-        timeout: Duration::from_secs(5),
+        timeout: Duration::from_secs(30),
         ring_entries: 64,
     };
     let mut replies = StatusByteReceiver::new(&*p, &tcfg(offer.buffer))?;

@@ -26,15 +26,18 @@ impl Idle {
         self.n = 0;
     }
 
-    /// Nothing found: spin a little, then yield, then sleep 50 us per poll.
+    /// Nothing found: spin a little, then yield, then sleep 50 us per poll, and after about
+    /// 100 ms of nothing, 1 ms per poll (dozens of idle guests share a host's few CPUs).
     pub fn idle(&mut self) {
         self.n = self.n.saturating_add(1);
         if self.n < 64 {
             std::hint::spin_loop();
-        } else if self.n < 1024 {
+        } else if self.n < 256 {
             std::thread::yield_now();
-        } else {
+        } else if self.n < 2000 {
             std::thread::sleep(Duration::from_micros(50));
+        } else {
+            std::thread::sleep(Duration::from_millis(1));
         }
     }
 }

@@ -79,7 +79,7 @@ fn transport(cfg: &ServerConfig, payload: u64) -> Config {
         blocks: cfg.blocks,
         payload,
         path_mtu: cfg.path_mtu,
-        timeout: Duration::from_secs(5),
+        timeout: Duration::from_secs(30),
         ring_entries: cfg.ring_entries,
     }
 }
