@@ -145,7 +145,7 @@ impl CapHandle {
                 duty().set(*pid, pct);
                 if pct.is_none() {
                     // Whatever a crashed daemon left, the process runs again.
-                    send(*pid, libc::SIGCONT);
+                    signal(*pid, libc::SIGCONT);
                 }
                 Ok(())
             }
@@ -153,7 +153,8 @@ impl CapHandle {
     }
 }
 
-fn send(pid: u32, sig: i32) -> bool {
+/// Sends `sig` to process `pid` (never to pid 0 or 1); true when it was delivered.
+pub fn signal(pid: u32, sig: i32) -> bool {
     let Ok(p) = libc::pid_t::try_from(pid) else {
         return false;
     };
@@ -208,14 +209,14 @@ impl Duty {
                 let period = Duration::from_micros(PERIOD_US);
                 loop {
                     let v = c.load(Ordering::Acquire);
-                    if !send(pid, libc::SIGCONT) || v == UNCAPPED {
-                        send(pid, libc::SIGCONT);
+                    if !signal(pid, libc::SIGCONT) || v == UNCAPPED {
+                        signal(pid, libc::SIGCONT);
                         return;
                     }
                     let on = period.mul_f64((v as f64 / 100_000.0).min(1.0));
                     std::thread::sleep(on);
                     if on < period {
-                        send(pid, libc::SIGSTOP);
+                        signal(pid, libc::SIGSTOP);
                         std::thread::sleep(period - on);
                     }
                 }
@@ -236,7 +237,7 @@ pub fn release_all_duty_cycles() {
         .collect();
     for pid in pids {
         duty().set(pid, None);
-        send(pid, libc::SIGCONT);
+        signal(pid, libc::SIGCONT);
     }
 }
 

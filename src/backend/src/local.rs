@@ -98,11 +98,8 @@ pub fn publish(run: &Path, r: &DomainRecord) -> Result<PathBuf, BackendError> {
 }
 
 fn alive(pid: u32) -> bool {
-    let Ok(p) = libc::pid_t::try_from(pid) else {
-        return false;
-    };
-    // SAFETY: kill with signal 0 only checks that the process exists.
-    p > 0 && unsafe { libc::kill(p, 0) == 0 }
+    // Signal 0 only checks that the process exists.
+    crate::cap::signal(pid, 0)
 }
 
 /// The local backend.

@@ -7,6 +7,9 @@ use resex_daemon::snapshot::VmSnap;
 use resex_embedded::cgroup::CapMode;
 use resex_embedded::{EmbeddedHost, GuestCommand, HostConfig};
 use resex_scenario::Scenario;
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
@@ -26,11 +29,12 @@ fn host_config(run: &Path) -> HostConfig {
     }
 }
 
-fn daemon(run: &Path) -> resex_daemon::DaemonHandle {
+fn daemon(run: &Path, journal: Option<&Path>) -> resex_daemon::DaemonHandle {
     let cfg = resex_daemon::config::Config {
         run_dir: Some(run.to_owned()),
         state_dir: Some(run.join("state")),
         api_socket: Some(run.join("api.sock")),
+        journal: journal.map(Path::to_owned),
         ..Default::default()
     };
     resex_daemon::start(
@@ -83,7 +87,8 @@ count = 300
     )
     .unwrap();
     let mut host = EmbeddedHost::new(&s, host_config(run.path())).unwrap();
-    let d = daemon(run.path());
+    let journal = run.path().join("journal.csv");
+    let d = daemon(run.path(), Some(&journal));
     host.start_due(&s).unwrap();
     // 300 replies of 64 KiB + 8 header bytes (one WRITE each) and a 1-byte inline status WRITE.
     let per_reply = 65536 + 8 + 1;
@@ -123,7 +128,38 @@ count = 300
         "{}",
         v2.cap_mechanism
     );
+
+    // The API socket: root only; `status` is one snapshot, `subscribe` a stream.
+    let api = run.path().join("api.sock");
+    let mode = std::fs::metadata(&api).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    let mut s = UnixStream::connect(&api).unwrap();
+    s.write_all(
+        b"{\"cmd\":\"status\"}\n{\"cmd\":\"reboot\"}\n{\"cmd\":\"subscribe\",\"interval_ms\":20}\n",
+    )
+    .unwrap();
+    let mut lines = BufReader::new(s).lines();
+    let snap: serde_json::Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    let srv = &snap["vms"][0];
+    assert_eq!(srv["name"], "srv");
+    assert_eq!(srv["tx_bytes_total"], 300 * per_reply);
+    assert!(lines.next().unwrap().unwrap().contains("\"error\""));
+    for _ in 0..2 {
+        let s: serde_json::Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+        assert!(s["host"]["ticks"].as_u64().unwrap() > 0);
+    }
     d.stop();
+
+    // The journal is a trace `resex price replay` reads, and it adds up to the monitor's totals.
+    let trace = resex_pricing::trace::Trace::read(std::fs::File::open(&journal).unwrap()).unwrap();
+    let rows: Vec<_> = trace.rows.iter().filter(|r| r.vm == "srv").collect();
+    assert!(rows.len() > 500, "one row per interval: {}", rows.len());
+    assert_eq!(rows.iter().map(|r| r.mtus).sum::<u64>(), v2.mtus_total);
+    assert_eq!(rows.iter().map(|r| r.bytes).sum::<u64>(), v2.tx_bytes_total);
+    assert!(
+        rows.iter().any(|r| r.report.is_some()),
+        "reports are journalled"
+    );
     host.stop();
     assert!(
         std::fs::read_dir(run.path().join("local/domains"))

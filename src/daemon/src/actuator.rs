@@ -121,9 +121,7 @@ fn run(hv: Arc<dyn Hypervisor>, mut store: CapStore, rx: Receiver<Msg>) {
             }
         }
         if let Some(tx) = finish {
-            let before = store.records().len();
             let (restored, _forgotten, failed) = store.restore_all(&*hv);
-            let _ = before;
             let _ = tx.send((restored, failed));
             return;
         }

@@ -20,6 +20,7 @@ use resex_ibmon::limiter::LogLimiter;
 use resex_ibmon::registry::Limits;
 use resex_ibmon::Counters;
 use resex_pricing::{Engine, IntervalInput, PolicyConfig, VmId, VmSpec, VmUsage};
+use resex_shim::LatencyRecorder;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
@@ -232,14 +233,14 @@ pub fn start(settings: Settings, hv: Arc<dyn Hypervisor>) -> Result<DaemonHandle
         cmd_rx,
         shared: shared.clone(),
         stop: stop.clone(),
-        log_cap: LogLimiter::default(),
+        log_mailbox: LogLimiter::default(),
         log_cpu: LogLimiter::default(),
         last_util: 0.0,
         snap_prev: BTreeMap::new(),
         snap_at: Instant::now(),
         started: Instant::now(),
-        late_window: Vec::with_capacity(4096),
-        late_all: resex_ibmon_hist::Hist::default(),
+        late_window: LatencyRecorder::new(),
+        late_all: LatencyRecorder::new(),
         scan_ns: 0,
         scan_ticks: 0,
         ticks: 0,
@@ -261,72 +262,6 @@ pub fn start(settings: Settings, hv: Arc<dyn Hypervisor>) -> Result<DaemonHandle
     })
 }
 
-/// A small log-linear histogram of tick lateness (ns), for the run's p50/p99/max.
-mod resex_ibmon_hist {
-    /// Buckets of 1 us up to 1 ms, then 100 us up to 100 ms, then one overflow bucket.
-    #[derive(Debug)]
-    pub struct Hist {
-        fine: Vec<u64>,
-        coarse: Vec<u64>,
-        over: u64,
-        n: u64,
-        max: u64,
-    }
-
-    impl Default for Hist {
-        fn default() -> Self {
-            Self {
-                fine: vec![0; 1000],
-                coarse: vec![0; 1000],
-                over: 0,
-                n: 0,
-                max: 0,
-            }
-        }
-    }
-
-    impl Hist {
-        pub fn record(&mut self, ns: u64) {
-            let us = ns / 1000;
-            if us < 1000 {
-                self.fine[us as usize] += 1;
-            } else if us < 100_000 {
-                self.coarse[(us / 100) as usize] += 1;
-            } else {
-                self.over += 1;
-            }
-            self.n += 1;
-            self.max = self.max.max(ns);
-        }
-
-        /// The q-quantile, us (upper bucket edge).
-        pub fn quantile_us(&self, q: f64) -> f64 {
-            if self.n == 0 {
-                return 0.0;
-            }
-            let rank = ((q * self.n as f64).ceil() as u64).clamp(1, self.n);
-            let mut seen = 0;
-            for (i, c) in self.fine.iter().enumerate() {
-                seen += c;
-                if seen >= rank {
-                    return (i + 1) as f64;
-                }
-            }
-            for (i, c) in self.coarse.iter().enumerate().skip(10) {
-                seen += c;
-                if seen >= rank {
-                    return ((i + 1) * 100) as f64;
-                }
-            }
-            self.max as f64 / 1000.0
-        }
-
-        pub fn max_us(&self) -> f64 {
-            self.max as f64 / 1000.0
-        }
-    }
-}
-
 struct Loop {
     hv: Arc<dyn Hypervisor>,
     cfg: Config,
@@ -343,15 +278,16 @@ struct Loop {
     cmd_rx: Receiver<Command>,
     shared: Shared,
     stop: Arc<AtomicBool>,
-    log_cap: LogLimiter,
+    log_mailbox: LogLimiter,
     log_cpu: LogLimiter,
     last_util: f64,
     /// Per VM at the last snapshot: totals and CPU ns.
     snap_prev: BTreeMap<String, (Counters, u64)>,
     snap_at: Instant,
     started: Instant,
-    late_window: Vec<u64>,
-    late_all: resex_ibmon_hist::Hist,
+    /// Tick lateness since the last snapshot, and over the whole run.
+    late_window: LatencyRecorder,
+    late_all: LatencyRecorder,
     scan_ns: u64,
     scan_ticks: u64,
     ticks: u64,
@@ -454,8 +390,8 @@ impl Loop {
                 self.interval += behind;
             }
             let late_ns = u64::try_from(late.as_nanos()).unwrap_or(u64::MAX);
-            self.late_window.push(late_ns);
-            self.late_all.record(late_ns);
+            self.late_window.record(0, late_ns);
+            self.late_all.record(0, late_ns);
             self.interval += 1;
             self.ticks += 1;
             self.events();
@@ -488,12 +424,13 @@ impl Loop {
         if let Some(j) = &mut self.journal {
             let _ = j.flush();
         }
+        let run = self.late_all.take_interval();
         RunSummary {
             ticks: self.ticks,
             skipped: self.skipped,
-            late_p50_us: self.late_all.quantile_us(0.5),
-            late_p99_us: self.late_all.quantile_us(0.99),
-            late_max_us: self.late_all.max_us(),
+            late_p50_us: run.p50_ns as f64 / 1000.0,
+            late_p99_us: run.p99_ns as f64 / 1000.0,
+            late_max_us: run.max_ns as f64 / 1000.0,
             restored,
         }
     }
@@ -513,9 +450,9 @@ impl Loop {
         }
         while let Ok(ev) = self.reg_rx.try_recv() {
             match ev {
-                RegEvent::Accepted { key, doc } => {
+                RegEvent::Accepted { key, doc, layout } => {
                     if let Some(vm) = self.vms.get_mut(&key) {
-                        if let Err(e) = vm.install(&doc, &self.limits) {
+                        if let Err(e) = vm.install(&doc, layout, &self.limits) {
                             vm.rejections += 1;
                             vm.last_error = Some(e.to_string());
                         } else {
@@ -636,7 +573,7 @@ impl Loop {
                 vm.reports += u64::from(d.valid);
                 if d.bad > 0 {
                     vm.bad_reports += u64::from(d.bad);
-                    if let Some(n) = self.log_cap.hit() {
+                    if let Some(n) = self.log_mailbox.hit() {
                         tracing::warn!("{}: {} mailbox blocks refused [{n}]", vm.name, d.bad);
                     }
                 }
@@ -741,16 +678,14 @@ impl Loop {
         let now = Instant::now();
         let dt = now.duration_since(self.snap_at).as_secs_f64().max(1e-6);
         self.snap_at = now;
-        let mut w = std::mem::take(&mut self.late_window);
-        if !w.is_empty() {
-            w.sort_unstable();
-            let q = |p: f64| {
-                w[((p * (w.len() - 1) as f64).round() as usize).min(w.len() - 1)] as f64 / 1000.0
-            };
-            self.last_window = (q(0.5), q(0.99), *w.last().unwrap_or(&0) as f64 / 1000.0);
+        let w = self.late_window.take_interval();
+        if w.count > 0 {
+            self.last_window = (
+                w.p50_ns as f64 / 1000.0,
+                w.p99_ns as f64 / 1000.0,
+                w.max_ns as f64 / 1000.0,
+            );
         }
-        w.clear();
-        self.late_window = w;
         let mut vms = Vec::new();
         let mut host_mtus = 0.0;
         for (key, vm) in &self.vms {

@@ -6,7 +6,7 @@
 
 use resex_backend::Hypervisor;
 use resex_ibmon::limiter::LogLimiter;
-use resex_ibmon::registry::{validate, Limits};
+use resex_ibmon::registry::{validate, Layout, Limits};
 use resex_proto::channel::{
     read_msg, write_msg, GuestMsg, HostMsg, LineError, CHANNEL_VERSION, MAX_LINE,
 };
@@ -23,8 +23,10 @@ pub enum RegEvent {
     Accepted {
         /// Domain key.
         key: String,
-        /// The document (already validated against the guest's RAM).
+        /// The document.
         doc: Registration,
+        /// Its validation against the guest's RAM.
+        layout: Layout,
     },
     /// A document was refused.
     Rejected {
@@ -95,12 +97,8 @@ pub fn run(
                     HostMsg::Rejected { error }
                 }
                 Ok(Some(GuestMsg::Register { registration })) => {
-                    if registration.version != resex_proto::REGISTRATION_VERSION {
-                        let error = format!(
-                            "registration version {} is not supported (this host speaks {})",
-                            registration.version,
-                            resex_proto::REGISTRATION_VERSION
-                        );
+                    if let Err(e) = registration.check_version() {
+                        let error = e.to_string();
                         let _ = tx.send(RegEvent::Rejected {
                             key: key.clone(),
                             error: error.clone(),
@@ -117,6 +115,7 @@ pub fn run(
                                 let _ = tx.send(RegEvent::Accepted {
                                     key: key.clone(),
                                     doc: registration,
+                                    layout,
                                 });
                                 msg
                             }

@@ -29,7 +29,7 @@ pub struct HostSnap {
     pub link_util: f64,
     /// MTUs per second of all VMs.
     pub mtus_per_s: f64,
-    /// Tick lateness over the last second, us: p50, p99, max.
+    /// Tick lateness since the previous snapshot (`snapshot_ms`), us: p50, p99, max.
     pub tick_late_p50_us: f64,
     /// p99.
     pub tick_late_p99_us: f64,
@@ -39,7 +39,7 @@ pub struct HostSnap {
     pub ticks: u64,
     /// Ticks skipped because the loop fell more than an interval behind.
     pub ticks_skipped: u64,
-    /// Scan time per tick over the last second, us (mean).
+    /// Scan time per tick since the previous snapshot, us (mean).
     pub scan_us: f64,
 }
 

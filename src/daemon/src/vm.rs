@@ -7,7 +7,7 @@
 //! (counts in flight at that moment are lost, never doubled) and the event is logged.
 
 use resex_guestmem::GuestMemory;
-use resex_ibmon::registry::{validate, Limits, MailboxLayout, RegistrationError};
+use resex_ibmon::registry::{validate, Layout, Limits, MailboxLayout, RegistrationError};
 use resex_ibmon::{Counters, VmMonitor};
 use resex_pricing::LatencyReport;
 use resex_proto::{QpRegistration, Registration};
@@ -148,14 +148,15 @@ impl Vm {
         self.known.len()
     }
 
-    /// Installs a registration (validated again here: the daemon trusts nothing it did not
-    /// check itself).
+    /// Installs a registration with its validation against this VM's RAM (`full`, done by the
+    /// registrar off the control loop). Only the QPs new to this VM are validated again, as a
+    /// document of their own, to give them a monitor.
     pub fn install(
         &mut self,
         doc: &Registration,
+        full: Layout,
         limits: &Limits,
     ) -> Result<(), RegistrationError> {
-        let full = validate(doc, self.ram_size, limits)?;
         self.mailbox = full.mailbox.clone();
         self.registrations += 1;
         let new: Vec<&QpRegistration> = doc

@@ -135,6 +135,19 @@ fn crash_and_recover(mode: CapMode) {
         wait("the daemon caps the busy guest", 20, || {
             recorded() && throttled(&cg.cap, pid)
         });
+        if round == "restart" {
+            // SIGHUP with a broken policy file: the daemon keeps its policy and keeps running.
+            std::fs::write(dir.path().join("policy.toml"), "policy = \"auction\"").unwrap();
+            // SAFETY: kill(2) with plain integers, on our own child.
+            unsafe { libc::kill(d.id() as i32, libc::SIGHUP) };
+            std::thread::sleep(Duration::from_millis(300));
+            assert!(
+                d.try_wait().unwrap().is_none(),
+                "a bad reload does not stop the daemon"
+            );
+            assert!(recorded(), "and it still throttles");
+            std::fs::write(dir.path().join("policy.toml"), POLICY).unwrap();
+        }
         // In the middle of throttling: SIGKILL, no chance to clean up.
         d.kill().unwrap();
         d.wait().unwrap();

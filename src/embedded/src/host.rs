@@ -4,6 +4,7 @@
 #![allow(clippy::cast_possible_truncation)]
 
 use crate::cgroup::{CapMode, GuestCgroups, Mounts};
+use resex_backend::cap::signal;
 use resex_backend::local::{publish, DomainRecord};
 use resex_guestmem::{FileMemory, GuestMemory};
 use resex_proto::hca_wire;
@@ -131,10 +132,8 @@ impl std::fmt::Debug for EmbeddedHost {
 
 /// The link a scenario asks for.
 pub fn link_of(s: &Scenario) -> LinkConfig {
-    let mut l = match s.link.preset.as_str() {
-        "100g" => LinkConfig::hundred_gig(),
-        _ => LinkConfig::resex_testbed(),
-    };
+    // The scenario's loader refuses unknown presets.
+    let mut l = LinkConfig::preset(&s.link.preset).unwrap_or_default();
     if let Some(g) = s.link.gbps {
         l.bits_per_sec = (g * 1e9) as u64;
     }
@@ -230,8 +229,8 @@ impl EmbeddedHost {
         dir: &Path,
         ram_bytes: u64,
         port: u16,
-        args: impl FnOnce(&Path, &Path) -> Vec<String>,
         prefix: &[String],
+        args: &[String],
     ) -> Result<Proc, HostError> {
         let ram = self
             .cfg
@@ -247,8 +246,13 @@ impl EmbeddedHost {
             std::fs::File::create(&log).map_err(io(format!("creating {}", log.display())))?;
         let errf = logf.try_clone().map_err(io("log file"))?;
         let mut cmd = Command::new(&self.cfg.command.program);
+        // Every guest program takes its machine as `--ram FILE --hca SOCKET`.
         cmd.args(prefix)
-            .args(args(&ram, &sock))
+            .arg("--ram")
+            .arg(&ram)
+            .arg("--hca")
+            .arg(&sock)
+            .args(args)
             .stdin(Stdio::null())
             .stdout(logf)
             .stderr(errf);
@@ -295,37 +299,30 @@ impl EmbeddedHost {
             channel.to_string_lossy().into_owned(),
             bench.to_string_lossy().into_owned(),
         );
-        let report_ms = self.cfg.report_ms;
+        let mut agent_args: Vec<String> = vec![
+            "--channel".into(),
+            channel_s,
+            "--name".into(),
+            g.name.clone(),
+            "--listen".into(),
+            bench_s.clone(),
+            "--buffer".into(),
+            w.buffer.0.to_string(),
+            "--compute".into(),
+            w.compute.to_string(),
+            "--report-ms".into(),
+            self.cfg.report_ms.to_string(),
+        ];
+        if !g.reports {
+            agent_args.push("--no-reports".into());
+        }
         let server = self.spawn_proc(
             &g.name,
             &dir,
             g.ram.0,
             0,
-            |ram, hca| {
-                let mut a = vec![
-                    "--ram".into(),
-                    ram.to_string_lossy().into_owned(),
-                    "--hca".into(),
-                    hca.to_string_lossy().into_owned(),
-                    "--channel".into(),
-                    channel_s.clone(),
-                    "--name".into(),
-                    g.name.clone(),
-                    "--listen".into(),
-                    bench_s.clone(),
-                    "--buffer".into(),
-                    w.buffer.0.to_string(),
-                    "--compute".into(),
-                    w.compute.to_string(),
-                    "--report-ms".into(),
-                    report_ms.to_string(),
-                ];
-                if !g.reports {
-                    a.push("--no-reports".into());
-                }
-                a
-            },
-            &self.cfg.command.agent_prefix.clone(),
+            &self.cfg.command.agent_prefix,
+            &agent_args,
         )?;
         let pid = server.child.id();
         let cgroups = GuestCgroups::setup(
@@ -337,33 +334,29 @@ impl EmbeddedHost {
         );
         tracing::info!("{}: pid {pid}, caps by {}", g.name, cgroups.cap.describe());
         let client_ram = (16 << 20) + 4 * (w.buffer.0 + 4096) * u64::from(w.clients);
+        let mut client_prefix = self.cfg.command.benchex_prefix.clone();
+        client_prefix.push("client".into());
+        let client_args: Vec<String> = vec![
+            "--connect".into(),
+            bench_s,
+            "--rate".into(),
+            w.rate.to_string(),
+            "--window".into(),
+            w.window.to_string(),
+            "--clients".into(),
+            w.clients.to_string(),
+            "--count".into(),
+            w.count.to_string(),
+            "--duration".into(),
+            "0".into(),
+        ];
         let clients = self.spawn_proc(
             &format!("{}-clients", g.name),
             &dir,
             client_ram,
             1,
-            |ram, hca| {
-                vec![
-                    "client".into(),
-                    "--ram".into(),
-                    ram.to_string_lossy().into_owned(),
-                    "--hca".into(),
-                    hca.to_string_lossy().into_owned(),
-                    "--connect".into(),
-                    bench_s.clone(),
-                    "--rate".into(),
-                    w.rate.to_string(),
-                    "--window".into(),
-                    w.window.to_string(),
-                    "--clients".into(),
-                    w.clients.to_string(),
-                    "--count".into(),
-                    w.count.to_string(),
-                    "--duration".into(),
-                    "0".into(),
-                ]
-            },
-            &self.cfg.command.benchex_prefix.clone(),
+            &client_prefix,
+            &client_args,
         )?;
         let id = self.next_id;
         self.next_id += 1;
@@ -469,16 +462,5 @@ impl EmbeddedHost {
 impl Drop for EmbeddedHost {
     fn drop(&mut self) {
         self.stop();
-    }
-}
-
-fn signal(pid: u32, sig: i32) {
-    if let Ok(p) = libc::pid_t::try_from(pid) {
-        if p > 1 {
-            // SAFETY: kill(2) takes plain integers; it signals our own child.
-            unsafe {
-                libc::kill(p, sig);
-            }
-        }
     }
 }

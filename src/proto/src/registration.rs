@@ -138,10 +138,17 @@ impl Registration {
             return Err(ParseError::TooLarge(bytes.len()));
         }
         let r: Registration = serde_json::from_slice(bytes)?;
-        if r.version != REGISTRATION_VERSION {
-            return Err(ParseError::Version(r.version));
-        }
+        r.check_version()?;
         Ok(r)
+    }
+
+    /// Refuses a version this crate does not speak (for documents that arrived inside another
+    /// message rather than through [`Registration::parse`]).
+    pub fn check_version(&self) -> Result<(), ParseError> {
+        if self.version != REGISTRATION_VERSION {
+            return Err(ParseError::Version(self.version));
+        }
+        Ok(())
     }
 
     /// The document as compact JSON.

@@ -244,7 +244,7 @@ impl Scenario {
                 self.duration_s
             )));
         }
-        if !matches!(self.link.preset.as_str(), "testbed" | "100g") {
+        if resex_softhca::LinkConfig::preset(&self.link.preset).is_none() {
             return Err(bad(format!(
                 "link preset `{}` is unknown (testbed, 100g)",
                 self.link.preset

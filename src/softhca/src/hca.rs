@@ -548,13 +548,10 @@ impl HcaState {
                 ..Cqe::default()
             };
             let cqn = self.qps[&qpn].send_cq;
-            if !self.push_cqe(cqn, &cqe) {
+            if !self.push_flush(qpn, cqn, &cqe) {
                 break;
             }
-            let q = self.qps.get_mut(&qpn).expect("qp exists");
-            q.pop_wr();
-            q.stats.cqes += 1;
-            q.stats.errors += 1;
+            self.qps.get_mut(&qpn).expect("qp exists").pop_wr();
         }
         // Posted receives.
         for _ in 0..FETCH_BUDGET {
@@ -569,14 +566,25 @@ impl HcaState {
                 ..Cqe::default()
             };
             let cqn = self.qps[&qpn].recv_cq;
-            if !self.push_cqe(cqn, &cqe) {
+            if !self.push_flush(qpn, cqn, &cqe) {
                 break;
             }
             let q = self.qps.get_mut(&qpn).expect("qp exists");
             q.rq_ci = q.rq_ci.wrapping_add(1);
+        }
+    }
+
+    /// Writes a flush CQE for `qpn` and counts it as an error completion; false when the CQ
+    /// is full.
+    fn push_flush(&mut self, qpn: u32, cqn: u32, cqe: &Cqe) -> bool {
+        if !self.push_cqe(cqn, cqe) {
+            return false;
+        }
+        if let Some(q) = self.qps.get_mut(&qpn) {
             q.stats.cqes += 1;
             q.stats.errors += 1;
         }
+        true
     }
 
     /// The next posted receive WQE of a QP: its index and its scatter list.

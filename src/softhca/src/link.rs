@@ -28,6 +28,15 @@ impl Default for LinkConfig {
 }
 
 impl LinkConfig {
+    /// A preset by name: `testbed` ([`Self::resex_testbed`]) or `100g` ([`Self::hundred_gig`]).
+    pub fn preset(name: &str) -> Option<Self> {
+        match name {
+            "testbed" => Some(Self::resex_testbed()),
+            "100g" => Some(Self::hundred_gig()),
+            _ => None,
+        }
+    }
+
     /// The ResEx paper's testbed: 8 Gb/s data rate (10 Gb/s SDR 4x after 8b/10b), 1 KiB MTU.
     pub fn resex_testbed() -> Self {
         Self {

@@ -167,11 +167,8 @@ struct LocalArgs {
 
 /// Parses a link preset name.
 pub fn link_preset(name: &str) -> Result<LinkConfig> {
-    match name {
-        "testbed" => Ok(LinkConfig::resex_testbed()),
-        "100g" => Ok(LinkConfig::hundred_gig()),
-        other => anyhow::bail!("unknown link preset `{other}` (use testbed or 100g)"),
-    }
+    LinkConfig::preset(name)
+        .ok_or_else(|| anyhow::anyhow!("unknown link preset `{name}` (use testbed or 100g)"))
 }
 
 /// A flag set by SIGTERM and SIGINT.
