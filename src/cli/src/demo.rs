@@ -42,6 +42,9 @@ pub struct DemoArgs {
     /// Run directory (default: a fresh one under /tmp, removed at exit).
     #[arg(long)]
     pub run_dir: Option<PathBuf>,
+    /// Copy each guest's log (agent, server, clients) into DIR when it stops.
+    #[arg(long, value_name = "DIR")]
+    pub keep_logs: Option<PathBuf>,
 }
 
 /// One phase's figures.
@@ -150,7 +153,10 @@ pub fn run(a: DemoArgs) -> Result<()> {
     for s in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         signal_hook::flag::register(s, stop.clone())?;
     }
-    let mut host = EmbeddedHost::new(&scenario, host_config(&run_dir, a.caps)?)?;
+    let mut host = EmbeddedHost::new(
+        &scenario,
+        host_config(&run_dir, a.caps, a.keep_logs.clone())?,
+    )?;
     let cfg = resex_daemon::config::Config {
         run_dir: Some(run_dir.clone()),
         state_dir: Some(run_dir.join("state")),

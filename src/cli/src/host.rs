@@ -33,6 +33,9 @@ pub struct HostArgs {
     /// Directory of policy files for a scenario's bare policy name.
     #[arg(long, default_value = "policies")]
     pub policies: PathBuf,
+    /// Copy each guest's log (agent, server, clients) into DIR when it stops.
+    #[arg(long, value_name = "DIR")]
+    pub keep_logs: Option<PathBuf>,
 }
 
 /// How this binary starts guest programs: itself, as `resex agent` / `resex benchex`.
@@ -46,7 +49,11 @@ pub fn guest_command() -> Result<GuestCommand> {
 }
 
 /// A host configuration for `run_dir`.
-pub fn host_config(run_dir: &Path, caps: CapMode) -> Result<HostConfig> {
+pub fn host_config(
+    run_dir: &Path,
+    caps: CapMode,
+    keep_logs: Option<PathBuf>,
+) -> Result<HostConfig> {
     let ram_dir = if Path::new("/dev/shm").is_dir() {
         PathBuf::from("/dev/shm")
     } else {
@@ -58,6 +65,7 @@ pub fn host_config(run_dir: &Path, caps: CapMode) -> Result<HostConfig> {
         cap_mode: caps,
         command: guest_command()?,
         report_ms: 10,
+        keep_logs,
     })
 }
 
@@ -83,7 +91,10 @@ pub fn run(a: HostArgs) -> Result<()> {
     for s in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         signal_hook::flag::register(s, stop.clone())?;
     }
-    let mut host = EmbeddedHost::new(&scenario, host_config(&run_dir, a.caps)?)?;
+    let mut host = EmbeddedHost::new(
+        &scenario,
+        host_config(&run_dir, a.caps, a.keep_logs.clone())?,
+    )?;
     let daemon = if a.daemon {
         let cfg = resex_daemon::config::Config {
             run_dir: Some(run_dir.clone()),

@@ -26,6 +26,7 @@ fn host_config(run: &Path) -> HostConfig {
             benchex_prefix: vec!["benchex".into()],
         },
         report_ms: 10,
+        keep_logs: None,
     }
 }
 

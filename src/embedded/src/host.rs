@@ -43,6 +43,8 @@ pub struct HostConfig {
     pub command: GuestCommand,
     /// Agent report interval, ms.
     pub report_ms: u64,
+    /// Where guest logs are copied when a guest stops (None: they are deleted with it).
+    pub keep_logs: Option<PathBuf>,
 }
 
 /// What stops the host.
@@ -310,6 +312,8 @@ impl EmbeddedHost {
             w.buffer.0.to_string(),
             "--compute".into(),
             w.compute.to_string(),
+            "--polling".into(),
+            w.polling.to_string(),
             "--report-ms".into(),
             self.cfg.report_ms.to_string(),
         ];
@@ -343,6 +347,10 @@ impl EmbeddedHost {
             w.rate.to_string(),
             "--window".into(),
             w.window.to_string(),
+            // The clients stand for machines across the link: they must not take this host's
+            // CPUs from the guests, whatever the guests' own polling.
+            "--polling".into(),
+            "adaptive".into(),
             "--clients".into(),
             w.clients.to_string(),
             "--count".into(),
@@ -444,6 +452,13 @@ impl EmbeddedHost {
             }
             self.hca.remove_guest(p.port.guest());
             let _ = std::fs::remove_file(&p.ram);
+            if let Some(keep) = &self.cfg.keep_logs {
+                let to = keep.join(format!("{}.log", p.name));
+                let kept = std::fs::create_dir_all(keep).and_then(|()| std::fs::copy(&p.log, &to));
+                if let Err(e) = kept {
+                    tracing::warn!("keeping {}: {e}", p.log.display());
+                }
+            }
         }
         drop(g.cgroups.take());
         let _ = std::fs::remove_dir_all(&g.dir);

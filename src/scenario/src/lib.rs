@@ -164,6 +164,11 @@ pub struct Workload {
     /// Orders per client, then the clients stop (0: until the host stops).
     #[serde(default)]
     pub count: u64,
+    /// How the server and clients wait for the device: "spin" (busy-poll, the paper's BenchEx;
+    /// a CPU cap then bounds the VM's I/O) or "adaptive" (sleep after 200 us, for many guests
+    /// on few CPUs).
+    #[serde(default)]
+    pub polling: resex_shim::transport::Polling,
 }
 
 fn default_compute() -> u32 {

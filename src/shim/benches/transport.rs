@@ -76,6 +76,7 @@ fn cfg(size: u64) -> Config {
         path_mtu: 4096,
         timeout: Duration::from_secs(60),
         ring_entries: 0,
+        polling: Default::default(),
     }
 }
 

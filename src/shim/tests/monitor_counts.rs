@@ -22,6 +22,7 @@ fn monitor_counts_exactly_what_softhca_executed() {
         path_mtu: 1024,
         timeout: Duration::from_secs(30),
         ring_entries: 4096,
+        polling: Default::default(),
     };
     let mut rx = StatusByteReceiver::new(&b.p, &cfg).unwrap();
     let tx = StatusByteSender::connect(&a.p, &cfg, rx.endpoint()).unwrap();

@@ -8,6 +8,7 @@ use resex_shim::transport::status_byte::{
     Config, StatusByteReceiver, StatusByteSender, DATA, FREE, UNAVAILABLE,
 };
 use resex_shim::transport::window::{WindowReceiver, WindowSender};
+use resex_shim::transport::Polling;
 use resex_softhca::LinkConfig;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -27,6 +28,16 @@ fn payload(dev: u8, k: u32, len: usize) -> Vec<u8> {
 /// random: every message arrives intact, each task's in packet order.
 #[test]
 fn several_tasks_random_sizes_and_receiver_delays_arrive_intact_and_in_order() {
+    several_tasks(Polling::Spin);
+}
+
+/// The same with a sender that sleeps between polls once a wait passes 200 us.
+#[test]
+fn adaptive_polling_delivers_the_same() {
+    several_tasks(Polling::Adaptive);
+}
+
+fn several_tasks(polling: Polling) {
     let (_hca, a, b, _t) = live(LinkConfig::hundred_gig(), 96 << 20);
     let cfg = Config {
         blocks: 3,
@@ -34,6 +45,7 @@ fn several_tasks_random_sizes_and_receiver_delays_arrive_intact_and_in_order() {
         path_mtu: 4096,
         timeout: Duration::from_secs(60),
         ring_entries: 0,
+        polling,
     };
     let mut rx = StatusByteReceiver::new(&b.p, &cfg).unwrap();
     let tx = Arc::new(StatusByteSender::connect(&a.p, &cfg, rx.endpoint()).unwrap());
@@ -109,6 +121,7 @@ fn receiver_marks_a_block_unavailable_and_the_sender_skips_it() {
         path_mtu: 4096,
         timeout: Duration::from_secs(30),
         ring_entries: 0,
+        polling: Default::default(),
     };
     let mut rx = StatusByteReceiver::new(&b.p, &cfg).unwrap();
     let tx = StatusByteSender::connect(&a.p, &cfg, rx.endpoint()).unwrap();
@@ -156,6 +169,7 @@ fn sliding_window_delivers_in_order_with_acks() {
         path_mtu: 4096,
         timeout: Duration::from_secs(30),
         ring_entries: 0,
+        polling: Default::default(),
     };
     let mut rx = WindowReceiver::new(&b.p, &cfg).unwrap();
     let mut tx = WindowSender::connect(&a.p, &cfg, rx.endpoint()).unwrap();
@@ -195,6 +209,7 @@ fn oversized_messages_are_refused() {
         path_mtu: 4096,
         timeout: Duration::from_secs(5),
         ring_entries: 0,
+        polling: Default::default(),
     };
     let mut rx = StatusByteReceiver::new(&b.p, &cfg).unwrap();
     let tx = StatusByteSender::connect(&a.p, &cfg, rx.endpoint()).unwrap();

@@ -281,6 +281,34 @@ fn send_without_a_receive_fails_after_rnr_retries() {
 }
 
 #[test]
+fn a_write_to_a_destroyed_remote_qp_fails_after_transport_retries() {
+    let w = world(LinkConfig::resex_testbed(), 8 << 20);
+    let (mut qa, mut cqa, qb, _cqb) = pair(&w);
+    drop(qb); // destroys the remote QP
+    let src = w.a.p.reg_mr(&w.a.p.alloc(4096).unwrap(), 0).unwrap();
+    for id in [1, 2] {
+        qa.post_send(&[SendWr {
+            wr_id: id,
+            op: SendOp::Write(resex_shim::provider::RemoteAddr { addr: 0, rkey: 1 }),
+            sges: &[src.sge(0, 4096)],
+            inline: None,
+            signaled: true,
+        }])
+        .unwrap();
+    }
+    w.run(5_000_000);
+    let mut out = Vec::new();
+    assert_eq!(
+        cqa.poll(&mut out, 4).unwrap(),
+        0,
+        "still retrying after 5 ms"
+    );
+    let wc = w.wait(&mut *cqa, 2);
+    assert_eq!(wc[0].status, WcStatus::Error(syndrome::TRANSPORT_RETRY_EXC));
+    assert_eq!(wc[1].status, WcStatus::Error(syndrome::WR_FLUSH_ERR));
+}
+
+#[test]
 fn hostile_sq_doorbell_errors_the_qp_without_harm() {
     let w = world(LinkConfig::resex_testbed(), 8 << 20);
     let (qa, mut cqa, _qb, _cqb) = pair(&w);

@@ -128,6 +128,13 @@ impl Link {
         u16::try_from(self.ports.len()).unwrap_or(u16::MAX)
     }
 
+    /// When `port`'s egress is next free (ps).
+    pub fn egress_free(&self, port: PortId) -> u64 {
+        self.ports
+            .get(usize::from(port.0))
+            .map_or(0, |p| p.egress_free)
+    }
+
     /// Queues a flow on `port` (it must not be queued already).
     pub fn activate(&mut self, port: PortId, flow: Flow) {
         if let Some(p) = self.ports.get_mut(usize::from(port.0)) {

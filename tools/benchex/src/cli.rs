@@ -8,6 +8,7 @@ use crate::size::parse_size;
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
 use resex_shim::guest::GuestMachine;
+use resex_shim::transport::Polling;
 use resex_shim::{LatencyRecorder, LatencySummary, Provider};
 use resex_softhca::LinkConfig;
 use std::path::PathBuf;
@@ -72,6 +73,10 @@ pub struct ServerOpts {
     /// Path MTU, bytes.
     #[arg(long, default_value_t = 1024)]
     pub mtu: u32,
+    /// How the server waits for its replies to complete: spin (busy-poll, as RDMA servers and
+    /// the paper's BenchEx do) or adaptive (sleep after 200 us: many guests on few CPUs).
+    #[arg(long, default_value = "spin")]
+    pub polling: Polling,
 }
 
 impl ServerOpts {
@@ -82,6 +87,7 @@ impl ServerOpts {
             compute: self.compute,
             blocks: self.blocks,
             path_mtu: self.mtu,
+            polling: self.polling,
             ..ServerConfig::default()
         }
     }
@@ -122,6 +128,9 @@ pub struct ClientOpts {
     /// Seconds to run (0: until the count is reached, or SIGTERM).
     #[arg(long, default_value_t = 5.0)]
     pub duration: f64,
+    /// How a client waits for a free order block: spin or adaptive (see the server's option).
+    #[arg(long, default_value = "spin")]
+    pub polling: Polling,
 }
 
 impl ClientOpts {
@@ -133,6 +142,7 @@ impl ClientOpts {
             count: self.count,
             duration: (self.duration > 0.0).then(|| Duration::from_secs_f64(self.duration)),
             blocks: 3,
+            polling: self.polling,
         }
     }
 }

@@ -11,6 +11,7 @@ use crate::clock::{now_ns, wait_until, Idle};
 use crate::wire::{Answer, Done, Offer, Order, ReplyHeader, ORDER_BYTES};
 use crate::BenchError;
 use resex_shim::transport::status_byte::{Config, StatusByteReceiver, StatusByteSender};
+use resex_shim::transport::Polling;
 use resex_shim::{LatencyRecorder, LatencySummary, Provider};
 use serde::Serialize;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -30,6 +31,8 @@ pub struct ClientConfig {
     pub duration: Option<Duration>,
     /// Status-byte blocks per direction.
     pub blocks: u32,
+    /// How the order sender waits for the device.
+    pub polling: Polling,
 }
 
 impl Default for ClientConfig {
@@ -40,6 +43,7 @@ impl Default for ClientConfig {
             count: 0,
             duration: Some(Duration::from_secs(5)),
             blocks: 3,
+            polling: Polling::Spin,
         }
     }
 }
@@ -64,6 +68,33 @@ pub struct ClientResult {
     pub server_compute_mean_ns: f64,
 }
 
+/// Logs, at most once a second, the worst lateness of an order's send (from when it was due to
+/// when the transport took it) when it exceeded 20 ms: a stalled sender shows where it stalled.
+#[derive(Debug, Default)]
+struct LateLog {
+    worst: u64,
+    since: u64,
+}
+
+impl LateLog {
+    fn note(&mut self, late_ns: u64) {
+        if late_ns >= 20_000_000 {
+            self.worst = self.worst.max(late_ns);
+        }
+        let now = now_ns();
+        if now.saturating_sub(self.since) >= 1_000_000_000 {
+            if self.worst > 0 {
+                tracing::warn!(
+                    "orders went out up to {:.1} ms after they were due in the last second",
+                    self.worst as f64 / 1e6
+                );
+            }
+            self.worst = 0;
+            self.since = now;
+        }
+    }
+}
+
 /// Runs one client against the server at `addr` until its count or duration is reached or
 /// `stop` is set.
 pub fn run(
@@ -80,6 +111,7 @@ pub fn run(
         path_mtu: offer.path_mtu,
         timeout: Duration::from_secs(30),
         ring_entries: 64,
+        polling: cfg.polling,
     };
     let mut replies = StatusByteReceiver::new(&*p, &tcfg(offer.buffer))?;
     let orders = StatusByteSender::connect(&*p, &tcfg(ORDER_BYTES as u64), offer.orders)?;
@@ -132,6 +164,7 @@ pub fn run(
     let mut sent = 0u64;
     let mut rng = 0x2545_f491_4f6c_dd1du64;
     let mut idle = Idle::default();
+    let mut late = LateLog::default();
     let result = loop {
         if stop.load(Ordering::Acquire)
             || (cfg.count > 0 && sent >= cfg.count)
@@ -174,6 +207,7 @@ pub fn run(
         if let Err(e) = orders.send(0, &order.encode()) {
             break Err(e);
         }
+        late.note(now_ns().saturating_sub(due));
         sent += 1;
     };
     // Wait (bounded) for the replies still in flight.

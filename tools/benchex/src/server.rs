@@ -10,6 +10,7 @@ use crate::clock::{now_ns, Idle};
 use crate::wire::{Answer, Done, Offer, Order, ReplyHeader, ORDER_BYTES, REPLY_HEADER};
 use crate::BenchError;
 use resex_shim::transport::status_byte::{Config, StatusByteReceiver, StatusByteSender};
+use resex_shim::transport::Polling;
 use resex_shim::{LatencyRecorder, Provider};
 use serde::Serialize;
 use std::collections::VecDeque;
@@ -31,6 +32,8 @@ pub struct ServerConfig {
     pub path_mtu: u32,
     /// Send queue and CQ depth of reply senders (deep, so the host's monitor is not lapped).
     pub ring_entries: u32,
+    /// How the server waits for the device.
+    pub polling: Polling,
 }
 
 impl Default for ServerConfig {
@@ -41,6 +44,7 @@ impl Default for ServerConfig {
             blocks: 3,
             path_mtu: 1024,
             ring_entries: 256,
+            polling: Polling::Spin,
         }
     }
 }
@@ -81,6 +85,7 @@ fn transport(cfg: &ServerConfig, payload: u64) -> Config {
         path_mtu: cfg.path_mtu,
         timeout: Duration::from_secs(30),
         ring_entries: cfg.ring_entries,
+        polling: cfg.polling,
     }
 }
 
@@ -168,6 +173,7 @@ pub fn run(
     let mut reply = vec![0u8; usize::try_from(cfg.buffer).unwrap_or(usize::MAX)];
     let mut idle = Idle::default();
     let mut next = 0usize;
+    let mut slow = SlowLog::default();
     while !stop.load(Ordering::Acquire) {
         while let Ok(c) = rx.try_recv() {
             stats.clients += 1;
@@ -199,11 +205,12 @@ pub fn run(
             idle.busy();
             if !dead.contains(&i) {
                 let c = &conns[i];
-                if let Err(e) =
-                    serve_one(c, &order, arrived, &cfg, &mut reply, &mut stats, &recorder)
-                {
-                    tracing::warn!("client {}: {e}", c.id);
-                    dead.push(i);
+                match serve_one(c, &order, arrived, &cfg, &mut reply, &mut stats, &recorder) {
+                    Ok(split) => slow.note(split, now_ns()),
+                    Err(e) => {
+                        tracing::warn!("client {}: {e}", c.id);
+                        dead.push(i);
+                    }
                 }
             }
         } else {
@@ -228,6 +235,54 @@ pub fn run(
     Ok(stats)
 }
 
+/// One order's time at the server, ns.
+#[derive(Debug, Clone, Copy, Default)]
+struct Split {
+    queue: u64,
+    compute: u64,
+    wait: u64,
+    poll: u64,
+}
+
+impl Split {
+    fn total(&self) -> u64 {
+        self.queue + self.compute + self.wait + self.poll
+    }
+}
+
+/// Logs, at most once a second, the slowest order of the last second when it took longer than
+/// [`SLOW_NS`], split as in Fig. 2: a stall shows where it happened.
+#[derive(Debug, Default)]
+struct SlowLog {
+    worst: Option<Split>,
+    since: u64,
+}
+
+const SLOW_NS: u64 = 20_000_000;
+
+impl SlowLog {
+    fn note(&mut self, s: Split, now: u64) {
+        if s.total() >= SLOW_NS && self.worst.is_none_or(|w| s.total() > w.total()) {
+            self.worst = Some(s);
+        }
+        if now.saturating_sub(self.since) >= 1_000_000_000 {
+            if let Some(w) = self.worst.take() {
+                let ms = |ns: u64| ns as f64 / 1e6;
+                tracing::warn!(
+                    "slowest order of the last second: {:.1} ms (queue {:.1}, compute {:.1}, \
+                     I/O wait {:.1}, polling {:.1})",
+                    ms(w.total()),
+                    ms(w.queue),
+                    ms(w.compute),
+                    ms(w.wait),
+                    ms(w.poll)
+                );
+            }
+            self.since = now;
+        }
+    }
+}
+
 fn serve_one(
     c: &Conn,
     order: &Order,
@@ -236,7 +291,7 @@ fn serve_one(
     reply: &mut [u8],
     stats: &mut ServerStats,
     recorder: &Mutex<LatencyRecorder>,
-) -> Result<(), BenchError> {
+) -> Result<Split, BenchError> {
     let start = now_ns();
     let value = price_book(&order.option, cfg.compute);
     let computed = now_ns();
@@ -262,5 +317,10 @@ fn serve_one(
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .record(arrived, done);
-    Ok(())
+    Ok(Split {
+        queue: start - arrived,
+        compute: computed - start,
+        wait: sent - computed,
+        poll: done - sent,
+    })
 }

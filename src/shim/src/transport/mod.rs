@@ -123,26 +123,75 @@ pub(crate) fn poll_ok(cq: &mut dyn CompletionQueue, wcs: &mut Vec<Wc>) -> Result
     Ok(())
 }
 
-/// Spins (yielding) until `f` returns `Some`, or `timeout` passes.
+/// How a transport waits for the device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Polling {
+    /// Busy-poll (spinning, then yielding) for the whole wait, as RDMA applications do and as
+    /// the ResEx paper's BenchEx does: the VM's I/O rate then follows its CPU share, which is
+    /// what makes a CPU cap an I/O lever.
+    #[default]
+    Spin,
+    /// Poll hot for [`HOT_POLL`], then sleep between polls: many guests can share a few CPUs,
+    /// but a CPU cap no longer bounds a VM's I/O as tightly.
+    Adaptive,
+}
+
+impl std::fmt::Display for Polling {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Spin => "spin",
+            Self::Adaptive => "adaptive",
+        })
+    }
+}
+
+impl std::str::FromStr for Polling {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "spin" => Ok(Self::Spin),
+            "adaptive" => Ok(Self::Adaptive),
+            _ => Err(format!("polling must be spin or adaptive, not {s:?}")),
+        }
+    }
+}
+
+/// How long [`spin`] polls hot (spinning, then yielding) before it starts to sleep between
+/// polls: longer than a small message's round trip, so latency-critical waits never sleep,
+/// while a wait for a large transfer does not burn a CPU that other guests need.
+pub(crate) const HOT_POLL: std::time::Duration = std::time::Duration::from_micros(200);
+
+/// Polls until `f` returns `Some`, or `timeout` passes: spins briefly, then yields; with
+/// [`Polling::Adaptive`], after [`HOT_POLL`] it sleeps between polls (an eighth of the time
+/// waited so far, 10 to 100 us).
 pub(crate) fn spin<T>(
     timeout: std::time::Duration,
+    polling: Polling,
     what: &str,
     mut f: impl FnMut() -> Result<Option<T>, ShimError>,
 ) -> Result<T, ShimError> {
+    use std::time::Duration;
     let start = std::time::Instant::now();
     let mut spins = 0u32;
     loop {
         if let Some(v) = f()? {
             return Ok(v);
         }
-        spins = spins.wrapping_add(1);
-        if spins.is_multiple_of(64) {
-            if start.elapsed() > timeout {
-                return Err(ShimError::Timeout(format!("{what} after {timeout:?}")));
-            }
+        spins = spins.saturating_add(1);
+        if spins < 64 {
+            std::hint::spin_loop();
+            continue;
+        }
+        let waited = start.elapsed();
+        if waited > timeout {
+            return Err(ShimError::Timeout(format!("{what} after {timeout:?}")));
+        }
+        if polling == Polling::Spin || waited < HOT_POLL {
             std::thread::yield_now();
         } else {
-            std::hint::spin_loop();
+            let nap = (waited / 8).clamp(Duration::from_micros(10), Duration::from_micros(100));
+            std::thread::sleep(nap);
         }
     }
 }

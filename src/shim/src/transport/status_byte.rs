@@ -9,7 +9,7 @@
 //! header + data chained with a signalled inline RDMA WRITE of its status byte, so the receiver
 //! never takes part: it polls region 3, consumes, and sets the byte back to free.
 
-use super::{poll_ok, spin, Framing, Message, HEADER};
+use super::{poll_ok, spin, Framing, Message, Polling, HEADER};
 use crate::buffer::Buffer;
 use crate::provider::{
     access, CompletionQueue, Mr, Provider, QpAddr, QpInit, QueuePair, RemoteAddr, SendOp, SendWr,
@@ -59,6 +59,8 @@ pub struct Config {
     /// Sender send-queue and CQ entries (0: just enough, about 2 x blocks). A monitor reading
     /// the rings between ticks needs them deep enough not to be lapped in between.
     pub ring_entries: u32,
+    /// How the sender waits for completions and free blocks.
+    pub polling: Polling,
 }
 
 impl Default for Config {
@@ -69,6 +71,7 @@ impl Default for Config {
             path_mtu: 1024,
             timeout: Duration::from_secs(10),
             ring_entries: 0,
+            polling: Polling::Spin,
         }
     }
 }
@@ -217,7 +220,9 @@ impl StatusByteReceiver {
 
     /// Waits for the next message.
     pub fn recv(&mut self, timeout: Duration) -> Result<Message, ShimError> {
-        spin(timeout, "waiting for a block", || self.try_recv())
+        spin(timeout, Polling::Spin, "waiting for a block", || {
+            self.try_recv()
+        })
     }
 }
 
@@ -287,6 +292,7 @@ struct Inner {
     in_flight: u32,
     stats: SenderStats,
     timeout: Duration,
+    polling: Polling,
 }
 
 /// The active side. `send` may be called from several threads: filling and sending are
@@ -336,6 +342,7 @@ impl StatusByteSender {
                 in_flight: 0,
                 stats: SenderStats::default(),
                 timeout: cfg.timeout,
+                polling: cfg.polling,
             }),
         })
     }
@@ -371,8 +378,8 @@ impl StatusByteSender {
     /// Waits until every block sent so far has left the send blocks.
     pub fn flush(&self) -> Result<(), ShimError> {
         let mut s = self.lock();
-        let timeout = s.timeout;
-        spin(timeout, "waiting for send completions", || {
+        let (timeout, polling) = (s.timeout, s.polling);
+        spin(timeout, polling, "waiting for send completions", || {
             s.reap()?;
             Ok((s.in_flight == 0).then_some(()))
         })
@@ -431,8 +438,8 @@ impl Inner {
             inline: None,
             signaled: true,
         }])?;
-        let timeout = self.timeout;
-        spin(timeout, "synchronising status bytes", || {
+        let (timeout, polling) = (self.timeout, self.polling);
+        spin(timeout, polling, "synchronising status bytes", || {
             Ok(self.reap()?.then_some(()))
         })?;
         fence(Ordering::Acquire);
@@ -445,9 +452,9 @@ impl Inner {
     fn send(&mut self, dev: u8, data: &[u8]) -> Result<u16, ShimError> {
         self.framing.check(data.len())?;
         // Filling: a free local send block (region 1).
-        let timeout = self.timeout;
+        let (timeout, polling) = (self.timeout, self.polling);
         self.reap()?;
-        let i = spin(timeout, "waiting for a free send block", || {
+        let i = spin(timeout, polling, "waiting for a free send block", || {
             if let Some(i) = self.free_local()? {
                 return Ok(Some(i));
             }

@@ -3,7 +3,7 @@
 //! block and length), tail advances per block; the receiver takes blocks in order from its
 //! receive CQ, processes them and returns an ACK by RDMA SEND, which moves the sender's head.
 
-use super::{poll_ok, spin, Framing, Message, HEADER};
+use super::{poll_ok, spin, Framing, Message, Polling, HEADER};
 use crate::provider::{
     access, CompletionQueue, Mr, Provider, QpAddr, QpInit, QueuePair, RecvWr, RemoteAddr, SendOp,
     SendWr, Wc, WcOpcode,
@@ -158,7 +158,9 @@ impl WindowReceiver {
 
     /// Waits for the next block.
     pub fn recv(&mut self, timeout: Duration) -> Result<Message, ShimError> {
-        spin(timeout, "waiting for a block", || self.try_recv())
+        spin(timeout, Polling::Spin, "waiting for a block", || {
+            self.try_recv()
+        })
     }
 }
 
@@ -262,7 +264,7 @@ impl WindowSender {
         self.framing.check(data.len())?;
         let n = u64::from(self.remote.n);
         let timeout = self.timeout;
-        spin(timeout, "waiting for an ACK", || {
+        spin(timeout, Polling::Spin, "waiting for an ACK", || {
             self.poll_acks()?;
             Ok((self.tail - self.head < n && self.unreaped < n).then_some(()))
         })?;
@@ -291,7 +293,7 @@ impl WindowSender {
     /// Waits until every block is acknowledged.
     pub fn flush(&mut self) -> Result<(), ShimError> {
         let timeout = self.timeout;
-        spin(timeout, "waiting for the last ACKs", || {
+        spin(timeout, Polling::Spin, "waiting for the last ACKs", || {
             self.poll_acks()?;
             Ok((self.head == self.tail).then_some(()))
         })
