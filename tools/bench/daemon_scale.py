@@ -12,7 +12,9 @@ def scenario(n, rate, buffer):
     out = ['name = "scale-%d"' % n, 'duration_s = 3600.0']
     for i in range(n):
         out += ['[[guest]]', 'name = "g%02d"' % i, 'ram = "16MiB"',
-                '[guest.benchex]', 'buffer = %d' % buffer, 'rate = %s' % rate]
+                '[guest.benchex]', 'buffer = %d' % buffer, 'rate = %s' % rate,
+                # Dozens of guests share this host's CPUs: sleep-poll, not busy-poll.
+                'polling = "adaptive"']
     return "\n".join(out) + "\n"
 
 def status(sock):
@@ -29,14 +31,26 @@ def cpu_ticks(pid):
     f = open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()
     return int(f[11]) + int(f[12])  # utime + stime, clock ticks
 
+def host_died(host, host_log, logs):
+    host_log.seek(0)
+    print("the embedded host exited with status %s:\n%s" % (host.returncode, host_log.read()[-2000:]), file=sys.stderr)
+    time.sleep(1)
+    for f in sorted(os.listdir(logs)) if os.path.isdir(logs) else []:
+        tail = open(os.path.join(logs, f)).read()[-600:]
+        if "ERROR" in tail or "rror" in tail:
+            print("--- %s:\n%s" % (f, tail), file=sys.stderr)
+    raise SystemExit(1)
+
 def run(n, seconds, bins, rate, buffer, policy):
     d = tempfile.mkdtemp(prefix="resex-scale-")
     sc = os.path.join(d, "s.toml")
     open(sc, "w").write(scenario(n, rate, buffer))
     run_dir = os.path.join(d, "run")
     api = os.path.join(d, "api.sock")
-    host = subprocess.Popen([os.path.join(bins, "resex"), "host", "--scenario", sc, "--run-dir", run_dir],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    logs = os.path.join(d, "logs")
+    host_log = open(os.path.join(d, "host.log"), "w+")
+    host = subprocess.Popen([os.path.join(bins, "resex"), "host", "--scenario", sc, "--run-dir", run_dir,
+                             "--keep-logs", logs], stdout=host_log, stderr=subprocess.STDOUT)
     err = open(os.path.join(d, "resexd.log"), "w+")
     daemon = subprocess.Popen([os.path.join(bins, "resexd"), "--run-dir", run_dir, "--state-dir",
                                os.path.join(d, "state"), "--api", api, "--policy", policy],
@@ -45,6 +59,8 @@ def run(n, seconds, bins, rate, buffer, policy):
         deadline = time.time() + 180
         while True:
             time.sleep(0.5)
+            if host.poll() is not None:
+                host_died(host, host_log, logs)
             try:
                 st = status(api)
             except OSError:
@@ -57,6 +73,8 @@ def run(n, seconds, bins, rate, buffer, policy):
         hz = os.sysconf("SC_CLK_TCK")
         t0, c0 = time.time(), cpu_ticks(daemon.pid)
         time.sleep(seconds)
+        if host.poll() is not None:
+            host_died(host, host_log, logs)
         t1, c1 = time.time(), cpu_ticks(daemon.pid)
         st = status(api)
         mtus = sum(v["mtus_per_s"] for v in st["vms"])

@@ -85,6 +85,58 @@ impl Mounts {
     }
 }
 
+impl Mounts {
+    /// Removes the cgroups a host that died without cleaning up left behind: groups named
+    /// `resex-<scenario>-<pid>` whose host process no longer runs. Only empty guest groups go
+    /// (the kernel refuses to remove a cgroup with processes in it). Returns how many groups.
+    pub fn remove_stale(&self) -> usize {
+        let roots = [&self.v2_cpu, &self.v1_cpu, &self.v1_cpuacct];
+        let mut removed = 0;
+        for root in roots.into_iter().flatten() {
+            removed += remove_stale_under(root, |pid| Path::new(&format!("/proc/{pid}")).exists());
+        }
+        removed
+    }
+}
+
+fn remove_stale_under(root: &Path, alive: impl Fn(u32) -> bool) -> usize {
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name
+            .strip_prefix("resex-")
+            .and_then(|r| r.rsplit_once('-'))
+            .and_then(|(_, pid)| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if alive(pid) || !e.path().is_dir() {
+            continue;
+        }
+        if let Ok(children) = std::fs::read_dir(e.path()) {
+            for c in children.flatten() {
+                if c.path().is_dir() {
+                    let _ = std::fs::remove_dir(c.path());
+                }
+            }
+        }
+        match std::fs::remove_dir(e.path()) {
+            Ok(()) => {
+                tracing::info!(
+                    "removed stale cgroup {} (its host is gone)",
+                    e.path().display()
+                );
+                removed += 1;
+            }
+            Err(err) => tracing::warn!("stale cgroup {} stays: {err}", e.path().display()),
+        }
+    }
+    removed
+}
+
 /// A guest's cgroups, removed when dropped (after its process has exited).
 #[derive(Debug)]
 pub struct GuestCgroups {
@@ -186,6 +238,24 @@ impl Drop for GuestCgroups {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stale_groups_of_dead_hosts_go_and_live_ones_stay() {
+        let root = tempfile::tempdir().unwrap();
+        for g in [
+            "resex-pair-111/a",
+            "resex-pair-111/b",
+            "resex-pair-222/a",
+            "other-333/x",
+        ] {
+            std::fs::create_dir_all(root.path().join(g)).unwrap();
+        }
+        let n = remove_stale_under(root.path(), |pid| pid == 222);
+        assert_eq!(n, 1);
+        assert!(!root.path().join("resex-pair-111").exists());
+        assert!(root.path().join("resex-pair-222/a").exists());
+        assert!(root.path().join("other-333/x").exists());
+    }
 
     #[test]
     fn parses_v1_and_v2_mounts() {

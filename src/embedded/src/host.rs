@@ -200,7 +200,11 @@ impl EmbeddedHost {
             cfg,
             hca,
             _thread: thread,
-            mounts: Mounts::detect(),
+            mounts: {
+                let m = Mounts::detect();
+                m.remove_stale();
+                m
+            },
             guests: Vec::new(),
             next_id: 1,
             started: Instant::now(),
