@@ -1,7 +1,7 @@
 //! `resex`: the command-line tool of resex.
 //!
 //! `resex demo` (the main job: embedded host, daemon, the paper's pair in four phases),
-//! `resex host` (the embedded host), `resex ibmon scan|watch|synth` (IBMon as a standalone tool),
+//! `resex host` (the embedded host), `resex top` (the dashboard) and `resex status`, `resex ibmon scan|watch|synth` (IBMon as a standalone tool),
 //! `resex price replay|check` (pricing policies), and the guest programs the embedded host starts
 //! (`resex agent`, `resex benchex`: the same as the `resex-agent` and `benchex` binaries).
 
@@ -9,6 +9,7 @@ mod demo;
 mod host;
 mod ibmon;
 mod price;
+mod top;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -36,6 +37,10 @@ enum Command {
     Demo(demo::DemoArgs),
     /// Run a scenario's guests on the embedded host (processes + softhca + caps).
     Host(host::HostArgs),
+    /// The dashboard: every VM's CPU, cap, Resos, RDMA traffic and latency, live (or --batch).
+    Top(top::TopArgs),
+    /// One snapshot of the daemon's view of every VM.
+    Status(top::StatusArgs),
     /// The guest agent with BenchEx's server (what the embedded host starts; see resex-agent).
     #[command(disable_help_flag = true)]
     Agent {
@@ -65,6 +70,8 @@ fn main() -> ExitCode {
         Command::Price(c) => price::run(c),
         Command::Demo(a) => demo::run(a),
         Command::Host(a) => host::run(a),
+        Command::Top(a) => top::run(a),
+        Command::Status(a) => top::status(a),
         Command::Agent { args } => {
             resex_agent::cli::main_with(std::iter::once("resex-agent".into()).chain(args))
         }
