@@ -90,7 +90,9 @@ pub fn run(a: TopArgs) -> Result<()> {
     }
     let mut n = 0u64;
     loop {
-        let s = c.next_snapshot().context("reading the daemon's snapshots")?;
+        let s = c
+            .next_snapshot()
+            .context("reading the daemon's snapshots")?;
         if let Err(e) = batch::write(&mut out, &s, format).and_then(|()| out.flush()) {
             if e.kind() == std::io::ErrorKind::BrokenPipe {
                 return Ok(()); // `| head` is done with us

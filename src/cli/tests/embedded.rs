@@ -36,6 +36,7 @@ fn daemon(run: &Path, journal: Option<&Path>) -> resex_daemon::DaemonHandle {
         state_dir: Some(run.join("state")),
         api_socket: Some(run.join("api.sock")),
         journal: journal.map(Path::to_owned),
+        metrics: Some("127.0.0.1:0".into()),
         ..Default::default()
     };
     resex_daemon::start(
@@ -149,6 +150,112 @@ count = 300
         let s: serde_json::Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
         assert!(s["host"]["ticks"].as_u64().unwrap() > 0);
     }
+
+    // `resex status --json` and `resex top --batch --json|--csv` read the same socket.
+    let resex = |args: &[&str]| {
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_resex"))
+            .args(args)
+            .arg("--api")
+            .arg(&api)
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8(o.stdout).unwrap()
+    };
+    let st: resex_daemon::snapshot::Snapshot =
+        serde_json::from_str(&resex(&["status", "--json"])).unwrap();
+    assert_eq!(st.vms[0].tx_bytes_total, 300 * per_reply);
+    let batch = resex(&[
+        "top",
+        "--batch",
+        "--json",
+        "--count",
+        "3",
+        "--interval",
+        "150",
+    ]);
+    let snaps: Vec<resex_daemon::snapshot::Snapshot> = batch
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(snaps.len(), 3);
+    assert!(
+        snaps.windows(2).all(|w| w[1].uptime_ms >= w[0].uptime_ms)
+            && snaps[2].uptime_ms > snaps[0].uptime_ms,
+        "a stream"
+    );
+    let csv = resex(&["top", "--batch", "--csv", "--count", "1"]);
+    let mut rows = csv.lines();
+    assert!(rows
+        .next()
+        .unwrap()
+        .starts_with("time_s,vm,state,cpu_pct,cap_pct"));
+    assert!(rows.next().unwrap().contains(",srv,registered,"));
+    assert!(resex(&["status"]).contains("srv"));
+
+    // Prometheus: /metrics in the text exposition format, with the exact totals.
+    let addr = d.metrics_addr().expect("metrics endpoint");
+    let get = |path: &str| {
+        let mut c = std::net::TcpStream::connect(addr).unwrap();
+        write!(c, "GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").unwrap();
+        let mut r = String::new();
+        std::io::Read::read_to_string(&mut c, &mut r).unwrap();
+        r
+    };
+    let resp = get("/metrics");
+    let (head, body) = resp.split_once("\r\n\r\n").unwrap();
+    assert!(
+        head.starts_with("HTTP/1.0 200") || head.starts_with("HTTP/1.1 200"),
+        "{head}"
+    );
+    assert!(head.contains("application/openmetrics-text"), "{head}");
+    for family in [
+        "resex_vm_tx_bytes counter",
+        "resex_vm_cpu_cap_percent gauge",
+    ] {
+        assert!(body.contains(&format!("# TYPE {family}\n")), "{family}");
+    }
+    assert!(body.trim_end().ends_with("# EOF"));
+    let scrape = prometheus_parse::Scrape::parse(body.lines().map(|l| Ok(l.to_owned()))).unwrap();
+    use prometheus_parse::Value;
+    // (prometheus-parse types a counter only when its TYPE line carries the _total name, as the
+    // 0.0.4 format does; OpenMetrics names the family without it: the TYPE lines are checked
+    // above, the values here.)
+    let value = |name: &str| {
+        scrape
+            .samples
+            .iter()
+            .find(|s| s.metric == name && s.labels.get("vm") == Some("srv"))
+            .map(|s| match s.value {
+                Value::Counter(x) | Value::Gauge(x) | Value::Untyped(x) => x,
+                _ => f64::NAN,
+            })
+    };
+    assert_eq!(
+        value("resex_vm_tx_bytes_total"),
+        Some((300 * per_reply) as f64)
+    );
+    assert_eq!(value("resex_vm_mtus_total"), Some(v2.mtus_total as f64));
+    assert_eq!(value("resex_monitor_overruns_total"), Some(0.0));
+    assert_eq!(value("resex_vm_cpu_cap_percent"), Some(100.0));
+    assert!(value("resex_vm_latency_p99_seconds").is_some_and(|p| p > 6e-5 && p < 10.0));
+    let late = scrape
+        .samples
+        .iter()
+        .find(|s| s.metric == "resex_daemon_tick_lateness_seconds")
+        .expect("tick lateness histogram");
+    match &late.value {
+        Value::Histogram(h) => assert!(h.iter().any(|b| b.count > 0.0), "{h:?}"),
+        v => panic!("not a histogram: {v:?}"),
+    }
+    for s in &scrape.samples {
+        assert!(s.metric.starts_with("resex_"), "{}", s.metric);
+    }
+    assert!(get("/nope").contains(" 404 "));
     d.stop();
 
     // The journal is a trace `resex price replay` reads, and it adds up to the monitor's totals.

@@ -7,6 +7,7 @@
 //! state_dir = "/var/lib/resex"               # caps.json: original cap settings (crash safety)
 //! api_socket = "/run/resex/resexd.sock"      # the local API (mode 0600)
 //! journal = "/var/log/resex/journal.csv"     # optional usage + caps journal
+//! metrics = "127.0.0.1:9464"                 # optional Prometheus endpoint (/metrics)
 //! scan_budget = 16384                        # ring entries walked per VM per tick
 //! discovery_ms = 100                         # how often domains are listed
 //! snapshot_ms = 100                          # how often the API snapshot is refreshed
@@ -39,6 +40,9 @@ pub struct Config {
     /// The journal.
     #[serde(default)]
     pub journal: Option<PathBuf>,
+    /// Serve Prometheus metrics at `http://ADDR/metrics` (e.g. "127.0.0.1:9464").
+    #[serde(default)]
+    pub metrics: Option<String>,
     /// Ring entries per VM per tick.
     #[serde(default = "default_budget")]
     pub scan_budget: u32,

@@ -67,6 +67,9 @@ pub enum DaemonError {
     /// A thread could not start.
     #[error("starting a thread: {0}")]
     Thread(std::io::Error),
+    /// The metrics endpoint.
+    #[error(transparent)]
+    Metrics(#[from] crate::metrics::MetricsError),
 }
 
 /// Tick lateness of a run.
@@ -97,6 +100,7 @@ pub struct DaemonHandle {
     shared: Shared,
     thread: Option<JoinHandle<RunSummary>>,
     helpers: Vec<JoinHandle<()>>,
+    metrics: Option<crate::metrics::MetricsServer>,
 }
 
 impl std::fmt::Debug for DaemonHandle {
@@ -129,8 +133,14 @@ impl DaemonHandle {
         self.finish()
     }
 
+    /// Where the metrics endpoint listens, when it runs.
+    pub fn metrics_addr(&self) -> Option<std::net::SocketAddr> {
+        self.metrics.as_ref().map(|m| m.addr)
+    }
+
     fn finish(&mut self) -> RunSummary {
         self.stop.store(true, Ordering::Release);
+        drop(self.metrics.take());
         let s = self
             .thread
             .take()
@@ -179,6 +189,23 @@ pub fn start(settings: Settings, hv: Arc<dyn Hypervisor>) -> Result<DaemonHandle
             path: api_path.display().to_string(),
             source,
         })?;
+    let loop_metrics = cfg
+        .metrics
+        .as_ref()
+        .map(|_| crate::metrics::LoopMetrics::default());
+    let metrics = match (&cfg.metrics, &loop_metrics) {
+        (Some(addr), Some(lm)) => {
+            let shared = shared.clone();
+            let m = crate::metrics::serve(
+                addr,
+                move || shared.read().unwrap_or_else(|p| p.into_inner()).clone(),
+                lm.clone(),
+            )?;
+            tracing::info!("metrics at http://{}/metrics", m.addr);
+            Some(m)
+        }
+        _ => None,
+    };
     let journal = match &cfg.journal {
         Some(p) => Some(Journal::create(p).map_err(|source| DaemonError::Journal {
             path: p.display().to_string(),
@@ -242,6 +269,7 @@ pub fn start(settings: Settings, hv: Arc<dyn Hypervisor>) -> Result<DaemonHandle
         late_window: LatencyRecorder::new(),
         late_all: LatencyRecorder::new(),
         scan_ns: 0,
+        loop_metrics,
         scan_ticks: 0,
         ticks: 0,
         skipped: 0,
@@ -259,6 +287,7 @@ pub fn start(settings: Settings, hv: Arc<dyn Hypervisor>) -> Result<DaemonHandle
         shared,
         thread: Some(thread),
         helpers: vec![disc_thread, api_thread],
+        metrics,
     })
 }
 
@@ -285,6 +314,8 @@ struct Loop {
     snap_prev: BTreeMap<String, (Counters, u64)>,
     snap_at: Instant,
     started: Instant,
+    /// Histograms for the metrics endpoint, when it runs.
+    loop_metrics: Option<crate::metrics::LoopMetrics>,
     /// Tick lateness since the last snapshot, and over the whole run.
     late_window: LatencyRecorder,
     late_all: LatencyRecorder,
@@ -391,6 +422,9 @@ impl Loop {
             }
             let late_ns = u64::try_from(late.as_nanos()).unwrap_or(u64::MAX);
             self.late_window.record(0, late_ns);
+            if let Some(m) = &self.loop_metrics {
+                m.tick_lateness.observe(late.as_secs_f64());
+            }
             self.late_all.record(0, late_ns);
             self.interval += 1;
             self.ticks += 1;
@@ -596,7 +630,11 @@ impl Loop {
             });
             deltas.push((key.clone(), delta, report));
         }
-        self.scan_ns += u64::try_from(t0.elapsed().as_nanos()).unwrap_or(0);
+        let scan = t0.elapsed();
+        self.scan_ns += u64::try_from(scan.as_nanos()).unwrap_or(0);
+        if let Some(m) = &self.loop_metrics {
+            m.scan.observe(scan.as_secs_f64());
+        }
         self.scan_ticks += 1;
         usage.sort_by_key(|u| u.vm);
         let out = match &mut self.engine {

@@ -16,6 +16,7 @@ pub mod config;
 pub mod control;
 pub mod journal;
 pub mod mailbox;
+pub mod metrics;
 pub mod registrar;
 pub mod snapshot;
 pub mod vm;

@@ -43,6 +43,9 @@ struct Cli {
     /// Journal file (CSV, the trace format of `resex price replay` plus caps).
     #[arg(long)]
     journal: Option<PathBuf>,
+    /// Serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9464).
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<String>,
     /// Only put back every cap a previous run left, then exit.
     #[arg(long)]
     restore: bool,
@@ -103,6 +106,9 @@ fn main() -> Result<()> {
     }
     if let Some(j) = &cli.journal {
         cfg.journal = Some(j.clone());
+    }
+    if let Some(m) = &cli.metrics {
+        cfg.metrics = Some(m.clone());
     }
     let hv = backend(&cfg)?;
     if cli.restore {
