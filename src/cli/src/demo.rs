@@ -13,6 +13,7 @@ use resex_embedded::EmbeddedHost;
 use resex_pricing::PolicyConfig;
 use resex_scenario::Scenario;
 use serde::Serialize;
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -172,6 +173,8 @@ pub fn run(a: DemoArgs) -> Result<()> {
         },
         Arc::new(LocalBackend::new(&run_dir)),
     )?;
+    // On a terminal the dashboard shows the run; elsewhere (or with --headless) a plain table.
+    let dashboard = !a.headless && std::io::stdout().is_terminal();
     if !a.headless {
         println!(
             "resex demo: embedded host {}, daemon API {}",
@@ -179,7 +182,43 @@ pub fn run(a: DemoArgs) -> Result<()> {
             run_dir.join("resexd.sock").display()
         );
     }
-    let result = phases(&a, &mut host, &d, &victim, &interferer, &stop);
+    let done = Arc::new(AtomicBool::new(false));
+    let top = if dashboard {
+        let opts = resex_top::term::TopOptions {
+            socket: run_dir.join("resexd.sock"),
+            interval: Duration::from_millis(250),
+            points: 4 * 600,
+            until: Some(done.clone()),
+        };
+        let stop = stop.clone();
+        Some(std::thread::spawn(move || {
+            let r = resex_top::term::run(&opts);
+            // Quitting the dashboard ends the demo.
+            if !matches!(r, Ok(resex_top::term::Ended::Done)) {
+                stop.store(true, Ordering::Release);
+            }
+            r
+        }))
+    } else {
+        None
+    };
+    let result = phases(
+        &a,
+        !a.headless && !dashboard,
+        &mut host,
+        &d,
+        &victim,
+        &interferer,
+        &stop,
+    );
+    done.store(true, Ordering::Release);
+    if let Some(t) = top {
+        match t.join() {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => eprintln!("resex demo: the dashboard failed: {e}"),
+            Err(_) => eprintln!("resex demo: the dashboard panicked"),
+        }
+    }
     let summary = d.stop();
     host.stop();
     if temp {
@@ -214,6 +253,7 @@ type PhasePlan = (&'static str, Option<(&'static str, &'static str)>, bool);
 
 fn phases(
     a: &DemoArgs,
+    live_table: bool,
     host: &mut EmbeddedHost,
     d: &resex_daemon::DaemonHandle,
     victim: &resex_scenario::GuestSpec,
@@ -240,7 +280,7 @@ fn phases(
             Some((n, text)) => Some((n.to_owned(), policy(text)?)),
             None => None,
         });
-        if !a.headless {
+        if live_table {
             println!("phase {name}: {secs:.0} s");
         }
         let t0 = Instant::now();
@@ -262,7 +302,7 @@ fn phases(
                     caps.push(v.cap_pct.unwrap_or(100.0 * f64::from(v.vcpus)));
                 }
             }
-            if !a.headless && last_print.elapsed() >= Duration::from_secs(1) {
+            if live_table && last_print.elapsed() >= Duration::from_secs(1) {
                 last_print = Instant::now();
                 print!("{}", row(&s));
             }

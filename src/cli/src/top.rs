@@ -69,11 +69,13 @@ pub fn run(a: TopArgs) -> Result<()> {
     if !a.batch {
         #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
         let points = ((a.history_min.max(0.1) * 60_000.0) / a.interval as f64).ceil() as usize;
-        return Ok(term::run(&TopOptions {
+        term::run(&TopOptions {
             socket,
             interval,
             points,
-        })?);
+            until: None,
+        })?;
+        return Ok(());
     }
     let format = if a.json {
         Format::Json

@@ -32,10 +32,21 @@ pub struct TopOptions {
     pub interval: Duration,
     /// History points kept per VM (at `interval`, the charts' span).
     pub points: usize,
+    /// Closes the dashboard when set (a program that runs it while it works, like `resex demo`).
+    pub until: Option<Arc<AtomicBool>>,
 }
 
-/// Runs the dashboard until the user quits.
-pub fn run(opts: &TopOptions) -> Result<(), TopError> {
+/// How the dashboard ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    /// The user quit.
+    User,
+    /// `until` was set.
+    Done,
+}
+
+/// Runs the dashboard until the user quits (or `until` is set).
+pub fn run(opts: &TopOptions) -> Result<Ended, TopError> {
     if !std::io::stdout().is_terminal() {
         return Err(TopError::NotATerminal);
     }
@@ -66,8 +77,13 @@ pub fn run(opts: &TopOptions) -> Result<(), TopError> {
     };
     let mut terminal = ratatui::init();
     let mut app = App::new(opts.socket.display().to_string(), opts.points);
-    let result = (|| -> Result<(), TopError> {
-        while !app.quit {
+    let done = || {
+        opts.until
+            .as_ref()
+            .is_some_and(|u| u.load(Ordering::Acquire))
+    };
+    let result = (|| -> Result<Ended, TopError> {
+        while !app.quit && !done() {
             terminal.draw(|f| ui::draw(f, &app))?;
             match rx.recv_timeout(Duration::from_millis(250)) {
                 Ok(e) => app.on(e),
@@ -78,7 +94,7 @@ pub fn run(opts: &TopOptions) -> Result<(), TopError> {
                 app.on(e);
             }
         }
-        Ok(())
+        Ok(if app.quit { Ended::User } else { Ended::Done })
     })();
     ratatui::restore();
     stop.store(true, Ordering::Release);
