@@ -49,6 +49,8 @@ fn current(s: &Shared) -> Arc<Snapshot> {
 
 fn serve(stream: UnixStream, shared: Shared, stop: Arc<AtomicBool>) -> std::io::Result<()> {
     stream.set_read_timeout(Some(Duration::from_secs(60)))?;
+    // A subscriber that stops reading is dropped instead of holding its thread forever.
+    stream.set_write_timeout(Some(Duration::from_secs(5)))?;
     let mut w = stream.try_clone()?;
     let r = BufReader::new(stream.take(64 * 1024));
     for line in r.lines() {
