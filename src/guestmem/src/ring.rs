@@ -115,13 +115,31 @@ impl PageRing {
 
     /// Reads `buf.len()` bytes starting at ring offset `k`, wrapping from the ring's end to its
     /// start, split at page boundaries.
+    #[inline]
     pub fn read<M: GuestMemory + ?Sized>(
         &self,
         mem: &M,
         k: u64,
         buf: &mut [u8],
     ) -> Result<(), MemError> {
-        let mut pos = self.wrap(k);
+        let pos = self.wrap(k);
+        // The common case on the monitor's hot path: one entry inside one page.
+        let n = buf.len() as u64;
+        let in_page = PAGE_SIZE - ((self.offset + pos) & (PAGE_SIZE - 1));
+        if n <= in_page && pos + n <= self.len {
+            return mem.read(self.gpa_in(pos), buf);
+        }
+        self.read_split(mem, pos, buf)
+    }
+
+    /// [`Self::read`] across page boundaries or the ring's end.
+    fn read_split<M: GuestMemory + ?Sized>(
+        &self,
+        mem: &M,
+        pos: u64,
+        buf: &mut [u8],
+    ) -> Result<(), MemError> {
+        let mut pos = pos;
         let mut done = 0;
         while done < buf.len() {
             let chunk = self.chunk_len(pos, buf.len() - done);

@@ -8,8 +8,8 @@
 
 use crate::registry::CqLayout;
 use resex_guestmem::{GuestMemory, MemError};
+use resex_mlx5::consts::cqe_format;
 use resex_mlx5::cqe::{is_valid_for, off};
-use resex_mlx5::Cqe;
 use std::sync::atomic::{fence, Ordering};
 
 /// Mask of a 24-bit CQ index.
@@ -28,27 +28,62 @@ fn cqe_offset(cq: &CqLayout, index: u32) -> u64 {
     u64::from(index & (cq.cqe_cnt() - 1)) * cq.size.bytes() + cq.size.cqe_offset()
 }
 
+/// What the monitor needs of a CQE: the fields at its end (bytes 40..64 of the 64-byte entry).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CqeTail {
+    /// CQE opcode (`cqe_op::*`).
+    pub opcode: u8,
+    /// CQE format (`cqe_format::*`).
+    pub format: u8,
+    /// `byte_cnt`.
+    pub byte_cnt: u32,
+    /// The QP number (24 bits of `sop_drop_qpn`).
+    pub qpn: u32,
+    /// `wqe_counter`.
+    pub wqe_counter: u16,
+}
+
+impl CqeTail {
+    /// A compressed (mini-CQE) entry.
+    pub fn is_compressed(&self) -> bool {
+        self.format == cqe_format::COMPRESSED
+    }
+}
+
+/// The tail's first byte in the entry: 8-aligned, so the copy is three word loads.
+const TAIL: usize = 40;
+
 /// Reads the entry for `index` if it is valid for that index (the HCA wrote it on this lap).
-/// Reads `op_own` first and the body after an acquire fence, as the provider does.
+/// Reads `op_own` first and the rest after an acquire fence, as the provider does; only the
+/// 24 bytes that hold what the monitor counts are copied.
 #[inline]
 pub fn peek<M: GuestMemory + ?Sized>(
     mem: &M,
     cq: &CqLayout,
     index: u32,
-) -> Result<Option<Cqe>, MemError> {
+) -> Result<Option<CqeTail>, MemError> {
     let base = cqe_offset(cq, index);
     let op_own = cq.ring.read_u8(mem, base + off::OP_OWN as u64)?;
     if !is_valid_for(op_own, index, cq.log_cnt) {
         return Ok(None);
     }
     fence(Ordering::Acquire);
-    let mut b = [0u8; 64];
-    cq.ring.read(mem, base, &mut b)?;
+    let mut b = [0u8; 64 - TAIL];
+    cq.ring.read(mem, base + TAIL as u64, &mut b)?;
+    let at = |o: usize| o - TAIL;
+    let op_own = b[at(off::OP_OWN)];
     // The copy is what we decode; it must still be valid (a racing writer may have moved on).
-    if !is_valid_for(b[off::OP_OWN], index, cq.log_cnt) {
+    if !is_valid_for(op_own, index, cq.log_cnt) {
         return Ok(None);
     }
-    Ok(Some(Cqe::decode(&b)))
+    let be32 = |o: usize| u32::from_be_bytes([b[at(o)], b[at(o) + 1], b[at(o) + 2], b[at(o) + 3]]);
+    Ok(Some(CqeTail {
+        opcode: op_own >> 4,
+        format: (op_own >> 2) & 3,
+        byte_cnt: be32(off::BYTE_CNT),
+        qpn: be32(off::SOP_DROP_QPN) & 0x00ff_ffff,
+        wqe_counter: u16::from_be_bytes([b[at(off::WQE_COUNTER)], b[at(off::WQE_COUNTER) + 1]]),
+    }))
 }
 
 #[cfg(test)]

@@ -1,14 +1,13 @@
 //! One VM's monitor: a cursor per CQ and per SQ, scanned with a bounded budget.
 
 use crate::counters::Counters;
-use crate::cq::{ahead, peek, INDEX_MASK};
+use crate::cq::{ahead, peek, CqeTail, INDEX_MASK};
 use crate::limiter::LogLimiter;
 use crate::registry::Layout;
 use crate::sq::{Last, SqCursor};
 use resex_guestmem::GuestMemory;
 use resex_mlx5::consts::cqe_op;
 use resex_mlx5::dbrec::read_cq_ci;
-use resex_mlx5::Cqe;
 
 /// Default cap on entries (CQEs + WQEs) walked per scan of one VM.
 pub const DEFAULT_SCAN_BUDGET: u32 = 16_384;
@@ -195,7 +194,7 @@ impl VmMonitor {
     }
 
     /// Accounts one CQE; returns the QP whose SQ walk it started.
-    fn consume(&mut self, ci: usize, cqe: &Cqe) -> Option<usize> {
+    fn consume(&mut self, ci: usize, cqe: &CqeTail) -> Option<usize> {
         let owner = self.cq_owner[ci];
         let qp = self.find_qp(cqe.qpn);
         let qi = qp.unwrap_or(owner);

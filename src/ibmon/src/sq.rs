@@ -11,7 +11,7 @@ use crate::counters::Counters;
 use crate::registry::SqLayout;
 use resex_guestmem::GuestMemory;
 use resex_mlx5::consts::send_op;
-use resex_mlx5::wqe::{parse_send_wqe, CtrlSeg, WqeError};
+use resex_mlx5::wqe::{send_wqe_payload_len, CtrlSeg, WqeError};
 use resex_mlx5::{index16, packets, DS_BYTES, MAX_DS, SEND_WQE_BB};
 use serde::{Deserialize, Serialize};
 
@@ -175,8 +175,12 @@ impl SqCursor {
     }
 }
 
-/// The first basic block of the WQE at `p` (control segment and up to three more segments).
-struct FirstBb([u8; 64]);
+/// Bytes read first of each WQE: the control segment and two more segments, enough for the
+/// common WQEs (a SEND with one SGE is 32 bytes, an RDMA WRITE or READ with one SGE 48).
+const FIRST: usize = 48;
+
+/// The first [`FIRST`] bytes of the WQE at `p`.
+struct FirstBb([u8; FIRST]);
 
 impl FirstBb {
     fn ctrl(&self) -> CtrlSeg {
@@ -187,7 +191,7 @@ impl FirstBb {
 }
 
 fn read_first_bb<M: GuestMemory + ?Sized>(mem: &M, sq: &SqLayout, p: u32) -> Option<FirstBb> {
-    let mut b = [0u8; 64];
+    let mut b = [0u8; FIRST];
     let slot = u64::from(p & (sq.wqe_cnt - 1)) * SEND_WQE_BB;
     sq.ring.read(mem, slot, &mut b).ok()?;
     Some(FirstBb(b))
@@ -223,23 +227,26 @@ fn count_wqe<M: GuestMemory + ?Sized>(
     // Most WQEs fit their first basic block; only longer ones need the large buffer (and its
     // initialisation). ds is 6 bits, so len <= 1008: a WQE never reaches past itself.
     let mut large;
-    let buf: &[u8] = if len <= 64 {
+    let buf: &[u8] = if len <= FIRST {
         &bb.0[..len]
     } else {
         large = [0u8; MAX_DS as usize * DS_BYTES];
-        large[..64].copy_from_slice(&bb.0);
+        large[..FIRST].copy_from_slice(&bb.0);
         let slot = u64::from(p & (sq.wqe_cnt - 1)) * SEND_WQE_BB;
-        if sq.ring.read(mem, slot + 64, &mut large[64..len]).is_err() {
+        if sq
+            .ring
+            .read(mem, slot + FIRST as u64, &mut large[FIRST..len])
+            .is_err()
+        {
             c.anomalies += 1;
             return;
         }
         &large[..len]
     };
-    let Ok(w) = parse_send_wqe(buf) else {
+    let Ok(bytes) = send_wqe_payload_len(ctrl, buf) else {
         c.anomalies += 1;
         return;
     };
-    let bytes = w.payload.len();
     match ctrl.opcode {
         send_op::SEND
         | send_op::SEND_IMM

@@ -282,6 +282,26 @@ pub fn parse_send_wqe(b: &[u8]) -> Result<SendWqe<'_>, WqeError> {
             have: b.len(),
         },
     )?);
+    let (fixed, payload) = payload_of(&ctrl, b)?;
+    let raddr = (fixed >= 2).then(|| RaddrSeg::decode(seg(b, 1)));
+    let atomic = (fixed == 3).then(|| AtomicSeg::decode(seg(b, 2)));
+    Ok(SendWqe {
+        ctrl,
+        raddr,
+        atomic,
+        payload,
+    })
+}
+
+/// The payload length of the send WQE in `b` whose control segment `ctrl` is already decoded,
+/// with exactly the checks of [`parse_send_wqe`]: what a monitor needs, without decoding the
+/// remote-address and atomic segments.
+pub fn send_wqe_payload_len(ctrl: &CtrlSeg, b: &[u8]) -> Result<u64, WqeError> {
+    Ok(payload_of(ctrl, b)?.1.len())
+}
+
+/// The number of fixed segments (control, remote address, atomic) and the payload.
+fn payload_of<'b>(ctrl: &CtrlSeg, b: &'b [u8]) -> Result<(u8, Payload<'b>), WqeError> {
     let ds = ctrl.ds;
     if ds == 0 {
         return Err(WqeError::ZeroDs);
@@ -300,16 +320,8 @@ pub fn parse_send_wqe(b: &[u8]) -> Result<SendWqe<'_>, WqeError> {
             ds,
         });
     }
-    let raddr = has_raddr.then(|| RaddrSeg::decode(seg(b, 1)));
-    let atomic = has_atomic.then(|| AtomicSeg::decode(seg(b, 2)));
     let rest = &b[usize::from(fixed) * DS_BYTES..need_bytes];
-    let payload = parse_payload(ctrl.opcode, rest)?;
-    Ok(SendWqe {
-        ctrl,
-        raddr,
-        atomic,
-        payload,
-    })
+    Ok((fixed, parse_payload(ctrl.opcode, rest)?))
 }
 
 fn parse_payload(opcode: u8, rest: &[u8]) -> Result<Payload<'_>, WqeError> {
