@@ -213,6 +213,15 @@ impl Vm {
         Ok(())
     }
 
+    /// Brings in what the next [`Self::scan`] reads first (see `VmMonitor::prefetch`).
+    pub fn prefetch(&self) {
+        if let Some(mem) = &self.mem {
+            for w in &self.watches {
+                w.mon.prefetch(&**mem);
+            }
+        }
+    }
+
     /// Scans every monitor (the budget split between them) and returns what happened since
     /// the last scan.
     pub fn scan(&mut self, budget: u32) -> Counters {

@@ -57,6 +57,13 @@ pub trait GuestMemory: Send + Sync {
     /// Copies `data` into guest memory starting at `addr`.
     fn write(&self, addr: GuestAddress, data: &[u8]) -> Result<(), MemError>;
 
+    /// A hint that `addr` will be read soon (a cache prefetch where memory is mapped). Never
+    /// fails, never faults: an address outside guest RAM is ignored.
+    #[inline]
+    fn prefetch(&self, addr: GuestAddress) {
+        let _ = addr;
+    }
+
     /// Reads one byte.
     fn read_u8(&self, addr: GuestAddress) -> Result<u8, MemError> {
         let mut b = [0u8; 1];
@@ -107,5 +114,8 @@ impl<T: GuestMemory + ?Sized> GuestMemory for std::sync::Arc<T> {
     }
     fn read_u8(&self, addr: GuestAddress) -> Result<u8, MemError> {
         (**self).read_u8(addr)
+    }
+    fn prefetch(&self, addr: GuestAddress) {
+        (**self).prefetch(addr);
     }
 }

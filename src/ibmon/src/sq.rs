@@ -129,7 +129,8 @@ impl SqCursor {
         if dist >= sq.wqe_cnt {
             return Err(SqAnomaly::IndexMismatch);
         }
-        let bb = read_first_bb(mem, sq, self.p).ok_or(SqAnomaly::IndexMismatch)?;
+        let mut bb = FirstBb([0; FIRST]);
+        read_first_bb(mem, sq, self.p, &mut bb).ok_or(SqAnomaly::IndexMismatch)?;
         let ctrl = bb.ctrl();
         check_ctrl(&ctrl, index16(self.p), qpn)?;
         let bbs = ctrl.bbs();
@@ -162,7 +163,8 @@ impl SqCursor {
     ) -> Result<(), SqAnomaly> {
         self.walk = None;
         let at = (self.p & !0xffff) | u32::from(walk.until);
-        let bb = read_first_bb(mem, sq, at).ok_or(SqAnomaly::IndexMismatch)?;
+        let mut bb = FirstBb([0; FIRST]);
+        read_first_bb(mem, sq, at, &mut bb).ok_or(SqAnomaly::IndexMismatch)?;
         let ctrl = bb.ctrl();
         check_ctrl(&ctrl, walk.until, qpn)?;
         if walk.last == Last::Count {
@@ -190,11 +192,15 @@ impl FirstBb {
     }
 }
 
-fn read_first_bb<M: GuestMemory + ?Sized>(mem: &M, sq: &SqLayout, p: u32) -> Option<FirstBb> {
-    let mut b = [0u8; FIRST];
+#[inline]
+fn read_first_bb<M: GuestMemory + ?Sized>(
+    mem: &M,
+    sq: &SqLayout,
+    p: u32,
+    bb: &mut FirstBb,
+) -> Option<()> {
     let slot = u64::from(p & (sq.wqe_cnt - 1)) * SEND_WQE_BB;
-    sq.ring.read(mem, slot, &mut b).ok()?;
-    Some(FirstBb(b))
+    sq.ring.read(mem, slot, &mut bb.0).ok()
 }
 
 fn check_ctrl(ctrl: &CtrlSeg, index: u16, qpn: u32) -> Result<(), SqAnomaly> {
