@@ -8,6 +8,7 @@
 mod demo;
 mod host;
 mod ibmon;
+mod lab;
 mod price;
 mod top;
 
@@ -37,6 +38,9 @@ enum Command {
     Demo(demo::DemoArgs),
     /// Run a scenario's guests on the embedded host (processes + softhca + caps).
     Host(host::HostArgs),
+    /// The lab: a whole host in virtual time (deterministic).
+    #[command(subcommand)]
+    Lab(lab::LabCommand),
     /// The dashboard: every VM's CPU, cap, Resos, RDMA traffic and latency, live (or --batch).
     Top(top::TopArgs),
     /// One snapshot of the daemon's view of every VM.
@@ -70,6 +74,7 @@ fn main() -> ExitCode {
         Command::Price(c) => price::run(c),
         Command::Demo(a) => demo::run(a),
         Command::Host(a) => host::run(a),
+        Command::Lab(c) => lab::run(c),
         Command::Top(a) => top::run(a),
         Command::Status(a) => top::status(a),
         Command::Agent { args } => {

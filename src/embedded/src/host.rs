@@ -134,15 +134,7 @@ impl std::fmt::Debug for EmbeddedHost {
 
 /// The link a scenario asks for.
 pub fn link_of(s: &Scenario) -> LinkConfig {
-    // The scenario's loader refuses unknown presets.
-    let mut l = LinkConfig::preset(&s.link.preset).unwrap_or_default();
-    if let Some(g) = s.link.gbps {
-        l.bits_per_sec = (g * 1e9) as u64;
-    }
-    if let Some(us) = s.link.base_latency_us {
-        l.base_latency_ns = (us * 1000.0) as u64;
-    }
-    l
+    s.link_config()
 }
 
 fn serve_control(

@@ -213,6 +213,20 @@ fn valid_name(s: &str) -> bool {
 }
 
 impl Scenario {
+    /// The link the scenario asks for: its preset, with the rate and base latency overridden.
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    pub fn link_config(&self) -> resex_softhca::LinkConfig {
+        // The loader refuses unknown presets.
+        let mut l = resex_softhca::LinkConfig::preset(&self.link.preset).unwrap_or_default();
+        if let Some(g) = self.link.gbps {
+            l.bits_per_sec = (g * 1e9) as u64;
+        }
+        if let Some(us) = self.link.base_latency_us {
+            l.base_latency_ns = (us * 1000.0) as u64;
+        }
+        l
+    }
+
     /// Parses and validates scenario text.
     pub fn from_toml(text: &str) -> Result<Scenario, ScenarioError> {
         let s: Scenario = toml::from_str(text).map_err(|e| ScenarioError::Parse(e.to_string()))?;

@@ -1,0 +1,21 @@
+//! The lab: a whole host replayed in virtual time, deterministically.
+//!
+//! Guests are workload models (a BenchEx server: orders arrive, are computed, and answered
+//! with an RDMA WRITE of the scenario's buffer size) on a vCPU under a cap; they post real mlx5
+//! work requests into simulated guest memory through the shim; softhca and its link model run
+//! on a virtual clock; the real monitor (IBMon) reads those rings; the real pricing engine sets
+//! caps, applied after a configurable actuator delay. The scenario format is the embedded
+//! host's.
+//!
+//! - [`vcpu`]: the vCPU under a cap (credit2-like: cap% of each 10 ms period, parked when spent).
+//! - [`server`]: the BenchEx server model.
+//! - [`host`]: the lab host and its loop.
+//! - [`result`]: what a run reports.
+
+pub mod host;
+pub mod result;
+pub mod server;
+pub mod vcpu;
+
+pub use host::{LabConfig, LabError, LabHost};
+pub use result::{HostResult, LabResult, VmResult};

@@ -1,0 +1,197 @@
+//! The BenchEx server as a workload model: orders arrive (open loop at a rate, or back to back
+//! in closed loop), each is computed on the vCPU, then answered with one signalled RDMA WRITE
+//! of the buffer size through the shim; the server busy-polls its CQ, as the paper's BenchEx
+//! does, so it uses its whole vCPU share and a cap bounds how fast it can post. Its latency per
+//! order (arrival to the completion it sees) goes to a recorder, as the agent reports it.
+
+use crate::vcpu::Vcpu;
+use resex_shim::provider::{access, Mr, QpAddr, RemoteAddr};
+use resex_shim::{
+    CompletionQueue, LatencyRecorder, Provider, QpInit, QueuePair, SendOp, SendWr, Wc,
+};
+use std::collections::VecDeque;
+
+/// A server's work, from its scenario.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Work {
+    /// Reply bytes.
+    pub buffer: u64,
+    /// Orders per second (0: closed loop, always one ready).
+    pub rate: f64,
+    /// CPU time per order before its reply is posted, ns (pricing plus copying the reply).
+    pub compute_ns: u64,
+    /// First arrival, ns.
+    pub start_ns: u64,
+}
+
+/// CPU cost model: 0.5 us per option priced, 0.1 us per KiB of reply copied.
+pub fn compute_ns(options: u32, buffer: u64) -> u64 {
+    u64::from(options) * 500 + buffer / 1024 * 100
+}
+
+enum State {
+    Ready,
+    Computing { arrived: u64, left: u64 },
+    Waiting { arrived: u64 },
+}
+
+/// One server: its QP, its reply buffer, its queue and its vCPU.
+pub struct Server {
+    /// Its vCPU.
+    pub vcpu: Vcpu,
+    work: Work,
+    qp: Box<dyn QueuePair>,
+    cq: Box<dyn CompletionQueue>,
+    buf: Mr,
+    dst: RemoteAddr,
+    queue: VecDeque<u64>,
+    next_arrival: u64,
+    state: State,
+    wcs: Vec<Wc>,
+    next_id: u64,
+    /// Every order's latency over the run.
+    pub all: LatencyRecorder,
+    /// Orders since the last report.
+    pub interval: LatencyRecorder,
+    /// Orders answered.
+    pub done: u64,
+    /// Errors seen on completions.
+    pub errors: u64,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Server {{ qpn: {}, done: {} }}",
+            self.qp.qpn(),
+            self.done
+        )
+    }
+}
+
+impl Server {
+    /// A server on `p` whose replies go to `dst` through a QP connected to `remote`.
+    pub fn new(
+        p: &dyn Provider,
+        work: Work,
+        path_mtu: u32,
+        remote: QpAddr,
+        dst: RemoteAddr,
+    ) -> Result<(Self, u32), resex_shim::ShimError> {
+        let cq = p.create_cq(64)?;
+        let init = QpInit {
+            max_send_wr: 64,
+            max_recv_wr: 0,
+            path_mtu,
+            ..QpInit::default()
+        };
+        let mut qp = p.create_qp(&init, cq.cqn(), cq.cqn())?;
+        qp.connect(remote)?;
+        let buf = p.reg_mr(&p.alloc(work.buffer.max(1))?, access::LOCAL_WRITE)?;
+        let qpn = qp.qpn();
+        Ok((
+            Self {
+                vcpu: Vcpu::new(),
+                work,
+                qp,
+                cq,
+                buf,
+                dst,
+                queue: VecDeque::new(),
+                next_arrival: work.start_ns,
+                state: State::Ready,
+                wcs: Vec::new(),
+                next_id: 0,
+                all: LatencyRecorder::new(),
+                interval: LatencyRecorder::new(),
+                done: 0,
+                errors: 0,
+            },
+            qpn,
+        ))
+    }
+
+    /// The QP number (for the monitor's registration).
+    pub fn qpn(&self) -> u32 {
+        self.qp.qpn()
+    }
+
+    /// Orders waiting (not yet computed).
+    pub fn backlog(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// Advances the server by one step of `dt_ns` ending at `now_ns`.
+    pub fn step(&mut self, now_ns: u64, dt_ns: u64) -> Result<(), resex_shim::ShimError> {
+        if now_ns < self.work.start_ns {
+            return Ok(());
+        }
+        // Open loop: orders arrive on schedule whatever the server is doing.
+        if self.work.rate > 0.0 {
+            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+            let gap = (1e9 / self.work.rate).max(1.0) as u64;
+            while self.next_arrival <= now_ns {
+                self.queue.push_back(self.next_arrival);
+                self.next_arrival += gap;
+            }
+        }
+        if !self.vcpu.can_run(now_ns) {
+            return Ok(()); // parked: completions wait in the CQ unseen
+        }
+        // The server busy-polls: it runs (and is charged) for the whole step.
+        self.vcpu.run(dt_ns);
+        loop {
+            match self.state {
+                State::Waiting { arrived } => {
+                    self.wcs.clear();
+                    self.cq.poll(&mut self.wcs, 4)?;
+                    let Some(wc) = self.wcs.first() else {
+                        return Ok(());
+                    };
+                    if !matches!(wc.status, resex_shim::WcStatus::Success) {
+                        self.errors += 1;
+                    }
+                    self.all.record(arrived, now_ns);
+                    self.interval.record(arrived, now_ns);
+                    self.done += 1;
+                    self.state = State::Ready;
+                }
+                State::Ready => {
+                    let arrived = if self.work.rate > 0.0 {
+                        match self.queue.pop_front() {
+                            Some(a) => a,
+                            None => return Ok(()),
+                        }
+                    } else {
+                        now_ns
+                    };
+                    self.state = State::Computing {
+                        arrived,
+                        left: self.work.compute_ns,
+                    };
+                }
+                State::Computing { arrived, left } => {
+                    if left > dt_ns {
+                        self.state = State::Computing {
+                            arrived,
+                            left: left - dt_ns,
+                        };
+                        return Ok(());
+                    }
+                    let len = u32::try_from(self.work.buffer).unwrap_or(u32::MAX);
+                    self.next_id += 1;
+                    self.qp.post_send(&[SendWr {
+                        wr_id: self.next_id,
+                        op: SendOp::Write(self.dst),
+                        sges: &[self.buf.sge(0, len)],
+                        inline: None,
+                        signaled: true,
+                    }])?;
+                    self.state = State::Waiting { arrived };
+                    return Ok(());
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,142 @@
+//! The lab against figures computed by hand, its determinism, and the direction of the paper's
+//! findings at a reduced duration.
+
+use resex_lab::{LabConfig, LabHost, LabResult};
+use resex_pricing::PolicyConfig;
+use resex_scenario::Scenario;
+
+fn run(toml: &str, cfg: LabConfig) -> LabResult {
+    let s = Scenario::from_toml(toml).unwrap();
+    LabHost::new(&s, cfg).unwrap().run(|_, _| {}).unwrap()
+}
+
+fn policy(name: &str) -> Option<(String, PolicyConfig)> {
+    let path = format!("{}/../../policies/{name}.toml", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(path).unwrap();
+    Some((name.to_owned(), PolicyConfig::from_toml(&text).unwrap()))
+}
+
+const ALONE: &str = r#"
+name = "alone"
+duration_s = 1.0
+[[guest]]
+name = "v"
+[guest.benchex]
+buffer = "64KiB"
+compute = 20
+rate = 1000.0
+"#;
+
+#[test]
+fn one_vm_alone_waits_for_compute_serialisation_and_the_base_latency() {
+    let r = run(ALONE, LabConfig::default());
+    let v = &r.vms[0];
+    // 64 packets of 1 024 B + 30 B of headers at 8 Gb/s, the last one store-and-forwarded
+    // through the receiving port, plus 1 us of base latency each way (data, then the ack).
+    let wire_us = 64.0 * 1054.0 * 8.0 / 8e3 + 1054.0 * 8.0 / 8e3 + 2.0;
+    // 20 options at 0.5 us and 64 KiB copied at 0.1 us per KiB.
+    let compute_us = 10.0 + 6.4;
+    let want = wire_us + compute_us;
+    let mean = v.lat_mean_us.unwrap();
+    // Guests react in steps of 5 us: each of compute, post and completion may wait one step.
+    assert!(
+        mean >= want && mean <= want + 15.0,
+        "mean {mean:.1} us, by hand {want:.1} us"
+    );
+    assert_eq!(v.requests, 1000, "{v:?}");
+    assert_eq!(v.mtus, 64 * 1000, "the monitor counted every packet");
+    let mbps = 64.0 * 1024.0 * 8.0 * 1000.0 / 1e6;
+    assert!((v.tx_mbps - mbps).abs() < 1.0, "{} vs {mbps}", v.tx_mbps);
+}
+
+#[test]
+fn two_equal_vms_share_the_link_evenly() {
+    let r = run(
+        r#"
+name = "pair"
+duration_s = 1.0
+[[guest]]
+name = "a"
+[guest.benchex]
+buffer = "1MiB"
+rate = 0.0
+[[guest]]
+name = "b"
+[guest.benchex]
+buffer = "1MiB"
+rate = 0.0
+"#,
+        LabConfig::default(),
+    );
+    let (a, b) = (r.vms[0].tx_mbps, r.vms[1].tx_mbps);
+    assert!((a - b).abs() / (a + b) < 0.02, "{a} vs {b}");
+    assert!(
+        r.host.link_util > 0.5 && r.host.link_util <= 1.0,
+        "{}",
+        r.host.link_util
+    );
+}
+
+#[test]
+fn the_same_seed_gives_the_same_bytes_and_another_seed_runs_too() {
+    let paper = std::fs::read_to_string(format!(
+        "{}/../../tools/scenarios/paper-pair.toml",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap();
+    let cfg = |seed| LabConfig {
+        seed,
+        duration_s: Some(2.5),
+        policy: policy("ioshares"),
+        ..LabConfig::default()
+    };
+    let one = serde_json::to_string(&run(&paper, cfg(7))).unwrap();
+    let two = serde_json::to_string(&run(&paper, cfg(7))).unwrap();
+    assert_eq!(one, two);
+    let other = run(&paper, cfg(8));
+    assert_eq!(other.seed, 8);
+}
+
+#[test]
+fn the_papers_directions_hold_in_virtual_time() {
+    let paper = std::fs::read_to_string(format!(
+        "{}/../../tools/scenarios/paper-pair.toml",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap();
+    let with = |p: Option<(String, PolicyConfig)>| {
+        run(
+            &paper,
+            LabConfig {
+                duration_s: Some(6.0),
+                policy: p,
+                ..LabConfig::default()
+            },
+        )
+    };
+    let alone = run(ALONE, LabConfig::default()).vms[0].lat_mean_us.unwrap();
+    let none = with(None);
+    let ios = with(policy("ioshares"));
+    let victim = |r: &LabResult| r.vms[0].lat_mean_us.unwrap();
+    let interferer = |r: &LabResult| r.vms[1].tx_mbps;
+    // Interference is visible: the victim is slower than alone.
+    assert!(
+        victim(&none) > alone * 1.3,
+        "{} vs alone {alone}",
+        victim(&none)
+    );
+    // IOShares caps the interferer, which then sends less, and the victim gets closer to base.
+    assert!(ios.vms[1].cap_min < 100.0, "{:?}", ios.vms[1]);
+    assert!(
+        interferer(&ios) < interferer(&none) * 0.9,
+        "{} vs {}",
+        interferer(&ios),
+        interferer(&none)
+    );
+    assert!(
+        victim(&ios) < victim(&none),
+        "{} vs {}",
+        victim(&ios),
+        victim(&none)
+    );
+}
