@@ -83,13 +83,17 @@ fn run_one(a: &RunArgs) -> Result<()> {
         eprintln!();
     }
     let mut out = std::io::stdout().lock();
-    if a.json {
-        serde_json::to_writer_pretty(&mut out, &result)?;
-        writeln!(out)?;
+    let written = if a.json {
+        serde_json::to_writer_pretty(&mut out, &result)
+            .map_err(std::io::Error::from)
+            .and_then(|()| writeln!(out))
     } else {
-        table(&mut out, &result)?;
+        table(&mut out, &result)
+    };
+    match written {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()), // `| head` had enough
+        r => Ok(r?),
     }
-    Ok(())
 }
 
 fn table(out: &mut dyn Write, r: &LabResult) -> std::io::Result<()> {
