@@ -35,6 +35,9 @@ pub struct LabConfig {
     pub policy: Option<(String, PolicyConfig)>,
     /// Virtual seconds to run (`None`: the scenario's duration).
     pub duration_s: Option<f64>,
+    /// Jump over steps in which nothing can happen (the result is the same as stepping every
+    /// `dt_ns`; a test holds it to that).
+    pub skip_idle: bool,
 }
 
 impl Default for LabConfig {
@@ -47,6 +50,7 @@ impl Default for LabConfig {
             actuator_delay_ns: 0,
             policy: None,
             duration_s: None,
+            skip_idle: true,
         }
     }
 }
@@ -286,7 +290,8 @@ impl LabHost {
         let intervals = end / iv;
         let tick = (intervals / 100).max(1);
         for k in 0..intervals {
-            for s in 0..steps_per_interval {
+            let mut s = 0;
+            while s < steps_per_interval {
                 let now = k * iv + (s + 1) * dt;
                 self.hca.poll(now);
                 for g in &mut self.guests {
@@ -299,6 +304,15 @@ impl LabHost {
                     let (_, gi, cap) = self.caps.pop_front().expect("front exists");
                     self.guests[gi].server.vcpu.set_cap(cap);
                 }
+                s += 1;
+                if self.cfg.skip_idle && s < steps_per_interval {
+                    let end = k * iv + steps_per_interval * dt;
+                    let skip = self.idle_steps(now, end);
+                    for g in &mut self.guests {
+                        g.server.skip(now, skip, dt);
+                    }
+                    s += skip;
+                }
             }
             self.interval(k + 1, (k + 1) * iv)?;
             if (k + 1).is_multiple_of(tick) {
@@ -306,6 +320,31 @@ impl LabHost {
             }
         }
         Ok(self.result(duration_s))
+    }
+
+    /// How many steps after `now` nothing can happen in (before `end`, the interval's last
+    /// step, which always runs): no guest event, no HCA event, no cap to apply, and no doorbell
+    /// rung in the step just run.
+    fn idle_steps(&self, now: u64, end: u64) -> u64 {
+        let dt = self.cfg.dt_ns;
+        let grid = |t: u64| t.div_ceil(dt) * dt;
+        let mut next = end;
+        if self.guests.iter().any(|g| g.server.posted) {
+            return 0;
+        }
+        if let Some(d) = self.hca.next_due_ns() {
+            next = next.min(grid(d));
+        }
+        if let Some(c) = self.caps.front() {
+            next = next.min(grid(c.0));
+        }
+        for g in &self.guests {
+            if let Some(t) = g.server.next_event(now, dt) {
+                next = next.min(t);
+            }
+        }
+        // The step at `next` runs; those before it are skipped.
+        next.saturating_sub(now + dt) / dt
     }
 
     /// End of interval `i` at `now`: monitor, reports, pricing, caps.

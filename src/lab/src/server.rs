@@ -57,6 +57,8 @@ pub struct Server {
     pub done: u64,
     /// Errors seen on completions.
     pub errors: u64,
+    /// The last step posted a work request (the HCA must see the next step).
+    pub posted: bool,
 }
 
 impl std::fmt::Debug for Server {
@@ -107,6 +109,7 @@ impl Server {
                 interval: LatencyRecorder::new(),
                 done: 0,
                 errors: 0,
+                posted: false,
             },
             qpn,
         ))
@@ -122,8 +125,63 @@ impl Server {
         self.queue.len()
     }
 
+    /// The first step time after `now_ns` (a multiple of `dt_ns`) at which this server can do
+    /// something of its own: start, take an arrival, finish computing, run out of budget, or
+    /// get a new period's budget. `None`: it only waits for the HCA. Steps before it may be
+    /// skipped with [`Self::skip`].
+    pub fn next_event(&self, now_ns: u64, dt_ns: u64) -> Option<u64> {
+        let grid = |t: u64| t.div_ceil(dt_ns).max(1) * dt_ns;
+        let soon = now_ns + dt_ns;
+        if soon < self.work.start_ns {
+            return Some(grid(self.work.start_ns));
+        }
+        let mut ev: Option<u64> = None;
+        let mut at = |t: u64| ev = Some(ev.map_or(t, |e| e.min(t)));
+        if let Some(left) = self.vcpu.left_ns() {
+            // A capped vCPU: its next period, and the step that spends its budget.
+            at(grid(
+                (now_ns / crate::vcpu::PERIOD_NS + 1) * crate::vcpu::PERIOD_NS,
+            ));
+            if left <= 0 {
+                return ev; // parked until then
+            }
+            let steps = u64::try_from(left).unwrap_or(u64::MAX).div_ceil(dt_ns);
+            at(now_ns + steps.max(1) * dt_ns);
+        }
+        match self.state {
+            State::Waiting { .. } => {}
+            State::Ready if self.work.rate > 0.0 && self.queue.is_empty() => {
+                at(grid(self.next_arrival).max(soon));
+            }
+            State::Ready => at(soon),
+            State::Computing { left, .. } => at(now_ns + left.div_ceil(dt_ns).max(1) * dt_ns),
+        }
+        ev
+    }
+
+    /// Accounts `steps` steps of `dt_ns` in which nothing happens but the server's busy-polling
+    /// (and its computing, if it computes): what [`Self::step`] would have done, in bulk. Only
+    /// valid for steps before [`Self::next_event`].
+    pub fn skip(&mut self, now_ns: u64, steps: u64, dt_ns: u64) {
+        if steps == 0 || now_ns + steps * dt_ns < self.work.start_ns {
+            return;
+        }
+        if !self.vcpu.can_run(now_ns + dt_ns) {
+            return;
+        }
+        let ns = steps * dt_ns;
+        self.vcpu.run(ns);
+        if let State::Computing { arrived, left } = self.state {
+            self.state = State::Computing {
+                arrived,
+                left: left.saturating_sub(ns),
+            };
+        }
+    }
+
     /// Advances the server by one step of `dt_ns` ending at `now_ns`.
     pub fn step(&mut self, now_ns: u64, dt_ns: u64) -> Result<(), resex_shim::ShimError> {
+        self.posted = false;
         if now_ns < self.work.start_ns {
             return Ok(());
         }
@@ -189,6 +247,7 @@ impl Server {
                         signaled: true,
                     }])?;
                     self.state = State::Waiting { arrived };
+                    self.posted = true;
                     return Ok(());
                 }
             }

@@ -62,6 +62,11 @@ impl Vcpu {
         self.left_ns > 0
     }
 
+    /// Run time left in the current period, ns (`None`: uncapped).
+    pub fn left_ns(&self) -> Option<i64> {
+        self.cap_pct.map(|_| self.left_ns)
+    }
+
     /// Accounts `ns` of run time.
     pub fn run(&mut self, ns: u64) {
         self.used_ns += ns;

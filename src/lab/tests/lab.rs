@@ -140,3 +140,28 @@ fn the_papers_directions_hold_in_virtual_time() {
         victim(&none)
     );
 }
+
+#[test]
+fn skipping_idle_steps_gives_exactly_the_result_of_stepping_every_step() {
+    let paper = std::fs::read_to_string(format!(
+        "{}/../../tools/scenarios/paper-pair.toml",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap();
+    for (pol, delay) in [
+        (None, 0),
+        (policy("ioshares"), 3_000_000),
+        (policy("freemarket"), 0),
+    ] {
+        let cfg = |skip_idle| LabConfig {
+            duration_s: Some(2.6),
+            policy: pol.clone(),
+            actuator_delay_ns: delay,
+            skip_idle,
+            ..LabConfig::default()
+        };
+        let fixed = serde_json::to_string(&run(&paper, cfg(false))).unwrap();
+        let skipping = serde_json::to_string(&run(&paper, cfg(true))).unwrap();
+        assert_eq!(fixed, skipping);
+    }
+}

@@ -89,6 +89,12 @@ impl SoftHca {
         st.busy
     }
 
+    /// A lower bound on when the work in flight next needs a poll (ns); `None`: none in flight.
+    /// New doorbells are not included. For a caller that skips idle time (the lab).
+    pub fn next_due_ns(&self) -> Option<u64> {
+        self.lock().next_due_ns()
+    }
+
     /// What the HCA executed on a QP.
     pub fn stats(&self, qpn: u32) -> Option<QpStats> {
         self.lock().stats(qpn)
