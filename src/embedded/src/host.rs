@@ -333,6 +333,16 @@ impl EmbeddedHost {
             pid,
         );
         tracing::info!("{}: pid {pid}, caps by {}", g.name, cgroups.cap.describe());
+        if let Some(c) = g.cap {
+            // The scenario's fixed cap: the domain's own setting, which a daemon saves and
+            // restores like any admin's cap.
+            if let Err(e) = cgroups.cap.set(Some(c)) {
+                tracing::warn!(
+                    "{}: the scenario's cap of {c}% could not be set: {e}",
+                    g.name
+                );
+            }
+        }
         let client_ram = (16 << 20) + 4 * (w.buffer.0 + 4096) * u64::from(w.clients);
         let mut client_prefix = self.cfg.command.benchex_prefix.clone();
         client_prefix.push("client".into());

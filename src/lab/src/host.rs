@@ -217,7 +217,7 @@ impl LabHost {
                 compute_ns: compute_ns(w.compute, w.buffer.0),
                 start_ns: start_ns + phase,
             };
-            let (server, qpn) = Server::new(
+            let (mut server, qpn) = Server::new(
                 &p,
                 work,
                 path_mtu,
@@ -225,6 +225,7 @@ impl LabHost {
                 sink_mr.remote(0),
             )
             .map_err(shim(&g.name))?;
+            server.vcpu.set_cap(g.cap);
             peer.connect(QpAddr::qpn(qpn)).map_err(shim("sink"))?;
             peer_cqs.push(peer_cq);
             let doc = Registration {

@@ -11,8 +11,10 @@
 //! - [`server`]: the BenchEx server model.
 //! - [`host`]: the lab host and its loop.
 //! - [`result`]: what a run reports.
+//! - [`paper`]: the ResEx paper's experiments as lab runs.
 
 pub mod host;
+pub mod paper;
 pub mod result;
 pub mod server;
 pub mod vcpu;

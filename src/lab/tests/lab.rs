@@ -165,3 +165,55 @@ fn skipping_idle_steps_gives_exactly_the_result_of_stepping_every_step() {
         assert_eq!(fixed, skipping);
     }
 }
+
+#[test]
+fn the_paper_experiments_point_the_papers_way() {
+    let root = format!("{}/../../tools/scenarios", env!("CARGO_MANIFEST_DIR"));
+    let load = |p: &str| Scenario::load(std::path::Path::new(&format!("{root}/{p}"))).unwrap();
+    let sc = resex_lab::paper::PaperScenarios {
+        alone: load("paper/alone.toml"),
+        interfered: load("paper/interfered.toml"),
+        pair: load("paper-pair.toml"),
+        same: load("paper/64k-64k.toml"),
+        slow: load("paper/slow-2m.toml"),
+    };
+    let base = LabConfig {
+        duration_s: Some(4.0),
+        ..LabConfig::default()
+    };
+    let rows = resex_lab::paper::run(&sc, &base, &|p| Ok(policy(p).unwrap().1), |_, _| {}).unwrap();
+    let mean = |fig: &str, case: &str, pol: &str| {
+        rows.iter()
+            .find(|r| r.figure == fig && r.case.starts_with(case) && r.policy == pol)
+            .and_then(|r| r.victim_mean_us)
+            .unwrap_or_else(|| panic!("{fig} {case} {pol}: {rows:#?}"))
+    };
+    let alone = mean("1", "alone", "none");
+    let interfered = mean("1", "interfered", "none");
+    assert!(interfered > 1.3 * alone, "Fig. 1: {interfered} vs {alone}");
+    // Figs. 3-4: capping the interferer by the buffer ratio brings the victim near its base.
+    let capped = mean("4", "2 MiB interferer capped at 3.125", "none");
+    assert!(
+        capped < interfered && capped < 1.2 * alone,
+        "Fig. 4: {capped}"
+    );
+    // Figs. 5-7: both policies help; IOShares more.
+    let fm = mean("5/6", "paper pair", "freemarket");
+    let ios = mean("7", "paper pair", "ioshares");
+    assert!(ios < fm, "Fig. 7 vs 5: {ios} vs {fm}");
+    // Fig. 8: without real interference the victim stays at its base.
+    for p in ["freemarket", "ioshares"] {
+        for case in ["64KB-64KB", "64KB-2MB"] {
+            let m = mean("8", case, p);
+            assert!(m < 1.05 * alone, "Fig. 8 {case} {p}: {m} vs {alone}");
+        }
+    }
+    // Fig. 9: IOShares keeps the victim closer to base than FreeMarket at every buffer size.
+    for kib in [256, 512, 1024, 2048] {
+        let case = format!("interferer {kib} KiB");
+        assert!(
+            mean("9", &case, "ioshares") <= mean("9", &case, "freemarket"),
+            "Fig. 9 {kib}"
+        );
+    }
+}

@@ -126,6 +126,10 @@ pub struct GuestSpec {
     /// Its weight for a weighted link split.
     #[serde(default = "one_f")]
     pub weight: f64,
+    /// A fixed CPU cap set when the guest starts, % of one CPU (the admin's own cap, as in the
+    /// paper's Figs. 3 and 4; a policy may change it). None: uncapped.
+    #[serde(default)]
+    pub cap: Option<f64>,
     /// The BenchEx server it runs and the clients that load it.
     pub benchex: Workload,
 }
@@ -283,6 +287,14 @@ impl Scenario {
             }
             if !(1..=64).contains(&g.vcpus) {
                 return Err(at(format!("vcpus = {} must be 1..=64", g.vcpus)));
+            }
+            if let Some(c) = g.cap {
+                if !(c.is_finite() && c > 0.0 && c <= 100.0 * f64::from(g.vcpus)) {
+                    return Err(at(format!(
+                        "cap = {c} must be in (0, {}] (% of one CPU)",
+                        100 * g.vcpus
+                    )));
+                }
             }
             let w = &g.benchex;
             let min_ram = (8 << 20) + 4 * (w.buffer.0 + 4096) * u64::from(w.clients.max(1));
