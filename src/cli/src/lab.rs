@@ -38,6 +38,9 @@ pub struct PaperArgs {
     /// Print the rows as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Also write one SVG plot per figure into DIR.
+    #[arg(long, value_name = "DIR")]
+    pub plot: Option<PathBuf>,
 }
 
 /// Options of `resex lab run`.
@@ -105,6 +108,11 @@ fn paper(a: &PaperArgs) -> Result<()> {
     })?;
     if tty {
         eprintln!();
+    }
+    if let Some(dir) = &a.plot {
+        for p in crate::lab_plot::paper(&rows, dir)? {
+            eprintln!("wrote {}", p.display());
+        }
     }
     let mut out = std::io::stdout().lock();
     if a.json {

@@ -1,0 +1,144 @@
+//! SVG plots of `resex lab paper` (plotters, SVG backend: no system library): per figure, the
+//! reporting VM's mean latency for each case, beside its latency alone.
+
+use anyhow::{Context, Result};
+use plotters::prelude::*;
+use resex_lab::paper::Row;
+use std::path::{Path, PathBuf};
+
+/// Writes one SVG per figure into `dir`; returns their paths.
+pub fn paper(rows: &[Row], dir: &Path) -> Result<Vec<PathBuf>> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let alone = rows
+        .iter()
+        .find(|r| r.figure == "1" && r.case == "alone")
+        .and_then(|r| r.victim_mean_us);
+    let mut figures: Vec<&str> = rows.iter().map(|r| r.figure).collect();
+    figures.dedup();
+    let mut out = Vec::new();
+    for fig in figures {
+        let pts: Vec<&Row> = rows.iter().filter(|r| r.figure == fig).collect();
+        let path = dir.join(format!("fig{}.svg", fig.replace('/', "-")));
+        bars(fig, &pts, alone, &path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        out.push(path);
+    }
+    Ok(out)
+}
+
+fn label(r: &Row) -> String {
+    let mut l: String = r.case.chars().take(24).collect();
+    match r.policy.as_str() {
+        "none" => {}
+        "freemarket" => l.push_str(" FM"),
+        "ioshares" => l.push_str(" IOS"),
+        p => l.push_str(&format!(" {p}")),
+    }
+    l
+}
+
+fn bars(
+    fig: &str,
+    pts: &[&Row],
+    alone: Option<f64>,
+    path: &Path,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let n = u32::try_from(pts.len()).unwrap_or(u32::MAX);
+    let top = pts
+        .iter()
+        .filter_map(|r| r.victim_mean_us)
+        .chain(alone)
+        .fold(1.0_f64, f64::max)
+        * 1.15;
+    let root = SVGBackend::new(path, (160 + 110 * n.max(2), 480)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let mut c = ChartBuilder::on(&root)
+        .caption(
+            format!("Fig. {fig}: the 64 KiB reporting VM's mean latency (lab)"),
+            ("sans-serif", 18),
+        )
+        .margin(12)
+        .x_label_area_size(120)
+        .y_label_area_size(60)
+        .build_cartesian_2d((0u32..n).into_segmented(), 0f64..top)?;
+    let labels: Vec<String> = pts.iter().map(|r| label(r)).collect();
+    c.configure_mesh()
+        .disable_x_mesh()
+        .y_desc("mean latency, us")
+        .x_labels(pts.len())
+        .x_label_formatter(&|v| match v {
+            SegmentValue::CenterOf(i) => labels.get(*i as usize).cloned().unwrap_or_default(),
+            _ => String::new(),
+        })
+        .x_label_style(
+            ("sans-serif", 11)
+                .into_font()
+                .transform(FontTransform::Rotate90),
+        )
+        .draw()?;
+    c.draw_series(pts.iter().enumerate().filter_map(|(i, r)| {
+        let i = u32::try_from(i).ok()?;
+        let y = r.victim_mean_us?;
+        let mut b = Rectangle::new(
+            [
+                (SegmentValue::Exact(i), 0.0),
+                (SegmentValue::Exact(i + 1), y),
+            ],
+            BLUE.mix(0.7).filled(),
+        );
+        b.set_margin(0, 0, 8, 8);
+        Some(b)
+    }))?;
+    if let Some(a) = alone {
+        c.draw_series(LineSeries::new(
+            [(SegmentValue::Exact(0), a), (SegmentValue::Exact(n), a)],
+            RED.stroke_width(2),
+        ))?
+        .label(format!("alone: {a:.1} us"))
+        .legend(|(x, y)| PathElement::new([(x, y), (x + 20, y)], RED));
+        c.configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .draw()?;
+    }
+    root.present()?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(figure: &'static str, case: &str, policy: &str, mean: f64) -> Row {
+        Row {
+            figure,
+            case: case.into(),
+            policy: policy.into(),
+            victim_mean_us: Some(mean),
+            victim_p99_us: Some(mean),
+            other_mbps: None,
+            other_cap_mean: None,
+            other_balance_min: None,
+        }
+    }
+
+    #[test]
+    fn one_svg_per_figure_with_a_bar_per_case_and_the_base_line() {
+        let rows = vec![
+            row("1", "alone", "none", 97.0),
+            row("1", "interfered (2 MiB)", "none", 154.0),
+            row("9", "interferer 256 KiB", "freemarket", 125.0),
+            row("9", "interferer 256 KiB", "ioshares", 117.0),
+            row("9", "interferer 512 KiB", "ioshares", 111.0),
+        ];
+        let dir = tempfile::tempdir().unwrap();
+        let files = paper(&rows, dir.path()).unwrap();
+        assert_eq!(files.len(), 2);
+        let fig9 = std::fs::read_to_string(dir.path().join("fig9.svg")).unwrap();
+        assert!(fig9.starts_with("<svg"), "{}", &fig9[..40]);
+        assert!(fig9.contains("Fig. 9"));
+        assert!(fig9.contains("interferer 256 KiB IOS") && fig9.contains("interferer 256 KiB FM"));
+        assert!(fig9.contains("alone: 97.0 us"));
+        let bars = fig9.matches("opacity=\"0.7\" fill=\"#0000FF\"").count();
+        assert_eq!(bars, 3, "one bar per case");
+    }
+}
