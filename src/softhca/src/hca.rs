@@ -89,6 +89,13 @@ impl HcaState {
         }
     }
 
+    /// Like [`Self::warn`] (rate-limited), for what is normal but worth a line at info level.
+    fn note(&mut self, qpn: u32, what: &str) {
+        if let Some(n) = self.limiter.hit() {
+            tracing::info!(qpn, occurrences = n, "softhca: {what}");
+        }
+    }
+
     /// One step: fetch, transmit, complete, all up to `now_ns`.
     pub fn poll(&mut self, now_ns: u64) {
         let now = now_ns.saturating_mul(1000);
@@ -329,7 +336,9 @@ impl HcaState {
                     let w = &mut q.wrs[i];
                     w.error = Some(syndrome::TRANSPORT_RETRY_EXC);
                     w.ack_ps = Some(now + TRANSPORT_RETRY_PS);
-                    self.warn(qpn, "remote QP gone: transport retries exceeded");
+                    // A peer going away is normal (it shut down); the requester learns it from
+                    // the error completion, so this is not a warning.
+                    self.note(qpn, "remote QP gone: transport retries exceeded");
                 }
                 let Some(q) = self.qps.get_mut(&qpn) else {
                     continue;
