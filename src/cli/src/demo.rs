@@ -3,7 +3,7 @@
 //! `interfered` (both, no policy), `freemarket` and `ioshares`. Prints a live table (the
 //! dashboard arrives with `resex top`) and, at the end, one line per phase.
 
-use crate::host::host_config;
+use crate::host::start_host;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use resex_backend::local::LocalBackend;
@@ -150,14 +150,7 @@ pub fn run(a: DemoArgs) -> Result<()> {
         .run_dir
         .clone()
         .unwrap_or_else(|| std::env::temp_dir().join(format!("resex-demo-{}", std::process::id())));
-    let stop = Arc::new(AtomicBool::new(false));
-    for s in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
-        signal_hook::flag::register(s, stop.clone())?;
-    }
-    let mut host = EmbeddedHost::new(
-        &scenario,
-        host_config(&run_dir, a.caps, a.keep_logs.clone())?,
-    )?;
+    let (mut host, stop) = start_host(&scenario, &run_dir, a.caps, a.keep_logs.clone())?;
     let cfg = resex_daemon::config::Config {
         run_dir: Some(run_dir.clone()),
         state_dir: Some(run_dir.join("state")),

@@ -69,6 +69,21 @@ pub fn host_config(
     })
 }
 
+/// The embedded host for `scenario`, and a flag that SIGTERM and SIGINT set.
+pub fn start_host(
+    scenario: &Scenario,
+    run_dir: &Path,
+    caps: CapMode,
+    keep_logs: Option<PathBuf>,
+) -> Result<(EmbeddedHost, Arc<AtomicBool>)> {
+    let stop = Arc::new(AtomicBool::new(false));
+    for s in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::flag::register(s, stop.clone())?;
+    }
+    let host = EmbeddedHost::new(scenario, host_config(run_dir, caps, keep_logs)?)?;
+    Ok((host, stop))
+}
+
 /// Loads a policy file named by a scenario.
 pub fn scenario_policy(
     s: &Scenario,
@@ -87,14 +102,7 @@ pub fn scenario_policy(
 pub fn run(a: HostArgs) -> Result<()> {
     let scenario = Scenario::load(&a.scenario)?;
     let run_dir = a.run_dir.clone().unwrap_or_else(default_run_dir);
-    let stop = Arc::new(AtomicBool::new(false));
-    for s in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
-        signal_hook::flag::register(s, stop.clone())?;
-    }
-    let mut host = EmbeddedHost::new(
-        &scenario,
-        host_config(&run_dir, a.caps, a.keep_logs.clone())?,
-    )?;
+    let (mut host, stop) = start_host(&scenario, &run_dir, a.caps, a.keep_logs.clone())?;
     let daemon = if a.daemon {
         let cfg = resex_daemon::config::Config {
             run_dir: Some(run_dir.clone()),

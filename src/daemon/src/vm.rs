@@ -71,7 +71,7 @@ pub struct Vm {
     /// The VM's quiet latency, learned from its reports whatever the policy (the mean of its
     /// first ten reports, then lowered by any faster one), handed to each new policy.
     pub baseline: Option<resex_pricing::Baseline>,
-    learn: (u32, f64, f64),
+    learner: resex_pricing::BaselineLearner,
 }
 
 impl std::fmt::Debug for Vm {
@@ -114,33 +114,14 @@ impl Vm {
             cap_mechanism: String::new(),
             cpu_pct: 0.0,
             baseline: None,
-            learn: (0, 0.0, 0.0),
+            learner: resex_pricing::BaselineLearner::default(),
         }
     }
 
     /// Learns the baseline from a report.
     pub fn learn(&mut self, r: &LatencyReport) {
-        if r.count == 0 || !(r.mean_ns.is_finite() && r.stddev_ns.is_finite()) {
-            return;
-        }
-        match &mut self.baseline {
-            None => {
-                self.learn.0 += 1;
-                self.learn.1 += r.mean_ns;
-                self.learn.2 += r.stddev_ns;
-                if self.learn.0 >= 10 {
-                    let n = f64::from(self.learn.0);
-                    self.baseline = Some(resex_pricing::Baseline {
-                        mean_ns: self.learn.1 / n,
-                        stddev_ns: self.learn.2 / n,
-                    });
-                }
-            }
-            Some(b) => {
-                b.mean_ns = b.mean_ns.min(r.mean_ns);
-                b.stddev_ns = b.stddev_ns.min(r.stddev_ns);
-            }
-        }
+        self.learner.learn(r);
+        self.baseline = self.learner.baseline();
     }
 
     /// Queue pairs monitored.

@@ -8,7 +8,7 @@ use resex_guestmem::{GuestMemory, VecMemory};
 use resex_ibmon::registry::{validate, Limits};
 use resex_ibmon::{Counters, VmMonitor};
 use resex_pricing::{
-    Baseline, Engine, IntervalInput, LatencyReport, PolicyConfig, VmId, VmSpec, VmUsage,
+    BaselineLearner, Engine, IntervalInput, LatencyReport, PolicyConfig, VmId, VmSpec, VmUsage,
 };
 use resex_proto::{Registration, REGISTRATION_VERSION};
 use resex_scenario::Scenario;
@@ -96,8 +96,7 @@ struct Guest {
     /// Sink-side QP, kept alive for the run.
     _peer: Box<dyn QueuePair>,
     in_engine: bool,
-    learn: (u32, f64, f64),
-    baseline: Option<Baseline>,
+    learner: BaselineLearner,
     intervals: u64,
     cpu_sum: f64,
     cap_sum: f64,
@@ -253,8 +252,7 @@ impl LabHost {
                 monitor: VmMonitor::new(layout),
                 _peer: peer,
                 in_engine: false,
-                learn: (0, 0.0, 0.0),
-                baseline: None,
+                learner: BaselineLearner::default(),
                 intervals: 0,
                 cpu_sum: 0.0,
                 cap_sum: 0.0,
@@ -377,7 +375,7 @@ impl LabHost {
                         #[allow(clippy::cast_precision_loss)]
                         p999_ns: s.p999_ns as f64,
                     };
-                    learn(g, &r);
+                    g.learner.learn(&r);
                     report = Some(r);
                 }
             }
@@ -403,7 +401,7 @@ impl LabHost {
             }
             // A reporting VM joins once its quiet latency is learned (the daemon's rule: the
             // mean of its first ten reports); the others when they start.
-            let ready = !g.reports || g.baseline.is_some();
+            let ready = !g.reports || g.learner.baseline().is_some();
             if ready && !g.in_engine {
                 engine.add_vm(
                     VmSpec {
@@ -412,7 +410,7 @@ impl LabHost {
                         vcpus: g.vcpus,
                         weight: g.weight,
                         sla_threshold: g.sla,
-                        baseline: g.baseline,
+                        baseline: g.learner.baseline(),
                     },
                     i,
                 )?;
@@ -495,28 +493,6 @@ impl LabHost {
             host: HostResult {
                 link_util: link_bits / capacity,
             },
-        }
-    }
-}
-
-/// The daemon's learner: the mean of the first ten reports, then the lowest seen.
-fn learn(g: &mut Guest, r: &LatencyReport) {
-    match &mut g.baseline {
-        None => {
-            g.learn.0 += 1;
-            g.learn.1 += r.mean_ns;
-            g.learn.2 += r.stddev_ns;
-            if g.learn.0 >= 10 {
-                let n = f64::from(g.learn.0);
-                g.baseline = Some(Baseline {
-                    mean_ns: g.learn.1 / n,
-                    stddev_ns: g.learn.2 / n,
-                });
-            }
-        }
-        Some(b) => {
-            b.mean_ns = b.mean_ns.min(r.mean_ns);
-            b.stddev_ns = b.stddev_ns.min(r.stddev_ns);
         }
     }
 }

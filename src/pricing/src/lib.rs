@@ -14,6 +14,7 @@
 #![forbid(unsafe_code)]
 #![cfg_attr(test, allow(clippy::cast_possible_truncation))]
 
+pub mod baseline;
 pub mod config;
 pub mod engine;
 pub mod freemarket;
@@ -24,6 +25,7 @@ pub mod replay;
 pub mod trace;
 pub mod types;
 
+pub use baseline::BaselineLearner;
 pub use config::{ConfigError, PolicyConfig, PolicyKind};
 pub use engine::{Departure, Engine, PricingError};
 pub use ledger::Account;
