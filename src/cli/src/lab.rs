@@ -6,7 +6,7 @@ use clap::{Args, Subcommand};
 use resex_lab::{LabConfig, LabHost, LabResult};
 use resex_scenario::Scenario;
 use std::io::{IsTerminal, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// `resex lab ...`
 #[derive(Debug, Subcommand)]
@@ -15,6 +15,41 @@ pub enum LabCommand {
     Run(RunArgs),
     /// Run the ResEx paper's experiments (Figs. 1, 3-9) and print one row per point.
     Paper(PaperArgs),
+    /// Compare policies on the same scenarios: victim latency, work kept, convergence,
+    /// oscillation.
+    Compare(CompareArgs),
+}
+
+/// Options of `resex lab compare`.
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// Scenarios (default: every .toml in tools/scenarios/compare, by name).
+    pub scenarios: Vec<PathBuf>,
+    /// Policies to compare: names under --policies or files.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "freemarket,ioshares,governor"
+    )]
+    pub policy: Vec<String>,
+    /// Directory of policy files.
+    #[arg(long, default_value = "policies")]
+    pub policies: PathBuf,
+    /// Set every policy's `caps.floor_pct` to this (the same floor for all).
+    #[arg(long, value_name = "PCT")]
+    pub floor: Option<f64>,
+    /// Virtual seconds per run.
+    #[arg(long, default_value_t = 10.0)]
+    pub duration: f64,
+    /// Seed.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// The convergence band: the victim's mean within (1 + this) x its base.
+    #[arg(long, default_value_t = 0.10)]
+    pub within: f64,
+    /// Print the rows as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Options of `resex lab paper`.
@@ -69,12 +104,22 @@ pub struct RunArgs {
     /// Delay between a pricing decision and its cap, ms.
     #[arg(long, default_value_t = 0)]
     pub actuator_delay_ms: u64,
+    /// Leave orders that arrived in the first SECONDS out of the latency figures.
+    #[arg(long, value_name = "SECONDS", default_value_t = 0.0)]
+    pub warmup: f64,
+    /// Include the time series (one point per report period) in the JSON.
+    #[arg(long)]
+    pub series: bool,
+    /// Write the run's time series as DIR/SCENARIO-POLICY.svg (latency, cap, throughput).
+    #[arg(long, value_name = "DIR")]
+    pub plot: Option<PathBuf>,
 }
 
 pub fn run(c: LabCommand) -> Result<()> {
     match c {
         LabCommand::Run(a) => run_one(&a),
         LabCommand::Paper(a) => paper(&a),
+        LabCommand::Compare(a) => crate::lab_compare::compare(&a),
     }
 }
 
@@ -159,8 +204,13 @@ fn run_one(a: &RunArgs) -> Result<()> {
         actuator_delay_ns: a.actuator_delay_ms * 1_000_000,
         policy,
         duration_s: a.duration,
+        warmup_s: a.warmup,
+        series: a.series || a.plot.is_some(),
         ..LabConfig::default()
     };
+    if !(a.warmup.is_finite() && a.warmup >= 0.0) {
+        anyhow::bail!("--warmup must be a number of seconds >= 0");
+    }
     let host = LabHost::new(&scenario, cfg).context("building the lab host")?;
     let tty = std::io::stderr().is_terminal();
     let result = host.run(|done, total| {
@@ -175,6 +225,20 @@ fn run_one(a: &RunArgs) -> Result<()> {
     })?;
     if tty {
         eprintln!();
+    }
+    let mut result = result;
+    if let Some(dir) = &a.plot {
+        // A policy given as a path is named by its file's stem.
+        let policy = Path::new(&result.policy).file_stem().map_or_else(
+            || result.policy.clone(),
+            |s| s.to_string_lossy().into_owned(),
+        );
+        let path = dir.join(format!("{}-{policy}.svg", result.scenario));
+        crate::lab_plot::series(&result, &path)?;
+        eprintln!("lab: wrote {}", path.display());
+        if !a.series {
+            result.series = None;
+        }
     }
     let mut out = std::io::stdout().lock();
     let written = if a.json {

@@ -1,9 +1,11 @@
-//! SVG plots of `resex lab paper` (plotters, SVG backend: no system library): per figure, the
-//! reporting VM's mean latency for each case, beside its latency alone.
+//! SVG plots (plotters, SVG backend: no system library): for `resex lab paper`, per figure, the
+//! reporting VM's mean latency for each case beside its latency alone; for `resex lab run
+//! --plot`, a run's time series (latency, cap and throughput per VM).
 
 use anyhow::{Context, Result};
 use plotters::prelude::*;
 use resex_lab::paper::Row;
+use resex_lab::LabResult;
 use std::path::{Path, PathBuf};
 
 /// Writes one SVG per figure into `dir`; returns their paths.
@@ -98,6 +100,91 @@ fn bars(
         c.configure_series_labels()
             .background_style(WHITE.mix(0.8))
             .border_style(BLACK)
+            .draw()?;
+    }
+    root.present()?;
+    Ok(())
+}
+
+const PALETTE: [RGBColor; 6] = [
+    RGBColor(31, 119, 180),
+    RGBColor(214, 39, 40),
+    RGBColor(44, 160, 44),
+    RGBColor(255, 127, 14),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+];
+
+/// Writes a run's time series as one SVG (three panels: mean latency, cap, throughput per VM);
+/// the run must have recorded its series. At most six VMs are drawn (the first six).
+pub fn series(r: &LabResult, path: &Path) -> Result<()> {
+    let s = r
+        .series
+        .as_ref()
+        .context("the run recorded no time series")?;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    draw_series(r, s, path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+}
+
+type Pick = fn(&resex_lab::VmSeries, usize) -> Option<f64>;
+
+fn draw_series(
+    r: &LabResult,
+    s: &resex_lab::Series,
+    path: &Path,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let root = SVGBackend::new(path, (1000, 900)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let root = root.titled(
+        &format!(
+            "{}: policy {}, seed {} (lab, virtual time)",
+            r.scenario, r.policy, r.seed
+        ),
+        ("sans-serif", 20),
+    )?;
+    let panels = root.split_evenly((3, 1));
+    let t_end = s.t_s.last().copied().unwrap_or(1.0).max(1e-3);
+    let vms: Vec<_> = s.vms.iter().take(PALETTE.len()).collect();
+    let picks: [(&str, Pick); 3] = [
+        ("mean latency per period, us", |v, i| {
+            v.lat_mean_us.get(i).copied().flatten()
+        }),
+        ("cap, % of a CPU", |v, i| v.cap.get(i).copied()),
+        ("reply throughput, Mb/s", |v, i| v.mbps.get(i).copied()),
+    ];
+    for (area, (desc, pick)) in panels.iter().zip(picks) {
+        let top = vms
+            .iter()
+            .flat_map(|v| (0..s.t_s.len()).filter_map(move |i| pick(v, i)))
+            .fold(1.0_f64, f64::max)
+            * 1.1;
+        let mut c = ChartBuilder::on(area)
+            .margin(10)
+            .x_label_area_size(30)
+            .y_label_area_size(60)
+            .build_cartesian_2d(0f64..t_end, 0f64..top)?;
+        c.configure_mesh()
+            .x_desc("virtual time, s")
+            .y_desc(desc)
+            .draw()?;
+        for (k, v) in vms.iter().enumerate() {
+            let colour = PALETTE[k % PALETTE.len()];
+            let pts: Vec<(f64, f64)> = s
+                .t_s
+                .iter()
+                .enumerate()
+                .filter_map(|(i, &t)| pick(v, i).map(|y| (t, y)))
+                .collect();
+            c.draw_series(LineSeries::new(pts, colour.stroke_width(1)))?
+                .label(v.name.clone())
+                .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], colour));
+        }
+        c.configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .position(SeriesLabelPosition::UpperRight)
             .draw()?;
     }
     root.present()?;

@@ -9,6 +9,7 @@ mod demo;
 mod host;
 mod ibmon;
 mod lab;
+mod lab_compare;
 mod lab_plot;
 mod price;
 mod top;

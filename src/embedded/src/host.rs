@@ -64,6 +64,9 @@ pub enum HostError {
     /// Publishing the domain.
     #[error(transparent)]
     Backend(#[from] resex_backend::BackendError),
+    /// A scenario setting only the lab can honour.
+    #[error("guest `{0}`: report_scale (a lying guest) is a lab-only setting; run it with `resex lab run`")]
+    LabOnly(String),
     /// A guest died.
     #[error("guest `{name}` exited ({status}); its log: {log}")]
     GuestExited {
@@ -181,6 +184,9 @@ fn serve_control(
 impl EmbeddedHost {
     /// Starts softhca for `scenario` (no guests yet: see [`Self::start_due`]).
     pub fn new(scenario: &Scenario, cfg: HostConfig) -> Result<Self, HostError> {
+        if let Some(g) = scenario.guests.iter().find(|g| g.report_scale != 1.0) {
+            return Err(HostError::LabOnly(g.name.clone()));
+        }
         let host_id = format!("{}-{}", scenario.name, std::process::id());
         let hca = SoftHca::new(link_of(scenario), 2);
         let thread = hca.spawn(

@@ -2,7 +2,7 @@
 //! scenario guest on port 0, the real monitor reading each guest's rings every interval, the
 //! real pricing engine, and caps applied to the vCPU models after the actuator delay.
 
-use crate::result::{HostResult, LabResult, VmResult};
+use crate::result::{HostResult, LabResult, Series, VmResult, VmSeries};
 use crate::server::{compute_ns, Server, Work};
 use resex_guestmem::{GuestMemory, VecMemory};
 use resex_ibmon::registry::{validate, Limits};
@@ -38,6 +38,10 @@ pub struct LabConfig {
     /// Jump over steps in which nothing can happen (the result is the same as stepping every
     /// `dt_ns`; a test holds it to that).
     pub skip_idle: bool,
+    /// Latency figures of the result leave out orders that arrived before this, virtual seconds.
+    pub warmup_s: f64,
+    /// Record time series (one point per report period) into the result.
+    pub series: bool,
 }
 
 impl Default for LabConfig {
@@ -51,6 +55,8 @@ impl Default for LabConfig {
             policy: None,
             duration_s: None,
             skip_idle: true,
+            warmup_s: 0.0,
+            series: false,
         }
     }
 }
@@ -89,6 +95,8 @@ struct Guest {
     weight: f64,
     sla: Option<f64>,
     reports: bool,
+    report_scale: f64,
+    lie_from_ns: u64,
     start_ns: u64,
     mem: Arc<VecMemory>,
     server: Server,
@@ -103,6 +111,10 @@ struct Guest {
     cap_min: f64,
     balance_min: Option<f64>,
     counted: Counters,
+    /// The latency of the last report period.
+    period: resex_shim::LatencySummary,
+    /// Counted at the last series point.
+    at_point: Counters,
 }
 
 /// A lab host built from a scenario.
@@ -118,6 +130,7 @@ pub struct LabHost {
     engine: Option<Engine>,
     policy: String,
     caps: VecDeque<(u64, usize, Option<f64>)>,
+    series: Option<Series>,
 }
 
 impl std::fmt::Debug for LabHost {
@@ -225,6 +238,10 @@ impl LabHost {
             )
             .map_err(shim(&g.name))?;
             server.vcpu.set_cap(g.cap);
+            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+            {
+                server.measure_from_ns = (cfg.warmup_s.max(0.0) * 1e9) as u64;
+            }
             peer.connect(QpAddr::qpn(qpn)).map_err(shim("sink"))?;
             peer_cqs.push(peer_cq);
             let doc = Registration {
@@ -246,6 +263,9 @@ impl LabHost {
                 weight: g.weight,
                 sla: g.sla_threshold,
                 reports: g.reports,
+                report_scale: g.report_scale,
+                #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+                lie_from_ns: (g.report_scale_from_s * 1e9) as u64,
                 start_ns,
                 mem,
                 server,
@@ -259,6 +279,8 @@ impl LabHost {
                 cap_min: f64::INFINITY,
                 balance_min: None,
                 counted: Counters::default(),
+                at_point: Counters::default(),
+                period: resex_shim::LatencySummary::default(),
             });
         }
         let (engine, policy) = match &cfg.policy {
@@ -276,6 +298,7 @@ impl LabHost {
             engine,
             policy,
             caps: VecDeque::new(),
+            series: None,
         })
     }
 
@@ -350,6 +373,8 @@ impl LabHost {
     fn interval(&mut self, i: u64, now: u64) -> Result<(), LabError> {
         let iv = self.cfg.interval_ns;
         let mut usage = Vec::with_capacity(self.guests.len());
+        let mut bits = 0.0;
+        let header = f64::from(self.link.header_bytes) * 8.0;
         for g in &mut self.guests {
             if now <= g.start_ns {
                 continue;
@@ -357,23 +382,31 @@ impl LabHost {
             g.monitor.scan(&*g.mem, 1 << 16);
             let total = g.monitor.total();
             let d = total - g.counted;
+            #[allow(clippy::cast_precision_loss)]
+            {
+                bits += d.tx_bytes as f64 * 8.0 + d.tx_packets as f64 * header;
+            }
             g.counted = total;
             #[allow(clippy::cast_precision_loss)]
             let cpu_pct = g.server.vcpu.take_used() as f64 * 100.0 / iv as f64;
             let mut report = None;
-            if g.reports && i.is_multiple_of(self.cfg.report_every.max(1)) {
+            if i.is_multiple_of(self.cfg.report_every.max(1)) {
                 let s = g.server.interval.take_interval();
-                if s.count > 0 {
+                g.period = s;
+                if g.reports && s.count > 0 {
+                    let k = if now > g.lie_from_ns {
+                        g.report_scale
+                    } else {
+                        1.0
+                    };
+                    #[allow(clippy::cast_precision_loss)]
                     let r = LatencyReport {
                         count: s.count,
-                        mean_ns: s.mean_ns,
-                        stddev_ns: s.stddev_ns,
-                        #[allow(clippy::cast_precision_loss)]
-                        p50_ns: s.p50_ns as f64,
-                        #[allow(clippy::cast_precision_loss)]
-                        p99_ns: s.p99_ns as f64,
-                        #[allow(clippy::cast_precision_loss)]
-                        p999_ns: s.p999_ns as f64,
+                        mean_ns: s.mean_ns * k,
+                        stddev_ns: s.stddev_ns * k,
+                        p50_ns: s.p50_ns as f64 * k,
+                        p99_ns: s.p99_ns as f64 * k,
+                        p999_ns: s.p999_ns as f64 * k,
                     };
                     g.learner.learn(&r);
                     report = Some(r);
@@ -392,6 +425,77 @@ impl LabHost {
                 report,
             });
         }
+        // What the host measures: the monitor's counts against the port's rate.
+        #[allow(clippy::cast_precision_loss)]
+        let link_util = bits / (self.link.bits_per_sec as f64 * iv as f64 / 1e9);
+        self.price(i, now, &usage, link_util)?;
+        if self.cfg.series && i.is_multiple_of(self.cfg.report_every.max(1)) {
+            self.point(now);
+        }
+        Ok(())
+    }
+
+    /// Appends one series point (the report period that ends at `now`).
+    fn point(&mut self, now: u64) {
+        let period_ns = self.cfg.interval_ns * self.cfg.report_every.max(1);
+        #[allow(clippy::cast_precision_loss)]
+        let secs = period_ns as f64 / 1e9;
+        let header = f64::from(self.link.header_bytes);
+        let n = self.guests.len();
+        let series = self.series.get_or_insert_with(|| Series {
+            vms: Vec::with_capacity(n),
+            ..Series::default()
+        });
+        if series.vms.is_empty() {
+            series.vms = self
+                .guests
+                .iter()
+                .map(|g| VmSeries {
+                    name: g.name.clone(),
+                    ..VmSeries::default()
+                })
+                .collect();
+        }
+        #[allow(clippy::cast_precision_loss)]
+        series.t_s.push(now as f64 / 1e9);
+        let mut bits = 0.0;
+        for (g, vs) in self.guests.iter_mut().zip(&mut series.vms) {
+            let d = g.counted - g.at_point;
+            g.at_point = g.counted;
+            #[allow(clippy::cast_precision_loss)]
+            let (data, pkts) = (d.tx_bytes as f64 * 8.0, d.tx_packets as f64);
+            bits += data + pkts * header * 8.0;
+            let has = g.period.count > 0;
+            #[allow(clippy::cast_precision_loss)]
+            vs.lat_mean_us.push(has.then(|| g.period.mean_ns / 1000.0));
+            #[allow(clippy::cast_precision_loss)]
+            vs.lat_p99_us
+                .push(has.then(|| g.period.p99_ns as f64 / 1000.0));
+            vs.cap
+                .push(g.server.vcpu.cap().unwrap_or(100.0 * f64::from(g.vcpus)));
+            vs.mbps.push(data / secs / 1e6);
+            let rate = self
+                .engine
+                .as_ref()
+                .and_then(|e| e.account(VmId(g.id)))
+                .map_or(1.0, |a| a.rate);
+            vs.rate.push(rate);
+        }
+        #[allow(clippy::cast_precision_loss)]
+        series
+            .link_util
+            .push(bits / (self.link.bits_per_sec as f64 * secs));
+    }
+
+    /// The pricing part of the end of interval `i`.
+    fn price(
+        &mut self,
+        i: u64,
+        now: u64,
+        usage: &[VmUsage],
+        link_util: f64,
+    ) -> Result<(), LabError> {
+        let mut usage = usage.to_vec();
         let Some(engine) = &mut self.engine else {
             return Ok(());
         };
@@ -420,7 +524,7 @@ impl LabHost {
         usage.retain(|u| self.guests.iter().any(|g| g.id == u.vm.0 && g.in_engine));
         let out = engine.step(&IntervalInput {
             interval: i,
-            link_util: None,
+            link_util: Some(link_util),
             usage: &usage,
         })?;
         for row in &out.rows {
@@ -442,7 +546,7 @@ impl LabHost {
         Ok(())
     }
 
-    fn result(&self, duration_s: f64) -> LabResult {
+    fn result(&mut self, duration_s: f64) -> LabResult {
         let us = |ns: f64| ns / 1000.0;
         let mut link_bits = 0.0;
         let vms = self
@@ -493,6 +597,7 @@ impl LabHost {
             host: HostResult {
                 link_util: link_bits / capacity,
             },
+            series: self.series.clone(),
         }
     }
 }

@@ -12,7 +12,9 @@
 //! - [`host`]: the lab host and its loop.
 //! - [`result`]: what a run reports.
 //! - [`paper`]: the ResEx paper's experiments as lab runs.
+//! - [`compare`]: policies side by side on the same scenarios.
 
+pub mod compare;
 pub mod host;
 pub mod paper;
 pub mod result;
@@ -20,4 +22,4 @@ pub mod server;
 pub mod vcpu;
 
 pub use host::{LabConfig, LabError, LabHost};
-pub use result::{HostResult, LabResult, VmResult};
+pub use result::{HostResult, LabResult, Series, VmResult, VmSeries};

@@ -7,7 +7,8 @@ use serde::Serialize;
 pub struct VmResult {
     /// Its name.
     pub name: String,
-    /// Mean server-side latency per order, us (`None`: it answered nothing).
+    /// Mean server-side latency per order, us (`None`: it answered nothing). Latency figures
+    /// cover the orders that arrived after the warm-up (`LabConfig::warmup_s`).
     pub lat_mean_us: Option<f64>,
     /// Median, us.
     pub lat_p50_us: Option<f64>,
@@ -53,4 +54,35 @@ pub struct LabResult {
     pub vms: Vec<VmResult>,
     /// The host.
     pub host: HostResult,
+    /// Time series, one point per report period (only when asked for: `LabConfig::series`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub series: Option<Series>,
+}
+
+/// Time series of a run, one point per report period.
+#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+pub struct Series {
+    /// End of each period, virtual seconds.
+    pub t_s: Vec<f64>,
+    /// The monitored port's egress utilisation in each period, 0-1.
+    pub link_util: Vec<f64>,
+    /// Per VM, in scenario order.
+    pub vms: Vec<VmSeries>,
+}
+
+/// One VM's time series.
+#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+pub struct VmSeries {
+    /// Its name.
+    pub name: String,
+    /// Mean latency of the orders answered in the period, us.
+    pub lat_mean_us: Vec<Option<f64>>,
+    /// Their 99th percentile, us.
+    pub lat_p99_us: Vec<Option<f64>>,
+    /// The cap in force at the period's end, %.
+    pub cap: Vec<f64>,
+    /// Reply throughput the monitor counted in the period, Mb/s.
+    pub mbps: Vec<f64>,
+    /// Its pricing rate at the period's end (1 without a policy).
+    pub rate: Vec<f64>,
 }

@@ -49,8 +49,10 @@ pub struct Server {
     state: State,
     wcs: Vec<Wc>,
     next_id: u64,
-    /// Every order's latency over the run.
+    /// Every order's latency over the run (orders that arrived at or after `measure_from_ns`).
     pub all: LatencyRecorder,
+    /// Orders that arrived before this are left out of `all` (a warm-up).
+    pub measure_from_ns: u64,
     /// Orders since the last report.
     pub interval: LatencyRecorder,
     /// Orders answered.
@@ -106,6 +108,7 @@ impl Server {
                 wcs: Vec::new(),
                 next_id: 0,
                 all: LatencyRecorder::new(),
+                measure_from_ns: 0,
                 interval: LatencyRecorder::new(),
                 done: 0,
                 errors: 0,
@@ -210,7 +213,9 @@ impl Server {
                     if !matches!(wc.status, resex_shim::WcStatus::Success) {
                         self.errors += 1;
                     }
-                    self.all.record(arrived, now_ns);
+                    if arrived >= self.measure_from_ns {
+                        self.all.record(arrived, now_ns);
+                    }
                     self.interval.record(arrived, now_ns);
                     self.done += 1;
                     self.state = State::Ready;

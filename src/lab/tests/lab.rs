@@ -217,3 +217,58 @@ fn the_paper_experiments_point_the_papers_way() {
         );
     }
 }
+
+/// The governor against IOShares on the comparison scenarios (4 s instead of 10): it does not
+/// tax the liar's neighbour, protects the victim better, and its caps saw less.
+#[test]
+fn compare_governor_beats_ioshares_where_it_claims_to() {
+    use resex_lab::compare::{run as compare, CompareConfig};
+    let dir = format!(
+        "{}/../../tools/scenarios/compare",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let scenarios: Vec<Scenario> = ["lying", "pair", "two-aggressors"]
+        .iter()
+        .map(|n| Scenario::load(std::path::Path::new(&format!("{dir}/{n}.toml"))).unwrap())
+        .collect();
+    let policies: Vec<(String, PolicyConfig)> = ["ioshares", "governor"]
+        .iter()
+        .map(|p| policy(p).unwrap())
+        .collect();
+    let cfg = CompareConfig {
+        lab: LabConfig {
+            duration_s: Some(4.0),
+            ..LabConfig::default()
+        },
+        converge_within: 0.10,
+    };
+    let rows = compare(&scenarios, &policies, &cfg, |_, _| {}).unwrap();
+    let get = |s: &str, p: &str| {
+        rows.iter()
+            .find(|r| r.scenario == s && r.policy == p)
+            .unwrap()
+    };
+    // Lying: IOShares believes the liar and caps the neighbour (its latency multiplies);
+    // the governor sees a link that never fills and leaves it alone.
+    assert!(get("lying", "ioshares").aggressor_lat_x.unwrap() > 1.5);
+    assert!(get("lying", "ioshares").aggressor_cap_min < 50.0);
+    assert_eq!(get("lying", "governor").aggressor_cap_min, 100.0);
+    // The victim is closer to its base under the governor in both interference scenarios.
+    for s in ["pair", "two-aggressors"] {
+        let (i, g) = (get(s, "ioshares"), get(s, "governor"));
+        assert!(
+            g.victim_mean_x.unwrap() < i.victim_mean_x.unwrap(),
+            "{s}: governor {:?} vs ioshares {:?}",
+            g.victim_mean_x,
+            i.victim_mean_x
+        );
+        assert!(
+            g.cap_osc_pp < i.cap_osc_pp,
+            "{s}: oscillation {} vs {}",
+            g.cap_osc_pp,
+            i.cap_osc_pp
+        );
+        // And every policy beats no policy.
+        assert!(i.victim_mean_x.unwrap() < get(s, "none").victim_mean_x.unwrap());
+    }
+}

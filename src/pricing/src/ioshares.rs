@@ -12,9 +12,10 @@
 //! rates hold until `report_timeout_ms` passes without any report).
 
 use crate::config::IoSharesConfig;
+use crate::interference::{interference, valid_report, Measure};
 use crate::ledger::{Account, BaselineState};
 use crate::policy::{apply_balance_rule, balance_cap, Ctx, Policy};
-use crate::types::{Baseline, CapReason, LatencyReport, VmId};
+use crate::types::{CapReason, LatencyReport, VmId};
 
 /// Rates within this distance of 1 snap to 1 (so decay ends).
 const RATE_EPSILON: f64 = 1e-3;
@@ -45,34 +46,20 @@ impl IoShares {
         }
     }
 
+    fn measure(&self) -> Measure {
+        Measure {
+            baseline_reports: self.cfg.baseline_reports,
+            follows_lower: self.cfg.baseline_follows_lower,
+            stddev_floor: self.cfg.stddev_floor,
+            max_intf: self.cfg.max_intf,
+            use_stddev: true,
+        }
+    }
+
     /// Interference shown by `r` against the VM's baseline, learning the baseline first.
     /// `None` while the baseline is still being learned.
     fn interference(&self, state: &mut BaselineState, r: &LatencyReport) -> Option<f64> {
-        let Some(base) = state.baseline else {
-            state.learned += 1;
-            state.sum_mean += r.mean_ns;
-            state.sum_stddev += r.stddev_ns;
-            if state.learned >= self.cfg.baseline_reports {
-                let n = f64::from(state.learned);
-                state.baseline = Some(Baseline {
-                    mean_ns: state.sum_mean / n,
-                    stddev_ns: state.sum_stddev / n,
-                });
-            }
-            return None;
-        };
-        let bm = base.mean_ns.max(1.0);
-        let bs = base.stddev_ns.max(self.cfg.stddev_floor * bm).max(1.0);
-        let rise_mean = (r.mean_ns - bm) / bm;
-        let rise_std = (r.stddev_ns - bs) / bs;
-        let intf = rise_mean.max(rise_std).clamp(0.0, self.cfg.max_intf);
-        if self.cfg.baseline_follows_lower {
-            state.baseline = Some(Baseline {
-                mean_ns: base.mean_ns.min(r.mean_ns),
-                stddev_ns: base.stddev_ns.min(r.stddev_ns),
-            });
-        }
-        Some(intf)
+        interference(&self.measure(), state, r)
     }
 }
 
@@ -94,14 +81,6 @@ fn top_two(accounts: &[Account]) -> (Option<usize>, Option<usize>) {
         }
     }
     (first, second)
-}
-
-fn valid_report(r: &LatencyReport, min_samples: u64) -> bool {
-    r.count >= min_samples
-        && r.mean_ns.is_finite()
-        && r.mean_ns >= 0.0
-        && r.stddev_ns.is_finite()
-        && r.stddev_ns >= 0.0
 }
 
 impl Policy for IoShares {
@@ -188,7 +167,7 @@ impl Policy for IoShares {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::types::VmSpec;
+    use crate::types::{Baseline, VmSpec};
 
     fn acc(id: u32, mtus: u64) -> Account {
         let mut a = Account::new(VmSpec::new(id, format!("v{id}"), 1), 0);

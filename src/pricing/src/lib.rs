@@ -7,7 +7,9 @@
 //! - [`config`]: policy files (`policies/*.toml`), typed and range-checked.
 //! - [`ledger`]: accounts, allotments per epoch (prorated for late arrivals), charges.
 //! - [`policy`]: the [`Policy`] trait and the balance rule both shipped policies use.
-//! - [`freemarket`], [`ioshares`]: the paper's Algorithms 1 and 2.
+//! - [`freemarket`], [`ioshares`]: the paper's Algorithms 1 and 2; [`governor`]: ours
+//!   (congestion-gated, split by share, a proportional-integral controller); [`interference`]:
+//!   the report-to-interference measure IOShares and the governor share.
 //! - [`engine`]: [`Engine`], which steps a host one interval at a time.
 //! - [`trace`], [`replay`]: the usage trace format and open-loop replay.
 
@@ -18,6 +20,8 @@ pub mod baseline;
 pub mod config;
 pub mod engine;
 pub mod freemarket;
+pub mod governor;
+pub mod interference;
 pub mod ioshares;
 pub mod ledger;
 pub mod policy;

@@ -3,7 +3,7 @@
 
 use crate::config::{PolicyConfig, PolicyKind};
 use crate::ledger::Account;
-use crate::{freemarket::FreeMarket, ioshares::IoShares};
+use crate::{freemarket::FreeMarket, governor::Governor, ioshares::IoShares};
 
 /// What a policy knows about the interval being priced, besides the accounts.
 #[derive(Debug, Clone, Copy)]
@@ -46,6 +46,10 @@ pub fn build(cfg: &PolicyConfig) -> Box<dyn Policy> {
         PolicyKind::Ioshares => Box::new(IoShares::new(
             cfg.ioshares.clone().unwrap_or_default(),
             cfg.intervals_per_actuation(),
+            cfg.ledger.interval_ms,
+        )),
+        PolicyKind::Governor => Box::new(Governor::new(
+            cfg.governor.clone().unwrap_or_default(),
             cfg.ledger.interval_ms,
         )),
     }

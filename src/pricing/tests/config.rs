@@ -9,10 +9,15 @@ fn shipped(name: &str) -> String {
 
 #[test]
 fn shipped_files_are_the_documented_defaults() {
-    for kind in [PolicyKind::Freemarket, PolicyKind::Ioshares] {
+    for kind in [
+        PolicyKind::Freemarket,
+        PolicyKind::Ioshares,
+        PolicyKind::Governor,
+    ] {
         let name = match kind {
             PolicyKind::Freemarket => "freemarket.toml",
             PolicyKind::Ioshares => "ioshares.toml",
+            PolicyKind::Governor => "governor.toml",
         };
         let cfg = PolicyConfig::from_toml(&shipped(name)).unwrap();
         assert_eq!(cfg, PolicyConfig::defaults(kind), "{name}");
@@ -25,7 +30,7 @@ fn shipped_files_are_the_documented_defaults() {
 #[test]
 fn every_key_is_explained_in_the_policies_readme() {
     let readme = shipped("README.md");
-    for file in ["freemarket.toml", "ioshares.toml"] {
+    for file in ["freemarket.toml", "ioshares.toml", "governor.toml"] {
         for line in shipped(file).lines() {
             let line = line.trim();
             if line.starts_with('#') || line.starts_with('[') || line.is_empty() {
@@ -98,4 +103,17 @@ fn inconsistent_files_are_refused() {
     let err = PolicyConfig::from_toml("policy = \"freemarket\"\n[caps]\nactuation_period_ms = 7\n")
         .unwrap_err();
     assert!(err.to_string().contains("actuation_period_ms"), "{err}");
+}
+
+#[test]
+fn governor_sections_and_ranges_are_checked() {
+    let bad = |text: &str| PolicyConfig::from_toml(text).unwrap_err().to_string();
+    let e = bad("policy = \"ioshares\"\n[governor]\nkp = 1.0\n");
+    assert!(e.contains("`[governor]` section needs"), "{e}");
+    let e = bad("policy = \"governor\"\n[governor]\nki = 0.0\n");
+    assert!(e.contains("governor.ki") && e.contains("0.0 < x <= 100.0"), "{e}");
+    let e = bad("policy = \"governor\"\n[governor]\nsetpoint = 0.5\n");
+    assert!(e.contains("must not exceed `governor.sla_threshold`"), "{e}");
+    let e = bad("policy = \"governor\"\n[governor]\ncongested_share = 2.0\n");
+    assert!(e.contains("governor.congested_share"), "{e}");
 }

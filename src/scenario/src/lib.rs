@@ -130,6 +130,14 @@ pub struct GuestSpec {
     /// paper's Figs. 3 and 4; a policy may change it). None: uncapped.
     #[serde(default)]
     pub cap: Option<f64>,
+    /// Every latency its agent reports is multiplied by this: a lying guest (> 1) for
+    /// experiments on what a policy trusts. Lab only: the embedded host refuses anything but 1.
+    #[serde(default = "one_f")]
+    pub report_scale: f64,
+    /// Seconds after the host starts from which `report_scale` applies (a liar that first lets
+    /// its honest baseline be learned).
+    #[serde(default)]
+    pub report_scale_from_s: f64,
     /// The BenchEx server it runs and the clients that load it.
     pub benchex: Workload,
 }
@@ -315,6 +323,18 @@ impl Scenario {
             }
             if !(g.start_s.is_finite() && g.start_s >= 0.0) {
                 return Err(at(format!("start_s = {} must be >= 0", g.start_s)));
+            }
+            if !(g.report_scale.is_finite() && g.report_scale > 0.0 && g.report_scale <= 1000.0) {
+                return Err(at(format!(
+                    "report_scale = {} must be in (0, 1000]",
+                    g.report_scale
+                )));
+            }
+            if !(g.report_scale_from_s.is_finite() && g.report_scale_from_s >= 0.0) {
+                return Err(at(format!(
+                    "report_scale_from_s = {} must be >= 0",
+                    g.report_scale_from_s
+                )));
             }
             if !(g.weight.is_finite() && g.weight > 0.0) {
                 return Err(at(format!("weight = {} must be > 0", g.weight)));

@@ -1,0 +1,149 @@
+//! `resex lab compare`: policies side by side on the same scenarios, as one table.
+
+use crate::lab::CompareArgs;
+use anyhow::{bail, Context, Result};
+use resex_lab::compare::{CompareConfig, CompareRow};
+use resex_lab::LabConfig;
+use resex_pricing::PolicyConfig;
+use resex_scenario::Scenario;
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+
+/// The default scenarios: every `.toml` in `tools/scenarios/compare`, by name.
+fn default_scenarios() -> Result<Vec<PathBuf>> {
+    let dir = Path::new("tools/scenarios/compare");
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .with_context(|| {
+            format!(
+                "listing {} (run from the repository, or name scenarios)",
+                dir.display()
+            )
+        })?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    v.sort();
+    Ok(v)
+}
+
+fn load_policy(name: &str, dir: &Path, floor: Option<f64>) -> Result<(String, PolicyConfig)> {
+    let path = if name.contains('/') || name.ends_with(".toml") {
+        PathBuf::from(name)
+    } else {
+        dir.join(format!("{name}.toml"))
+    };
+    let text =
+        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    let mut cfg =
+        PolicyConfig::from_toml(&text).with_context(|| format!("policy {}", path.display()))?;
+    if let Some(f) = floor {
+        cfg.caps.floor_pct = f;
+        cfg.validate()
+            .with_context(|| format!("--floor {f} with {}", path.display()))?;
+    }
+    let label = path
+        .file_stem()
+        .map_or_else(|| name.to_owned(), |s| s.to_string_lossy().into_owned());
+    Ok((label, cfg))
+}
+
+pub fn compare(a: &CompareArgs) -> Result<()> {
+    if !(a.duration.is_finite() && a.duration > 0.0) {
+        bail!("--duration must be > 0 seconds");
+    }
+    let paths = if a.scenarios.is_empty() {
+        default_scenarios()?
+    } else {
+        a.scenarios.clone()
+    };
+    if paths.is_empty() {
+        bail!("no scenarios to compare");
+    }
+    let scenarios = paths
+        .iter()
+        .map(|p| Scenario::load(p).with_context(|| p.display().to_string()))
+        .collect::<Result<Vec<_>>>()?;
+    let policies = a
+        .policy
+        .iter()
+        .map(|p| load_policy(p, &a.policies, a.floor))
+        .collect::<Result<Vec<_>>>()?;
+    let cfg = CompareConfig {
+        lab: LabConfig {
+            seed: a.seed,
+            duration_s: Some(a.duration),
+            ..LabConfig::default()
+        },
+        converge_within: a.within,
+    };
+    let tty = std::io::stderr().is_terminal();
+    let rows = resex_lab::compare::run(&scenarios, &policies, &cfg, |s, p| {
+        if tty {
+            eprint!("\r\x1b[Klab compare: {s}: {p}");
+        }
+    })?;
+    if tty {
+        eprintln!();
+    }
+    let mut out = std::io::stdout().lock();
+    let written = if a.json {
+        serde_json::to_writer_pretty(&mut out, &rows)
+            .map_err(std::io::Error::from)
+            .and_then(|()| writeln!(out))
+    } else {
+        table(&mut out, &rows, a)
+    };
+    match written {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        r => Ok(r?),
+    }
+}
+
+fn table(out: &mut dyn Write, rows: &[CompareRow], a: &CompareArgs) -> std::io::Result<()> {
+    let x = |v: Option<f64>, d: usize| v.map_or("-".to_owned(), |v| format!("{v:.d$}"));
+    writeln!(
+        out,
+        "{} s virtual per run, seed {}; victim figures after the interference starts, over the \
+         victims alone; converged: the victim's 10-period mean within {:.0}% of base{}",
+        a.duration,
+        a.seed,
+        a.within * 100.0,
+        a.floor.map_or(String::new(), |f| format!(
+            "; every policy's cap floor {f}%"
+        ))
+    )?;
+    writeln!(
+        out,
+        "{:<16} {:<11} {:>8} {:>8} {:>10} {:>6} {:>7} {:>10} {:>8} {:>9} {:>8}",
+        "scenario",
+        "policy",
+        "mean x",
+        "p99 x",
+        "aggr Mb/s",
+        "kept",
+        "aggr x",
+        "converge s",
+        "osc pp",
+        "cap mean",
+        "cap min"
+    )?;
+    for r in rows {
+        writeln!(
+            out,
+            "{:<16} {:<11} {:>8} {:>8} {:>10.0} {:>6} {:>7} {:>10} {:>8.2} {:>9.1} {:>8.1}",
+            r.scenario,
+            r.policy,
+            x(r.victim_mean_x, 3),
+            x(r.victim_p99_x, 3),
+            r.aggressor_mbps,
+            x(r.aggressor_kept, 2),
+            x(r.aggressor_lat_x, 2),
+            r.converge_s
+                .map_or("never".to_owned(), |c| format!("{c:.2}")),
+            r.cap_osc_pp,
+            r.aggressor_cap_mean,
+            r.aggressor_cap_min
+        )?;
+    }
+    Ok(())
+}

@@ -1,0 +1,89 @@
+//! `resex lab run` and `resex lab compare` end to end: byte-identical output, the time-series
+//! plot, the comparison table, and the lab-only lying guest refused by the embedded host.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn resex(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_resex"))
+        .args(args)
+        .current_dir(root())
+        .output()
+        .unwrap()
+}
+
+fn stdout(o: &Output) -> String {
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8(o.stdout.clone()).unwrap()
+}
+
+#[test]
+fn lab_run_with_series_is_deterministic_and_plots() {
+    let dir = tempfile::tempdir().unwrap();
+    let plot = dir.path().to_str().unwrap();
+    let args = [
+        "lab",
+        "run",
+        "tools/scenarios/compare/pair.toml",
+        "--policy",
+        "governor",
+        "--duration",
+        "2.5",
+        "--json",
+        "--series",
+        "--plot",
+        plot,
+    ];
+    let a = stdout(&resex(&args));
+    let b = stdout(&resex(&args));
+    assert_eq!(a, b, "the same seed and scenario must give the same bytes");
+    let v: serde_json::Value = serde_json::from_str(&a).unwrap();
+    let s = &v["series"];
+    assert_eq!(s["t_s"].as_array().unwrap().len(), 250);
+    let caps = s["vms"][1]["cap"].as_array().unwrap();
+    // The interferer starts at 2 s and the governor caps it within the run.
+    assert_eq!(caps[150].as_f64(), Some(100.0));
+    assert!(caps.last().unwrap().as_f64().unwrap() < 100.0);
+    let svg = std::fs::read_to_string(dir.path().join("pair-governor.svg")).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains("interfering"));
+}
+
+#[test]
+fn lab_compare_prints_one_row_per_scenario_and_policy() {
+    let o = resex(&[
+        "lab",
+        "compare",
+        "tools/scenarios/compare/lying.toml",
+        "--policy",
+        "ioshares,governor",
+        "--duration",
+        "3",
+        "--json",
+    ]);
+    let rows: Vec<serde_json::Value> = serde_json::from_str(&stdout(&o)).unwrap();
+    let names: Vec<&str> = rows.iter().map(|r| r["policy"].as_str().unwrap()).collect();
+    assert_eq!(names, ["none", "ioshares", "governor"]);
+    assert_eq!(rows[2]["aggressor_cap_min"].as_f64(), Some(100.0));
+    let o = resex(&["lab", "compare", "--policy", "nosuch", "--duration", "1"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("policies/nosuch.toml"));
+}
+
+#[test]
+fn the_embedded_host_refuses_a_lying_guest() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = resex(&[
+        "host",
+        "--scenario",
+        "tools/scenarios/compare/lying.toml",
+        "--run-dir",
+        dir.path().to_str().unwrap(),
+    ]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("lab-only"), "{err}");
+}

@@ -1,0 +1,276 @@
+//! Policies side by side (`resex lab compare`): every scenario under every policy, the same
+//! seed and duration, and the figures that tell policies apart.
+//!
+//! In a scenario the reporting guests are the victims and the others the aggressors; the
+//! interference starts when the first aggressor does. Per (scenario, policy):
+//! - victim mean and p99 over base: the first victim's latency after the interference starts,
+//!   over its latency in the same window with the aggressors removed (no policy);
+//! - aggressor throughput kept: the aggressors' Mb/s under the policy over their Mb/s with no
+//!   policy (work conservation: 1 is everything kept), and their own latency over theirs with no
+//!   policy (what a cap costs an open-loop aggressor, whose throughput it may not change);
+//! - time to converge: from the interference's start, the time after which the victim's
+//!   latency, averaged over the last 10 report periods, stays within `converge_within` of base;
+//! - cap oscillation: the aggressors' mean absolute cap change per report period over the second
+//!   half of the interference, in percentage points.
+
+use crate::host::{LabConfig, LabError, LabHost};
+use crate::result::{LabResult, Series};
+use resex_pricing::PolicyConfig;
+use resex_scenario::Scenario;
+use serde::Serialize;
+
+/// Periods in the convergence test's moving average.
+const WINDOW: usize = 10;
+
+/// One (scenario, policy) line.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CompareRow {
+    /// The scenario.
+    pub scenario: String,
+    /// The policy (`none`: no policy).
+    pub policy: String,
+    /// Victim mean latency over base (after the interference starts).
+    pub victim_mean_x: Option<f64>,
+    /// Victim p99 over base.
+    pub victim_p99_x: Option<f64>,
+    /// Aggressors' throughput, Mb/s (whole run).
+    pub aggressor_mbps: f64,
+    /// That over the same with no policy.
+    pub aggressor_kept: Option<f64>,
+    /// The aggressors' own mean latency over theirs with no policy (what a cap costs an
+    /// open-loop VM, whose throughput it may not change).
+    pub aggressor_lat_x: Option<f64>,
+    /// Seconds from the interference's start until the victim stays within bounds (`None`:
+    /// never within the run).
+    pub converge_s: Option<f64>,
+    /// Aggressors' mean absolute cap change per report period, percentage points (second half
+    /// of the interference).
+    pub cap_osc_pp: f64,
+    /// Aggressors' mean cap, %.
+    pub aggressor_cap_mean: f64,
+    /// Aggressors' lowest cap, %.
+    pub aggressor_cap_min: f64,
+}
+
+/// How to compare.
+#[derive(Debug, Clone)]
+pub struct CompareConfig {
+    /// The lab settings of every run (its policy is replaced per run).
+    pub lab: LabConfig,
+    /// The convergence band: victim mean within `(1 + this) x base`.
+    pub converge_within: f64,
+}
+
+fn victims(s: &Scenario) -> Vec<usize> {
+    (0..s.guests.len())
+        .filter(|&i| s.guests[i].reports)
+        .collect()
+}
+
+/// When the interference starts: the first aggressor's start, seconds.
+fn start_of(s: &Scenario) -> f64 {
+    s.guests
+        .iter()
+        .filter(|g| !g.reports)
+        .map(|g| g.start_s)
+        .fold(f64::INFINITY, f64::min)
+}
+
+fn run_one(
+    s: &Scenario,
+    cfg: &CompareConfig,
+    warmup_s: f64,
+    policy: Option<(String, PolicyConfig)>,
+) -> Result<LabResult, LabError> {
+    let lab = LabConfig {
+        policy,
+        warmup_s,
+        series: true,
+        ..cfg.lab.clone()
+    };
+    LabHost::new(s, lab)?.run(|_, _| {})
+}
+
+fn moving_mean(v: &[Option<f64>], end: usize) -> Option<f64> {
+    let lo = end.saturating_sub(WINDOW - 1);
+    let xs: Vec<f64> = v[lo..=end].iter().flatten().copied().collect();
+    (!xs.is_empty()).then(|| xs.iter().sum::<f64>() / xs.len() as f64)
+}
+
+/// Seconds after `start_s` from which the victim's moving mean stays within `limit_us`.
+fn converge(series: &Series, victim: usize, start_s: f64, limit_us: f64) -> Option<f64> {
+    let lat = &series.vms.get(victim)?.lat_mean_us;
+    let first = series.t_s.iter().position(|&t| t > start_s)?;
+    let mut since: Option<usize> = None;
+    for k in first..series.t_s.len() {
+        match moving_mean(lat, k) {
+            Some(m) if m > limit_us => since = None,
+            _ => {
+                since.get_or_insert(k);
+            }
+        }
+    }
+    since.map(|k| (series.t_s[k] - start_s).max(0.0))
+}
+
+fn oscillation(series: &Series, aggressors: &[usize], start_s: f64) -> f64 {
+    let first = series
+        .t_s
+        .iter()
+        .position(|&t| t > start_s)
+        .unwrap_or(series.t_s.len());
+    let from = first + (series.t_s.len() - first) / 2;
+    let mut sum = 0.0;
+    let mut n = 0usize;
+    for &a in aggressors {
+        let Some(v) = series.vms.get(a) else { continue };
+        for k in from.max(1)..v.cap.len() {
+            sum += (v.cap[k] - v.cap[k - 1]).abs();
+            n += 1;
+        }
+    }
+    if n == 0 {
+        0.0
+    } else {
+        sum / n as f64
+    }
+}
+
+/// Runs every scenario with no policy, with its victims alone, and under every policy;
+/// `progress(scenario, policy)` is told each run as it starts.
+pub fn run(
+    scenarios: &[Scenario],
+    policies: &[(String, PolicyConfig)],
+    cfg: &CompareConfig,
+    mut progress: impl FnMut(&str, &str),
+) -> Result<Vec<CompareRow>, LabError> {
+    let mut rows = Vec::new();
+    for s in scenarios {
+        let vs = victims(s);
+        let Some(&victim) = vs.first() else {
+            return Err(LabError::Invalid(format!(
+                "scenario `{}` has no reporting guest (a victim) to compare policies by",
+                s.name
+            )));
+        };
+        let aggressors: Vec<usize> = (0..s.guests.len()).filter(|i| !vs.contains(i)).collect();
+        if aggressors.is_empty() {
+            return Err(LabError::Invalid(format!(
+                "scenario `{}` has no non-reporting guest (an aggressor)",
+                s.name
+            )));
+        }
+        let start = start_of(s);
+        if !start.is_finite() {
+            return Err(LabError::Invalid(format!(
+                "scenario `{}`: no aggressor starts",
+                s.name
+            )));
+        }
+        progress(&s.name, "victims alone");
+        let mut alone = s.clone();
+        alone.guests.retain(|g| g.reports);
+        let base = run_one(&alone, cfg, start, None)?;
+        let bv = &base.vms[0];
+        progress(&s.name, "none");
+        let none = run_one(s, cfg, start, None)?;
+        let agg_mbps =
+            |r: &LabResult| -> f64 { aggressors.iter().map(|&a| r.vms[a].tx_mbps).sum() };
+        let none_mbps = agg_mbps(&none);
+        let agg_lat = |r: &LabResult| -> Option<f64> {
+            let v: Vec<f64> = aggressors
+                .iter()
+                .filter_map(|&a| r.vms[a].lat_mean_us)
+                .collect();
+            (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+        };
+        let none_lat = agg_lat(&none);
+        let mut runs = vec![("none".to_owned(), none)];
+        for (name, pc) in policies {
+            progress(&s.name, name);
+            runs.push((
+                name.clone(),
+                run_one(s, cfg, start, Some((name.clone(), pc.clone())))?,
+            ));
+        }
+        for (name, r) in runs {
+            let v = &r.vms[victim];
+            let ratio = |x: Option<f64>, b: Option<f64>| match (x, b) {
+                (Some(x), Some(b)) if b > 0.0 => Some(x / b),
+                _ => None,
+            };
+            let series = r.series.as_ref();
+            let limit = bv.lat_mean_us.unwrap_or(0.0) * (1.0 + cfg.converge_within);
+            let n = aggressors.len() as f64;
+            rows.push(CompareRow {
+                scenario: s.name.clone(),
+                policy: name,
+                victim_mean_x: ratio(v.lat_mean_us, bv.lat_mean_us),
+                victim_p99_x: ratio(v.lat_p99_us, bv.lat_p99_us),
+                aggressor_mbps: agg_mbps(&r),
+                aggressor_kept: (none_mbps > 0.0).then(|| agg_mbps(&r) / none_mbps),
+                aggressor_lat_x: ratio(agg_lat(&r), none_lat),
+                converge_s: series.and_then(|se| converge(se, victim, start, limit)),
+                cap_osc_pp: series.map_or(0.0, |se| oscillation(se, &aggressors, start)),
+                aggressor_cap_mean: aggressors.iter().map(|&a| r.vms[a].cap_mean).sum::<f64>() / n,
+                aggressor_cap_min: aggressors
+                    .iter()
+                    .map(|&a| r.vms[a].cap_min)
+                    .fold(f64::INFINITY, f64::min),
+            });
+        }
+    }
+    Ok(rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::result::VmSeries;
+
+    fn series(lat: &[f64], caps: &[f64]) -> Series {
+        Series {
+            t_s: (1..=lat.len()).map(|i| i as f64 * 0.01).collect(),
+            link_util: vec![0.0; lat.len()],
+            vms: vec![
+                VmSeries {
+                    name: "v".into(),
+                    lat_mean_us: lat.iter().map(|&x| Some(x)).collect(),
+                    ..VmSeries::default()
+                },
+                VmSeries {
+                    name: "a".into(),
+                    cap: caps.to_vec(),
+                    ..VmSeries::default()
+                },
+            ],
+        }
+    }
+
+    #[test]
+    fn convergence_is_the_time_after_which_the_moving_mean_stays_in_bounds() {
+        // 20 bad periods after t = 0.0, then good ones: the 10-period mean is back under the
+        // limit once at most 1 of its last 10 periods was bad (100 + 1 x 100 / 10 = 110).
+        let mut lat = vec![200.0; 20];
+        lat.extend(vec![100.0; 30]);
+        let s = series(&lat, &[100.0; 50]);
+        let t = converge(&s, 0, 0.0, 110.0).unwrap();
+        assert!((t - 0.29).abs() < 1e-9, "{t}");
+        // A relapse at the end: never converged.
+        let mut lat2 = lat.clone();
+        lat2.extend(vec![400.0; 5]);
+        let s = series(&lat2, &[100.0; 55]);
+        assert_eq!(converge(&s, 0, 0.0, 110.0), None);
+    }
+
+    #[test]
+    fn oscillation_averages_cap_steps_over_the_second_half() {
+        let caps: Vec<f64> = (0..40)
+            .map(|i| if i % 2 == 0 { 50.0 } else { 40.0 })
+            .collect();
+        let s = series(&[100.0; 40], &caps);
+        assert!((oscillation(&s, &[1], 0.0) - 10.0).abs() < 1e-9);
+        let s = series(&[100.0; 40], &[30.0; 40]);
+        assert_eq!(oscillation(&s, &[1], 0.0), 0.0);
+    }
+}
