@@ -168,13 +168,21 @@ fn paper(a: &PaperArgs) -> Result<()> {
     let o = |x: Option<f64>, p: usize| x.map_or("-".to_owned(), |v| format!("{v:.p$}"));
     writeln!(
         out,
-        "{:<5} {:<40} {:<10} {:>10} {:>10} {:>10} {:>8} {:>12}",
-        "fig", "case", "policy", "mean us", "p99 us", "other Mb/s", "cap %", "min balance"
+        "{:<5} {:<40} {:<10} {:>10} {:>10} {:>10} {:>8} {:>12}  {}",
+        "fig",
+        "case",
+        "policy",
+        "mean us",
+        "p99 us",
+        "other Mb/s",
+        "cap %",
+        "min balance",
+        "queued/compute/wait us"
     )?;
     for r in &rows {
         writeln!(
             out,
-            "{:<5} {:<40} {:<10} {:>10} {:>10} {:>10} {:>8} {:>12}",
+            "{:<5} {:<40} {:<10} {:>10} {:>10} {:>10} {:>8} {:>12}  {}",
             r.figure,
             r.case,
             r.policy,
@@ -182,7 +190,9 @@ fn paper(a: &PaperArgs) -> Result<()> {
             o(r.victim_p99_us, 1),
             o(r.other_mbps, 0),
             o(r.other_cap_mean, 1),
-            o(r.other_balance_min, 0)
+            o(r.other_balance_min, 0),
+            r.split_us
+                .map_or("-".to_owned(), |[q, c, w]| format!("{q:.1}/{c:.1}/{w:.1}"))
         )?;
     }
     Ok(())

@@ -55,7 +55,13 @@ fn bars(
     root.fill(&WHITE)?;
     let mut c = ChartBuilder::on(&root)
         .caption(
-            format!("Fig. {fig}: the 64 KiB reporting VM's mean latency (lab)"),
+            if fig == "2" {
+                "Fig. 2: mean latency of N 64 KiB servers: queued (grey), computing (green), \
+                 waiting for the completion (blue)"
+                    .to_owned()
+            } else {
+                format!("Fig. {fig}: the 64 KiB reporting VM's mean latency (lab)")
+            },
             ("sans-serif", 18),
         )
         .margin(12)
@@ -77,18 +83,36 @@ fn bars(
                 .transform(FontTransform::Rotate90),
         )
         .draw()?;
-    c.draw_series(pts.iter().enumerate().filter_map(|(i, r)| {
-        let i = u32::try_from(i).ok()?;
-        let y = r.victim_mean_us?;
-        let mut b = Rectangle::new(
-            [
-                (SegmentValue::Exact(i), 0.0),
-                (SegmentValue::Exact(i + 1), y),
-            ],
-            BLUE.mix(0.7).filled(),
-        );
-        b.set_margin(0, 0, 8, 8);
-        Some(b)
+    // Fig. 2 stacks the split (queued, computing, waiting); the others draw the mean.
+    let stacked = fig == "2";
+    c.draw_series(pts.iter().enumerate().flat_map(|(i, r)| {
+        let mut bars = Vec::new();
+        let Ok(i) = u32::try_from(i) else {
+            return bars;
+        };
+        let parts: Vec<(f64, RGBAColor)> = match (stacked, r.split_us) {
+            (true, Some([q, c, w])) => {
+                vec![(q, BLACK.mix(0.5)), (c, GREEN.mix(0.7)), (w, BLUE.mix(0.7))]
+            }
+            _ => r
+                .victim_mean_us
+                .map(|y| vec![(y, BLUE.mix(0.7))])
+                .unwrap_or_default(),
+        };
+        let mut y0 = 0.0;
+        for (h, colour) in parts {
+            let mut b = Rectangle::new(
+                [
+                    (SegmentValue::Exact(i), y0),
+                    (SegmentValue::Exact(i + 1), y0 + h),
+                ],
+                colour.filled(),
+            );
+            b.set_margin(0, 0, 8, 8);
+            bars.push(b);
+            y0 += h;
+        }
+        bars
     }))?;
     if let Some(a) = alone {
         c.draw_series(LineSeries::new(
@@ -130,6 +154,37 @@ pub fn series(r: &LabResult, path: &Path) -> Result<()> {
 
 type Pick = fn(&resex_lab::VmSeries, usize) -> Option<f64>;
 
+/// One line per VM, and the legend.
+fn lines<'a, X, Y>(
+    c: &mut ChartContext<'a, SVGBackend<'a>, Cartesian2d<X, Y>>,
+    s: &resex_lab::Series,
+    vms: &[&resex_lab::VmSeries],
+    pick: Pick,
+) -> Result<(), Box<dyn std::error::Error>>
+where
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+{
+    for (k, v) in vms.iter().enumerate() {
+        let colour = PALETTE[k % PALETTE.len()];
+        let pts: Vec<(f64, f64)> = s
+            .t_s
+            .iter()
+            .enumerate()
+            .filter_map(|(i, &t)| pick(v, i).map(|y| (t, y)))
+            .collect();
+        c.draw_series(LineSeries::new(pts, colour.stroke_width(1)))?
+            .label(v.name.clone())
+            .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], colour));
+    }
+    c.configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::UpperRight)
+        .draw()?;
+    Ok(())
+}
+
 fn draw_series(
     r: &LabResult,
     s: &resex_lab::Series,
@@ -154,38 +209,36 @@ fn draw_series(
         ("cap, % of a CPU", |v, i| v.cap.get(i).copied()),
         ("reply throughput, Mb/s", |v, i| v.mbps.get(i).copied()),
     ];
-    for (area, (desc, pick)) in panels.iter().zip(picks) {
-        let top = vms
+    for (k, (area, (desc, pick))) in panels.iter().zip(picks).enumerate() {
+        let (lo, hi) = vms
             .iter()
             .flat_map(|v| (0..s.t_s.len()).filter_map(move |i| pick(v, i)))
-            .fold(1.0_f64, f64::max)
-            * 1.1;
-        let mut c = ChartBuilder::on(area)
-            .margin(10)
-            .x_label_area_size(30)
-            .y_label_area_size(60)
-            .build_cartesian_2d(0f64..t_end, 0f64..top)?;
-        c.configure_mesh()
-            .x_desc("virtual time, s")
-            .y_desc(desc)
-            .draw()?;
-        for (k, v) in vms.iter().enumerate() {
-            let colour = PALETTE[k % PALETTE.len()];
-            let pts: Vec<(f64, f64)> = s
-                .t_s
-                .iter()
-                .enumerate()
-                .filter_map(|(i, &t)| pick(v, i).map(|y| (t, y)))
-                .collect();
-            c.draw_series(LineSeries::new(pts, colour.stroke_width(1)))?
-                .label(v.name.clone())
-                .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], colour));
+            .fold((f64::INFINITY, 1.0_f64), |(lo, hi), y| {
+                (lo.min(y), hi.max(y))
+            });
+        let mut b = ChartBuilder::on(area);
+        b.margin(10).x_label_area_size(30).y_label_area_size(60);
+        if k == 0 {
+            // Latencies of different VMs differ by orders of magnitude: a log axis.
+            let lo = if lo.is_finite() && lo > 0.0 {
+                lo / 1.5
+            } else {
+                1.0
+            };
+            let mut c = b.build_cartesian_2d(0f64..t_end, (lo..hi * 1.5).log_scale())?;
+            c.configure_mesh()
+                .x_desc("virtual time, s")
+                .y_desc(desc)
+                .draw()?;
+            lines(&mut c, s, &vms, pick)?;
+        } else {
+            let mut c = b.build_cartesian_2d(0f64..t_end, 0f64..hi * 1.1)?;
+            c.configure_mesh()
+                .x_desc("virtual time, s")
+                .y_desc(desc)
+                .draw()?;
+            lines(&mut c, s, &vms, pick)?;
         }
-        c.configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .position(SeriesLabelPosition::UpperRight)
-            .draw()?;
     }
     root.present()?;
     Ok(())

@@ -554,6 +554,7 @@ impl LabHost {
             .iter()
             .map(|g| {
                 let s = g.server.all.clone().take_interval();
+                let split = g.server.split.means_us();
                 let has = s.count > 0;
                 #[allow(clippy::cast_precision_loss)]
                 let f = |x: u64| has.then(|| us(x as f64));
@@ -583,6 +584,9 @@ impl LabHost {
                         100.0 * f64::from(g.vcpus)
                     },
                     balance_min: g.balance_min,
+                    queue_us: split.map(|s| s.0),
+                    compute_us: split.map(|s| s.1),
+                    wait_us: split.map(|s| s.2),
                 }
             })
             .collect();

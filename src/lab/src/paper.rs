@@ -1,6 +1,7 @@
-//! The ResEx paper's experiments (section VII, Figs. 1 and 3-9) as lab runs: the scenarios
-//! under `tools/scenarios/paper/` and the paper pair, varied as each figure varies them.
-//! Fig. 2 (latency split by the number of servers) is not modelled yet.
+//! The ResEx paper's experiments (section VII, Figs. 1-9) as lab runs: the scenarios under
+//! `tools/scenarios/paper/` and the paper pair, varied as each figure varies them. Fig. 2 runs
+//! 1-8 copies of the reporting VM, alone and with the 2 MiB interferer, and splits their
+//! latency into queued, computing and waiting time.
 
 use crate::host::{LabConfig, LabError, LabHost};
 use crate::result::LabResult;
@@ -27,6 +28,9 @@ pub struct Row {
     pub other_cap_mean: Option<f64>,
     /// The other VM's lowest Resos balance.
     pub other_balance_min: Option<f64>,
+    /// Fig. 2's split of the reporting VMs' latency: queued, computing, waiting for the
+    /// completion (means per order, us; averaged over the reporting VMs).
+    pub split_us: Option<[f64; 3]>,
 }
 
 /// The scenarios the experiments start from.
@@ -56,7 +60,64 @@ fn row(figure: &'static str, case: String, r: &LabResult) -> Row {
         other_mbps: o.map(|o| o.tx_mbps),
         other_cap_mean: o.map(|o| o.cap_mean),
         other_balance_min: o.and_then(|o| o.balance_min),
+        split_us: v.and_then(split_of),
     }
+}
+
+fn split_of(v: &crate::result::VmResult) -> Option<[f64; 3]> {
+    Some([v.queue_us?, v.compute_us?, v.wait_us?])
+}
+
+/// Fig. 2's row: the reporting VMs (all but `interfering`) averaged.
+fn row_many(case: String, r: &LabResult) -> Row {
+    let vs: Vec<_> = r.vms.iter().filter(|v| v.name != "interfering").collect();
+    let o = r.vms.iter().find(|v| v.name == "interfering");
+    let mean = |f: &dyn Fn(&crate::result::VmResult) -> Option<f64>| {
+        let xs: Vec<f64> = vs.iter().filter_map(|v| f(v)).collect();
+        #[allow(clippy::cast_precision_loss)]
+        (!xs.is_empty()).then(|| xs.iter().sum::<f64>() / xs.len() as f64)
+    };
+    let split = (|| {
+        Some([
+            mean(&|v| v.queue_us)?,
+            mean(&|v| v.compute_us)?,
+            mean(&|v| v.wait_us)?,
+        ])
+    })();
+    Row {
+        figure: "2",
+        case,
+        policy: r.policy.clone(),
+        victim_mean_us: mean(&|v| v.lat_mean_us),
+        victim_p99_us: mean(&|v| v.lat_p99_us),
+        other_mbps: o.map(|o| o.tx_mbps),
+        other_cap_mean: o.map(|o| o.cap_mean),
+        other_balance_min: o.and_then(|o| o.balance_min),
+        split_us: split,
+    }
+}
+
+/// `n` copies of the reporting VM (`reporting-1` ...), with the interferer when `interfered`.
+fn servers(sc: &PaperScenarios, n: usize, interfered: bool) -> Scenario {
+    let mut s = sc.alone.clone();
+    let proto = s.guests[0].clone();
+    s.guests = (1..=n)
+        .map(|i| {
+            let mut g = proto.clone();
+            g.name = format!("reporting-{i}");
+            g
+        })
+        .collect();
+    if interfered {
+        s.guests.extend(
+            sc.interfered
+                .guests
+                .iter()
+                .filter(|g| g.name == "interfering")
+                .cloned(),
+        );
+    }
+    s
 }
 
 fn with_interferer(s: &Scenario, buffer: u64, cap: Option<f64>) -> Scenario {
@@ -96,6 +157,44 @@ pub fn run(
     };
     go("1", "alone".into(), &sc.alone, None)?;
     go("1", "interfered (2 MiB)".into(), &sc.interfered, None)?;
+    drop(go);
+    for n in [1usize, 2, 4, 8] {
+        for interfered in [false, true] {
+            let case = format!(
+                "{n} server{}{}",
+                if n > 1 { "s" } else { "" },
+                if interfered {
+                    " + 2 MiB interferer"
+                } else {
+                    ""
+                }
+            );
+            progress("2", &case);
+            let cfg = LabConfig {
+                policy: None,
+                ..base.clone()
+            };
+            let r = LabHost::new(&servers(sc, n, interfered), cfg)?.run(|_, _| {})?;
+            rows.push(row_many(case, &r));
+        }
+    }
+    let mut go = |figure: &'static str,
+                  case: String,
+                  s: &Scenario,
+                  pol: Option<&str>|
+     -> Result<(), LabError> {
+        progress(figure, &case);
+        let cfg = LabConfig {
+            policy: match pol {
+                Some(p) => Some((p.to_owned(), policy(p)?)),
+                None => None,
+            },
+            ..base.clone()
+        };
+        let r = LabHost::new(s, cfg)?.run(|_, _| {})?;
+        rows.push(row(figure, case, &r));
+        Ok(())
+    };
     const KIB: u64 = 1024;
     for ratio in [2u64, 4, 8, 16, 32] {
         let cap = 100.0 / ratio as f64;

@@ -30,6 +30,12 @@ pub struct VmResult {
     pub cap_min: f64,
     /// Lowest Resos balance (`None` without a policy).
     pub balance_min: Option<f64>,
+    /// Mean time an order queued before its computing started, us (the paper's Fig. 2 split).
+    pub queue_us: Option<f64>,
+    /// Mean computing time per order, us.
+    pub compute_us: Option<f64>,
+    /// Mean time from posting the reply to seeing its completion, us.
+    pub wait_us: Option<f64>,
 }
 
 /// The host's figures.

@@ -29,10 +29,49 @@ pub fn compute_ns(options: u32, buffer: u64) -> u64 {
     u64::from(options) * 500 + buffer / 1024 * 100
 }
 
+/// Where orders spent their time (the paper's Fig. 2), summed: queued (arrival to the start of
+/// its computing: the server was busy with earlier orders), computing (to the post), and waiting
+/// for its completion (post to the poll that saw it: the I/O and the polling).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Split {
+    /// Orders summed.
+    pub n: u64,
+    /// Queued, ns.
+    pub queue_ns: u64,
+    /// Computing, ns.
+    pub compute_ns: u64,
+    /// Waiting for the completion, ns.
+    pub wait_ns: u64,
+}
+
+impl Split {
+    fn add(&mut self, arrived: u64, started: u64, posted: u64, seen: u64) {
+        self.n += 1;
+        self.queue_ns += started.saturating_sub(arrived);
+        self.compute_ns += posted.saturating_sub(started);
+        self.wait_ns += seen.saturating_sub(posted);
+    }
+
+    /// Means per order, us: (queued, computing, waiting); `None` without orders.
+    pub fn means_us(&self) -> Option<(f64, f64, f64)> {
+        #[allow(clippy::cast_precision_loss)]
+        let m = |x: u64| x as f64 / self.n as f64 / 1000.0;
+        (self.n > 0).then(|| (m(self.queue_ns), m(self.compute_ns), m(self.wait_ns)))
+    }
+}
+
 enum State {
     Ready,
-    Computing { arrived: u64, left: u64 },
-    Waiting { arrived: u64 },
+    Computing {
+        arrived: u64,
+        started: u64,
+        left: u64,
+    },
+    Waiting {
+        arrived: u64,
+        started: u64,
+        posted: u64,
+    },
 }
 
 /// One server: its QP, its reply buffer, its queue and its vCPU.
@@ -53,6 +92,8 @@ pub struct Server {
     pub all: LatencyRecorder,
     /// Orders that arrived before this are left out of `all` (a warm-up).
     pub measure_from_ns: u64,
+    /// Where the orders in `all` spent their time.
+    pub split: Split,
     /// Orders since the last report.
     pub interval: LatencyRecorder,
     /// Orders answered.
@@ -109,6 +150,7 @@ impl Server {
                 next_id: 0,
                 all: LatencyRecorder::new(),
                 measure_from_ns: 0,
+                split: Split::default(),
                 interval: LatencyRecorder::new(),
                 done: 0,
                 errors: 0,
@@ -174,9 +216,15 @@ impl Server {
         }
         let ns = steps * dt_ns;
         self.vcpu.run(ns);
-        if let State::Computing { arrived, left } = self.state {
+        if let State::Computing {
+            arrived,
+            started,
+            left,
+        } = self.state
+        {
             self.state = State::Computing {
                 arrived,
+                started,
                 left: left.saturating_sub(ns),
             };
         }
@@ -204,7 +252,11 @@ impl Server {
         self.vcpu.run(dt_ns);
         loop {
             match self.state {
-                State::Waiting { arrived } => {
+                State::Waiting {
+                    arrived,
+                    started,
+                    posted,
+                } => {
                     self.wcs.clear();
                     self.cq.poll(&mut self.wcs, 4)?;
                     let Some(wc) = self.wcs.first() else {
@@ -215,6 +267,7 @@ impl Server {
                     }
                     if arrived >= self.measure_from_ns {
                         self.all.record(arrived, now_ns);
+                        self.split.add(arrived, started, posted, now_ns);
                     }
                     self.interval.record(arrived, now_ns);
                     self.done += 1;
@@ -229,15 +282,23 @@ impl Server {
                     } else {
                         now_ns
                     };
+                    // Computing starts in this step (at its start, or at the arrival).
+                    let started = now_ns.saturating_sub(dt_ns).max(arrived);
                     self.state = State::Computing {
                         arrived,
+                        started,
                         left: self.work.compute_ns,
                     };
                 }
-                State::Computing { arrived, left } => {
+                State::Computing {
+                    arrived,
+                    started,
+                    left,
+                } => {
                     if left > dt_ns {
                         self.state = State::Computing {
                             arrived,
+                            started,
                             left: left - dt_ns,
                         };
                         return Ok(());
@@ -251,7 +312,11 @@ impl Server {
                         inline: None,
                         signaled: true,
                     }])?;
-                    self.state = State::Waiting { arrived };
+                    self.state = State::Waiting {
+                        arrived,
+                        started,
+                        posted: now_ns,
+                    };
                     self.posted = true;
                     return Ok(());
                 }

@@ -191,6 +191,30 @@ fn the_paper_experiments_point_the_papers_way() {
     let alone = mean("1", "alone", "none");
     let interfered = mean("1", "interfered", "none");
     assert!(interfered > 1.3 * alone, "Fig. 1: {interfered} vs {alone}");
+    // Fig. 2: computing time stays flat; waiting grows with servers and with the interferer;
+    // servers alone degrade much less than with the interferer.
+    let split = |case: &str| {
+        rows.iter()
+            .find(|r| r.figure == "2" && r.case == case)
+            .and_then(|r| r.split_us)
+            .unwrap_or_else(|| panic!("Fig. 2 {case}"))
+    };
+    let (one, eight) = (split("1 server"), split("8 servers"));
+    let (one_i, eight_i) = (
+        split("1 server + 2 MiB interferer"),
+        split("8 servers + 2 MiB interferer"),
+    );
+    for s in [eight, one_i, eight_i] {
+        assert!(
+            (s[1] - one[1]).abs() < 0.2 * one[1],
+            "Fig. 2 compute: {s:?} vs {one:?}"
+        );
+    }
+    assert!(one_i[2] > one[2] && eight_i[2] > eight[2] && eight_i[2] > one_i[2]);
+    assert!(
+        eight[2] - one[2] < eight_i[2] - one[2],
+        "Fig. 2: {eight:?} vs {eight_i:?}"
+    );
     // Figs. 3-4: capping the interferer by the buffer ratio brings the victim near its base.
     let capped = mean("4", "2 MiB interferer capped at 3.125", "none");
     assert!(

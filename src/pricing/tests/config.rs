@@ -111,9 +111,15 @@ fn governor_sections_and_ranges_are_checked() {
     let e = bad("policy = \"ioshares\"\n[governor]\nkp = 1.0\n");
     assert!(e.contains("`[governor]` section needs"), "{e}");
     let e = bad("policy = \"governor\"\n[governor]\nki = 0.0\n");
-    assert!(e.contains("governor.ki") && e.contains("0.0 < x <= 100.0"), "{e}");
+    assert!(
+        e.contains("governor.ki") && e.contains("0.0 < x <= 100.0"),
+        "{e}"
+    );
     let e = bad("policy = \"governor\"\n[governor]\nsetpoint = 0.5\n");
-    assert!(e.contains("must not exceed `governor.sla_threshold`"), "{e}");
+    assert!(
+        e.contains("must not exceed `governor.sla_threshold`"),
+        "{e}"
+    );
     let e = bad("policy = \"governor\"\n[governor]\ncongested_share = 2.0\n");
     assert!(e.contains("governor.congested_share"), "{e}");
 }
