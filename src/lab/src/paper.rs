@@ -157,7 +157,6 @@ pub fn run(
     };
     go("1", "alone".into(), &sc.alone, None)?;
     go("1", "interfered (2 MiB)".into(), &sc.interfered, None)?;
-    drop(go);
     for n in [1usize, 2, 4, 8] {
         for interfered in [false, true] {
             let case = format!(
