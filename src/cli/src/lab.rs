@@ -168,16 +168,8 @@ fn paper(a: &PaperArgs) -> Result<()> {
     let o = |x: Option<f64>, p: usize| x.map_or("-".to_owned(), |v| format!("{v:.p$}"));
     writeln!(
         out,
-        "{:<5} {:<40} {:<10} {:>10} {:>10} {:>10} {:>8} {:>12}  {}",
-        "fig",
-        "case",
-        "policy",
-        "mean us",
-        "p99 us",
-        "other Mb/s",
-        "cap %",
-        "min balance",
-        "queued/compute/wait us"
+        "{:<5} {:<40} {:<10} {:>10} {:>10} {:>10} {:>8} {:>12}  queued/compute/wait us",
+        "fig", "case", "policy", "mean us", "p99 us", "other Mb/s", "cap %", "min balance",
     )?;
     for r in &rows {
         writeln!(

@@ -258,6 +258,7 @@ mod tests {
             other_mbps: None,
             other_cap_mean: None,
             other_balance_min: None,
+            split_us: None,
         }
     }
 
