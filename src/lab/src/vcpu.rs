@@ -62,9 +62,10 @@ impl Vcpu {
         self.left_ns > 0
     }
 
-    /// Run time left in the current period, ns (`None`: uncapped).
+    /// Run time left in the current period, ns (`None`: unlimited: uncapped since the period
+    /// began; a cap lifted mid-period still limits the rest of that period).
     pub fn left_ns(&self) -> Option<i64> {
-        self.cap_pct.map(|_| self.left_ns)
+        (self.left_ns != i64::MAX).then_some(self.left_ns)
     }
 
     /// Accounts `ns` of run time.

@@ -48,6 +48,16 @@ pub struct HcaState {
     pub(crate) busy: bool,
     /// Reused by every poll.
     scratch_qpns: Vec<u32>,
+    /// Doorbell hints (the lab): fetch only QPs whose doorbell was reported, and complete only
+    /// QPs with work in flight. A real device learns of doorbells by MMIO; we cannot trap the
+    /// guest's doorbell record, so by default every QP's record is polled.
+    pub(crate) hints: bool,
+    /// QPs whose doorbell was reported since the last poll (hint mode).
+    pub(crate) dirty: BTreeSet<u32>,
+    /// QPs with work requests in flight (hint mode).
+    active: BTreeSet<u32>,
+    /// QPs that retired work requests in the polls since the caller last took them (hint mode).
+    pub(crate) retired: Vec<u32>,
 }
 
 /// How a requester's WQE failed, for its error CQE.
@@ -75,6 +85,10 @@ impl HcaState {
             limiter: LogLimiter::default(),
             busy: false,
             scratch_qpns: Vec::new(),
+            hints: false,
+            dirty: BTreeSet::new(),
+            active: BTreeSet::new(),
+            retired: Vec::new(),
         }
     }
 
@@ -98,6 +112,10 @@ impl HcaState {
 
     /// One step: fetch, transmit, complete, all up to `now_ns`.
     pub fn poll(&mut self, now_ns: u64) {
+        if self.hints {
+            self.poll_hinted(now_ns);
+            return;
+        }
         let now = now_ns.saturating_mul(1000);
         let mut qpns = std::mem::take(&mut self.scratch_qpns);
         qpns.clear();
@@ -112,6 +130,40 @@ impl HcaState {
         }
         self.scratch_qpns = qpns;
         self.busy = self.qps.values().any(|q| !q.wrs.is_empty());
+    }
+
+    /// [`Self::poll`] in hint mode: the same steps in the same (QP-number) order, over the QPs
+    /// that can have anything to do: those rung since the last poll and those with work in
+    /// flight. (A QP outside both would fetch nothing and complete nothing.)
+    fn poll_hinted(&mut self, now_ns: u64) {
+        let now = now_ns.saturating_mul(1000);
+        let mut qpns = std::mem::take(&mut self.scratch_qpns);
+        qpns.clear();
+        qpns.extend(self.dirty.iter().copied());
+        self.dirty.clear();
+        for &qpn in &qpns {
+            self.fetch(qpn, now);
+            if self.qps.get(&qpn).is_some_and(|q| !q.wrs.is_empty()) {
+                self.active.insert(qpn);
+            }
+        }
+        self.activate_responses(now);
+        self.transmit(now);
+        qpns.clear();
+        qpns.extend(self.active.iter().copied());
+        for &qpn in &qpns {
+            let before = self.qps.get(&qpn).map_or(0, |q| q.wrs.len());
+            self.complete(qpn, now);
+            let after = self.qps.get(&qpn).map_or(0, |q| q.wrs.len());
+            if after < before {
+                self.retired.push(qpn);
+            }
+            if after == 0 {
+                self.active.remove(&qpn);
+            }
+        }
+        self.scratch_qpns = qpns;
+        self.busy = !self.active.is_empty();
     }
 
     // ---------------------------------------------------------------- fetching
@@ -481,7 +533,14 @@ impl HcaState {
     pub fn next_due_ns(&self) -> Option<u64> {
         let mut due = self.resp_pending.first().map(|&(t, _)| t);
         let mut at = |t: u64| due = Some(due.map_or(t, |d| d.min(t)));
-        for q in self.qps.values() {
+        let hinted;
+        let qps: Box<dyn Iterator<Item = &Qp>> = if self.hints {
+            hinted = self.active.iter().filter_map(|n| self.qps.get(n));
+            Box::new(hinted)
+        } else {
+            Box::new(self.qps.values())
+        };
+        for q in qps {
             if let Some(w) = q.wrs.front() {
                 match (w.executed, w.done_ps, w.ack_ps) {
                     (false, Some(t), _) | (true, _, Some(t)) => at(t),

@@ -95,6 +95,28 @@ impl SoftHca {
         self.lock().next_due_ns()
     }
 
+    /// Turns doorbell hints on (for a caller that owns every guest's posting: the lab). The
+    /// HCA then fetches only from QPs reported by [`Self::doorbell`] and tracks which QPs
+    /// retired work ([`Self::take_retired`]); results are the same as polling every doorbell
+    /// record as long as every doorbell is reported.
+    pub fn set_doorbell_hints(&self, on: bool) {
+        self.lock().hints = on;
+    }
+
+    /// Reports that `qpn`'s send doorbell was rung (hint mode).
+    pub fn doorbell(&self, qpn: u32) {
+        let mut st = self.lock();
+        if st.hints {
+            st.dirty.insert(qpn);
+        }
+    }
+
+    /// Appends the QPs that retired work requests (completions written or WRs dropped) since
+    /// the last call (hint mode), and forgets them.
+    pub fn take_retired(&self, out: &mut Vec<u32>) {
+        out.append(&mut self.lock().retired);
+    }
+
     /// What the HCA executed on a QP.
     pub fn stats(&self, qpn: u32) -> Option<QpStats> {
         self.lock().stats(qpn)
