@@ -5,6 +5,8 @@
 //!   the records the host publishes.
 //! - [`cap`], cap mechanisms for processes: cgroup v2 `cpu.max`, cgroup v1 CFS quota, and a
 //!   SIGSTOP/SIGCONT duty cycle.
+//! - [`kvm`], libvirt's domains (feature `libvirt`): `global_quota` caps, `cpuTime`, the shared
+//!   RAM file, a virtio-serial registration channel.
 //! - [`cpu`], CPU-time sources for processes: cgroup v1 `cpuacct.usage`, cgroup v2 `cpu.stat`,
 //!   `/proc/PID/task/*/schedstat`.
 //!
@@ -12,6 +14,7 @@
 
 pub mod cap;
 pub mod cpu;
+pub mod kvm;
 pub mod local;
 
 use resex_guestmem::GuestMemory;

@@ -8,6 +8,7 @@
 mod demo;
 mod host;
 mod ibmon;
+mod kvm;
 mod lab;
 mod lab_compare;
 mod lab_plot;
@@ -47,6 +48,11 @@ enum Command {
     Top(top::TopArgs),
     /// One snapshot of the daemon's view of every VM.
     Status(top::StatusArgs),
+    /// Pin a VM's cap (percent of one CPU; `none` unpins): the admin's cap wins over the policy.
+    Cap(top::CapArgs),
+    /// KVM through libvirt: prepare a domain for resex.
+    #[command(subcommand)]
+    Kvm(kvm::KvmCommand),
     /// The guest agent with BenchEx's server (what the embedded host starts; see resex-agent).
     #[command(disable_help_flag = true)]
     Agent {
@@ -79,6 +85,8 @@ fn main() -> ExitCode {
         Command::Lab(c) => lab::run(c),
         Command::Top(a) => top::run(a),
         Command::Status(a) => top::status(a),
+        Command::Cap(a) => top::cap(a),
+        Command::Kvm(c) => kvm::run(c),
         Command::Agent { args } => {
             resex_agent::cli::main_with(std::iter::once("resex-agent".into()).chain(args))
         }

@@ -107,3 +107,36 @@ pub fn run(a: TopArgs) -> Result<()> {
         }
     }
 }
+
+/// Options of `resex cap`.
+#[derive(Debug, Args)]
+pub struct CapArgs {
+    /// The VM (its name, as `resex status` shows it).
+    pub vm: String,
+    /// The cap in percent of one physical CPU, or `none` to unpin (the original setting comes
+    /// back and the policy decides again).
+    pub pct: String,
+    /// The daemon's API socket (default: the daemon's default, RUN_DIR/resexd.sock).
+    #[arg(long, value_name = "SOCKET")]
+    pub api: Option<PathBuf>,
+}
+
+/// `resex cap VM PCT|none`: the admin's own cap, kept whatever the policy decides.
+pub fn cap(a: CapArgs) -> Result<()> {
+    let pct = match a.pct.as_str() {
+        "none" | "off" => None,
+        p => Some(
+            p.trim_end_matches('%')
+                .parse::<f64>()
+                .ok()
+                .filter(|v| v.is_finite() && *v > 0.0)
+                .ok_or_else(|| {
+                    anyhow::anyhow!("`{p}` is not a cap: a percent of one CPU (e.g. 30) or `none`")
+                })?,
+        ),
+    };
+    let path = a.api.unwrap_or_else(default_socket);
+    let msg = ApiClient::connect(&path)?.pin(&a.vm, pct)?;
+    println!("{}: {msg}", a.vm);
+    Ok(())
+}

@@ -197,6 +197,21 @@ count = 300
     assert!(rows.next().unwrap().contains(",srv,registered,"));
     assert!(resex(&["status"]).contains("srv"));
 
+    // `resex cap`: the admin pins a cap through the daemon (and its backend), then unpins it.
+    let pinned = resex(&["cap", "srv", "40"]);
+    assert!(pinned.contains("pinned at 40%"), "{pinned}");
+    wait_for(&d, &mut host, "the pinned cap", |v| v.cap_pct == Some(40.0));
+    assert!(resex(&["cap", "srv", "none"]).contains("unpinned"));
+    wait_for(&d, &mut host, "the unpinned cap", |v| {
+        v.name == "srv" && v.cap_pct.is_none()
+    });
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_resex"))
+        .args(["cap", "nosuch", "10", "--api"])
+        .arg(&api)
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no VM named `nosuch`"));
+
     // Prometheus: /metrics in the text exposition format, with the exact totals.
     let addr = d.metrics_addr().expect("metrics endpoint");
     let get = |path: &str| {

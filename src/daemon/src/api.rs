@@ -1,7 +1,9 @@
 //! The local API: a Unix socket (mode 0600: root only, like libvirt's admin socket) speaking
 //! JSON lines. Requests: `{"cmd":"status"}` answers one snapshot; `{"cmd":"subscribe",
-//! "interval_ms":500}` streams a snapshot every interval until the client goes away. Bare
-//! `status` and `subscribe` lines work too. Errors: `{"error":"..."}`.
+//! "interval_ms":500}` streams a snapshot every interval until the client goes away;
+//! `{"cmd":"pin","vm":"NAME","pct":30}` pins a VM's cap (the admin's cap wins over the policy's
+//! until `"pct":null` unpins it and puts its original setting back), answered `{"ok":"..."}`.
+//! Bare `status` and `subscribe` lines work too. Errors: `{"error":"..."}`.
 
 use crate::snapshot::Snapshot;
 use serde::Deserialize;
@@ -24,7 +26,14 @@ enum Request {
         #[serde(default = "default_every")]
         interval_ms: u64,
     },
+    Pin {
+        vm: String,
+        pct: Option<f64>,
+    },
 }
+
+/// Pins (or with `None` unpins) a VM's cap: answers what was done, or why not.
+pub type PinFn = Arc<dyn Fn(&str, Option<f64>) -> Result<String, String> + Send + Sync>;
 
 fn default_every() -> u64 {
     500
@@ -47,7 +56,12 @@ fn current(s: &Shared) -> Arc<Snapshot> {
     s.read().unwrap_or_else(|p| p.into_inner()).clone()
 }
 
-fn serve(stream: UnixStream, shared: Shared, stop: Arc<AtomicBool>) -> std::io::Result<()> {
+fn serve(
+    stream: UnixStream,
+    shared: Shared,
+    stop: Arc<AtomicBool>,
+    pin: PinFn,
+) -> std::io::Result<()> {
     stream.set_read_timeout(Some(Duration::from_secs(60)))?;
     // A subscriber that stops reading is dropped instead of holding its thread forever.
     stream.set_write_timeout(Some(Duration::from_secs(5)))?;
@@ -73,6 +87,20 @@ fn serve(stream: UnixStream, shared: Shared, stop: Arc<AtomicBool>) -> std::io::
                 }
                 return Ok(());
             }
+            Ok(Request::Pin { vm, pct }) => {
+                let answer = match pct {
+                    Some(p) if !(p.is_finite() && p > 0.0) => {
+                        Err(format!("pct {p} must be a positive percent of one CPU"))
+                    }
+                    _ => pin(&vm, pct),
+                };
+                let v = match answer {
+                    Ok(m) => serde_json::json!({ "ok": m }),
+                    Err(e) => serde_json::json!({ "error": e }),
+                };
+                serde_json::to_writer(&mut w, &v)?;
+                w.write_all(b"\n")?;
+            }
             Err(e) => {
                 serde_json::to_writer(&mut w, &serde_json::json!({ "error": e }))?;
                 w.write_all(b"\n")?;
@@ -89,6 +117,7 @@ pub fn start(
     path: &Path,
     shared: Shared,
     stop: Arc<AtomicBool>,
+    pin: PinFn,
 ) -> std::io::Result<(PathBuf, std::thread::JoinHandle<()>)> {
     if let Some(d) = path.parent() {
         std::fs::create_dir_all(d)?;
@@ -110,10 +139,10 @@ pub fn start(
             while !stop.load(Ordering::Acquire) {
                 match l.accept() {
                     Ok((s, _)) => {
-                        let (shared, stop) = (shared.clone(), stop.clone());
+                        let (shared, stop, pin) = (shared.clone(), stop.clone(), pin.clone());
                         let _ = s.set_nonblocking(false);
                         std::thread::spawn(move || {
-                            let _ = serve(s, shared, stop);
+                            let _ = serve(s, shared, stop, pin);
                         });
                     }
                     Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
@@ -142,5 +171,13 @@ mod tests {
             Ok(Request::Subscribe { interval_ms: 50 })
         ));
         assert!(parse(r#"{"cmd":"reboot"}"#).is_err());
+        assert!(matches!(
+            parse(r#"{"cmd":"pin","vm":"a","pct":30}"#),
+            Ok(Request::Pin { vm, pct: Some(p) }) if vm == "a" && p == 30.0
+        ));
+        assert!(matches!(
+            parse(r#"{"cmd":"pin","vm":"a","pct":null}"#),
+            Ok(Request::Pin { pct: None, .. })
+        ));
     }
 }

@@ -4,6 +4,7 @@
 //! backend = "local"                          # local | kvm | xen
 //! policy = "/etc/resex/policies/ioshares.toml"  # omit: monitor only, no caps
 //! run_dir = "/run/resex"                     # where the local backend's records are
+//! connect = "qemu:///system"                 # the kvm backend's libvirt URI
 //! state_dir = "/var/lib/resex"               # caps.json: original cap settings (crash safety)
 //! api_socket = "/run/resex/resexd.sock"      # the local API (mode 0600)
 //! journal = "/var/log/resex/journal.csv"     # optional usage + caps journal
@@ -31,6 +32,9 @@ pub struct Config {
     /// The local backend's run directory.
     #[serde(default)]
     pub run_dir: Option<PathBuf>,
+    /// The kvm backend's libvirt URI.
+    #[serde(default = "default_connect")]
+    pub connect: String,
     /// Where the cap records live.
     #[serde(default)]
     pub state_dir: Option<PathBuf>,
@@ -67,6 +71,10 @@ fn default_cpu_every() -> u32 {
 }
 fn yes() -> bool {
     true
+}
+
+fn default_connect() -> String {
+    "qemu:///system".to_owned()
 }
 
 fn default_backend() -> String {

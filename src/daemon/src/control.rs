@@ -24,7 +24,7 @@ use resex_shim::LatencyRecorder;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -90,7 +90,9 @@ pub struct RunSummary {
 }
 
 enum Command {
-    Reload(Option<NamedPolicy>),
+    Reload(Box<Option<NamedPolicy>>),
+    /// The admin pins (or unpins) a VM's cap; the answer goes back on the sender.
+    Pin(String, Option<f64>, Sender<Result<String, String>>),
 }
 
 /// A running daemon.
@@ -120,7 +122,7 @@ impl DaemonHandle {
 
     /// Switches policy (every cap is first put back to its original setting).
     pub fn reload(&self, policy: Option<NamedPolicy>) {
-        let _ = self.cmd.send(Command::Reload(policy));
+        let _ = self.cmd.send(Command::Reload(Box::new(policy)));
     }
 
     /// True while the loop runs.
@@ -184,10 +186,25 @@ pub fn start(settings: Settings, hv: Arc<dyn Hypervisor>) -> Result<DaemonHandle
     let stop = Arc::new(AtomicBool::new(false));
     let shared: Shared = Arc::new(RwLock::new(Arc::new(Snapshot::default())));
     let api_path = cfg.api_socket();
+    let (cmd_tx, cmd_rx) = mpsc::channel::<Command>();
+    let pin: api::PinFn = {
+        let tx = Mutex::new(cmd_tx.clone());
+        Arc::new(move |vm: &str, pct: Option<f64>| {
+            let (rtx, rrx) = mpsc::channel();
+            tx.lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .send(Command::Pin(vm.to_owned(), pct, rtx))
+                .map_err(|_| "the daemon is stopping".to_owned())?;
+            rrx.recv_timeout(Duration::from_secs(5))
+                .map_err(|_| "the control loop did not answer".to_owned())?
+        })
+    };
     let (_, api_thread) =
-        api::start(&api_path, shared.clone(), stop.clone()).map_err(|source| DaemonError::Api {
-            path: api_path.display().to_string(),
-            source,
+        api::start(&api_path, shared.clone(), stop.clone(), pin).map_err(|source| {
+            DaemonError::Api {
+                path: api_path.display().to_string(),
+                source,
+            }
         })?;
     let loop_metrics = cfg
         .metrics
@@ -242,7 +259,6 @@ pub fn start(settings: Settings, hv: Arc<dyn Hypervisor>) -> Result<DaemonHandle
             })
             .map_err(DaemonError::Thread)?
     };
-    let (cmd_tx, cmd_rx) = mpsc::channel();
     let (reg_tx, reg_rx) = mpsc::channel();
     let mut lp = Loop {
         hv: hv.clone(),
@@ -469,10 +485,45 @@ impl Loop {
         }
     }
 
+    /// The admin's cap: set (and kept whatever the policy decides) or lifted.
+    fn pin(&mut self, name: &str, pct: Option<f64>) -> Result<String, String> {
+        let Some((key, vm)) = self.vms.iter_mut().find(|(_, v)| v.name == name) else {
+            return Err(format!("no VM named `{name}`"));
+        };
+        let key = key.clone();
+        let a = match pct {
+            Some(p) => {
+                vm.pinned = Some(p);
+                vm.cap = Some(p);
+                vm.cap_reason = Some(format!("pinned at {p}% by the admin"));
+                Act::Set {
+                    key,
+                    name: vm.name.clone(),
+                    pct: p,
+                }
+            }
+            None => {
+                vm.pinned = None;
+                vm.cap = None;
+                vm.cap_reason = Some("unpinned by the admin: original setting".into());
+                Act::Restore { key }
+            }
+        };
+        tracing::info!("{name}: {}", vm.cap_reason.as_deref().unwrap_or(""));
+        let msg = vm.cap_reason.clone().unwrap_or_default();
+        if let Some(act) = &self.act {
+            act.send(a);
+        }
+        Ok(msg)
+    }
+
     fn events(&mut self) {
         while let Ok(c) = self.cmd_rx.try_recv() {
             match c {
-                Command::Reload(p) => self.set_policy(p),
+                Command::Reload(p) => self.set_policy(*p),
+                Command::Pin(name, pct, reply) => {
+                    let _ = reply.send(self.pin(&name, pct));
+                }
             }
         }
         let mut latest = None;
@@ -666,6 +717,9 @@ impl Loop {
                 else {
                     continue;
                 };
+                if vm.pinned.is_some() {
+                    continue; // the admin's cap wins
+                }
                 let key = key.clone();
                 let full = 100.0 * f64::from(vm.vcpus);
                 let reason = d.reason.to_string();

@@ -34,6 +34,9 @@ struct Cli {
     /// The local backend's run directory.
     #[arg(long)]
     run_dir: Option<PathBuf>,
+    /// The kvm backend's libvirt URI (default qemu:///system).
+    #[arg(long, value_name = "URI")]
+    connect: Option<String>,
     /// Where original cap settings are recorded.
     #[arg(long)]
     state_dir: Option<PathBuf>,
@@ -68,6 +71,9 @@ fn load_policy(path: &Path) -> Result<NamedPolicy> {
 fn backend(cfg: &Config) -> Result<Arc<dyn Hypervisor>> {
     match cfg.backend.as_str() {
         "local" => Ok(Arc::new(LocalBackend::new(&cfg.run_dir()))),
+        #[cfg(feature = "libvirt")]
+        "kvm" => Ok(Arc::new(resex_backend::kvm::KvmBackend::connect(&cfg.connect)?)),
+        #[cfg(not(feature = "libvirt"))]
         "kvm" => bail!("the kvm backend is not in this build: rebuild resexd with `--features libvirt` (Debian: libvirt-dev)"),
         "xen" => bail!("the xen backend is not in this build: rebuild resexd with `--features xen` (Debian: libxen-dev, libclang-dev)"),
         other => bail!("unknown backend `{other}` (local, kvm, xen)"),
@@ -97,6 +103,9 @@ fn main() -> Result<()> {
     }
     if let Some(d) = &cli.run_dir {
         cfg.run_dir = Some(d.clone());
+    }
+    if let Some(u) = &cli.connect {
+        cfg.connect = u.clone();
     }
     if let Some(d) = &cli.state_dir {
         cfg.state_dir = Some(d.clone());

@@ -62,6 +62,8 @@ pub struct Vm {
     pub reattached: u64,
     /// Cap in force set by the daemon (None: the original setting).
     pub cap: Option<f64>,
+    /// A cap the admin pinned (`resex cap`): policy decisions leave it alone.
+    pub pinned: Option<f64>,
     /// Why the cap last changed.
     pub cap_reason: Option<String>,
     /// How caps are enforced.
@@ -110,6 +112,7 @@ impl Vm {
             lat_totals: (0, 0.0, 0.0),
             reattached: 0,
             cap: None,
+            pinned: None,
             cap_reason: None,
             cap_mechanism: String::new(),
             cpu_pct: 0.0,

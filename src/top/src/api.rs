@@ -72,6 +72,25 @@ impl ApiClient {
         Ok(())
     }
 
+    /// Pins a VM's cap (percent of one CPU) or, with `None`, unpins it; the daemon's answer.
+    pub fn pin(&mut self, vm: &str, pct: Option<f64>) -> Result<String, ApiError> {
+        let req = serde_json::json!({ "cmd": "pin", "vm": vm, "pct": pct });
+        writeln!(self.w, "{req}")?;
+        self.line.clear();
+        if self.r.read_line(&mut self.line)? == 0 {
+            return Err(ApiError::Closed);
+        }
+        let v: serde_json::Value =
+            serde_json::from_str(&self.line).map_err(|e| ApiError::Parse(e.to_string()))?;
+        if let Some(e) = v.get("error").and_then(|e| e.as_str()) {
+            return Err(ApiError::Refused(e.to_owned()));
+        }
+        v.get("ok")
+            .and_then(|m| m.as_str())
+            .map(str::to_owned)
+            .ok_or_else(|| ApiError::Parse(format!("unexpected answer: {}", self.line.trim())))
+    }
+
     /// The next snapshot on the connection.
     pub fn next_snapshot(&mut self) -> Result<Snapshot, ApiError> {
         self.line.clear();

@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# End to end on a real libvirtd and a real QEMU guest (TCG: no KVM needed): resexd's kvm
+# backend finds the domain, reads its CPU time and guest RAM file, pins a cap that shows in
+# `virsh schedinfo` and in the domain's cgroup and lowers the guest's CPU share, and puts the
+# original setting back when it stops; `resex kvm prepare` adds shared file memory and the
+# agent channel to a bare definition. Everything it starts, it stops.
+#
+# Usage (root): tools/kvm/e2e.sh     (set RESEX_E2E_NO_INSTALL=1 to skip apt-get)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+ROOT=$PWD
+URI=qemu:///system
+DOM=resex-e2e
+BARE=resex-e2e-bare
+WORK=$(mktemp -d /tmp/resex-e2e.XXXXXX)
+chmod 755 "$WORK"  # QEMU runs as libvirt-qemu and reads the initramfs from here
+STARTED_LIBVIRTD=0
+RESEXD_PID=
+step() { echo "== e2e: $*"; }
+fail() { echo "e2e FAILED: $*" >&2; exit 1; }
+
+cleanup() {
+    set +e
+    [ -n "$RESEXD_PID" ] && kill "$RESEXD_PID" 2>/dev/null && wait "$RESEXD_PID" 2>/dev/null
+    for d in "$DOM" "$BARE"; do
+        virsh -c $URI destroy "$d" >/dev/null 2>&1
+        virsh -c $URI undefine "$d" >/dev/null 2>&1
+    done
+    if [ "$STARTED_LIBVIRTD" = 1 ]; then
+        pkill -x libvirtd; pkill -x virtlogd
+    fi
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+[ "$(id -u)" = 0 ] || fail "run as root (libvirtd, cgroups)"
+if [ "${RESEX_E2E_NO_INSTALL:-0}" != 1 ]; then
+    step "installing qemu, libvirt, a kernel and busybox"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends qemu-system-x86 libvirt-daemon-system \
+        libvirt-dev linux-image-amd64 busybox-static cpio >/dev/null
+fi
+KERNEL=$(ls /boot/vmlinuz-* | sort -V | tail -1)
+
+step "building resex and resexd with the libvirt feature"
+cargo build --release -q -p resex-cli -p resex-daemon --features resex-cli/libvirt,resex-daemon/libvirt
+RESEX=$ROOT/target/release/resex
+RESEXD=$ROOT/target/release/resexd
+
+if ! virsh -c $URI version >/dev/null 2>&1; then
+    step "starting virtlogd and libvirtd"
+    virtlogd -d; libvirtd -d; STARTED_LIBVIRTD=1
+    for _ in $(seq 50); do virsh -c $URI version >/dev/null 2>&1 && break; sleep 0.2; done
+fi
+virsh -c $URI version >/dev/null || fail "libvirtd does not answer at $URI"
+
+step "guest image"
+tools/kvm/initramfs.sh "$WORK/initrd.gz"
+
+domain_xml() { # NAME CMDLINE WITH_RESEX(0|1)
+    local extra=""
+    if [ "$3" = 1 ]; then
+        extra="<memoryBacking><source type='file'/><access mode='shared'/></memoryBacking>"
+    fi
+    cat <<XML
+<domain type='qemu'>
+  <name>$1</name>
+  <memory unit='MiB'>128</memory>
+  $extra
+  <vcpu>1</vcpu>
+  <os><type arch='x86_64' machine='pc'>hvm</type><kernel>$KERNEL</kernel>
+    <initrd>$WORK/initrd.gz</initrd><cmdline>console=ttyS0 quiet $2</cmdline></os>
+  <devices>
+    <emulator>/usr/bin/qemu-system-x86_64</emulator>
+    <serial type='file'><source path='$WORK/$1.console'/></serial>
+  </devices>
+</domain>
+XML
+}
+
+step "resex kvm prepare on a bare definition"
+domain_xml $BARE "resex.mode=busy" 0 > "$WORK/bare.xml"
+virsh -c $URI define "$WORK/bare.xml" >/dev/null
+"$RESEX" kvm prepare $BARE --connect $URI --define
+virsh -c $URI dumpxml --inactive $BARE > "$WORK/bare-after.xml"
+grep -q "<source type='file'/>" "$WORK/bare-after.xml" || fail "prepare: no file memory source"
+grep -q "<access mode='shared'/>" "$WORK/bare-after.xml" || fail "prepare: no shared access"
+grep -q "name='org.resex.agent.0'" "$WORK/bare-after.xml" || fail "prepare: no agent channel"
+"$RESEX" kvm prepare $BARE --connect $URI 2>&1 | grep -q "already has" || fail "prepare is not idempotent"
+virsh -c $URI undefine $BARE >/dev/null
+
+step "starting the guest (TCG)"
+domain_xml $DOM "resex.mode=busy" 0 > "$WORK/dom.xml"
+virsh -c $URI define "$WORK/dom.xml" >/dev/null
+"$RESEX" kvm prepare $DOM --connect $URI --define >/dev/null
+virsh -c $URI start $DOM >/dev/null
+for _ in $(seq 100); do grep -q "resex-guest: up" "$WORK/$DOM.console" 2>/dev/null && break; sleep 0.2; done
+grep -q "resex-guest: up" "$WORK/$DOM.console" || fail "the guest did not boot: $(tail -5 "$WORK/$DOM.console")"
+grep -q "= org.resex.agent.0" "$WORK/$DOM.console" || fail "the guest has no org.resex.agent.0 port"
+CG=$(ls -d /sys/fs/cgroup/cpu/machine/qemu-*-$DOM.libvirt-qemu 2>/dev/null | head -1 || true)
+[ -n "$CG" ] || CG=$(ls -d /sys/fs/cgroup/machine.slice/machine-qemu*$DOM*.scope 2>/dev/null | head -1 || true)
+[ -n "$CG" ] || fail "no cgroup for $DOM"
+ORIG=$(virsh -c $URI schedinfo $DOM | awk '/global_(period|quota)/ {print $3}' | tr '\n' ' ')
+
+step "resexd --backend kvm"
+API=$WORK/api.sock
+"$RESEXD" --backend kvm --connect $URI --no-policy --api "$API" --state-dir "$WORK/state" \
+    > "$WORK/resexd.log" 2>&1 &
+RESEXD_PID=$!
+status_json() { "$RESEX" status --api "$API" --json; }
+field() { # JSON-FIELD: the domain's value in the daemon's snapshot
+    status_json | python3 -c "import json,sys; v=[x for x in json.load(sys.stdin)['vms'] if x['name']=='$DOM']; print(v[0]['$1'] if v else 'missing')"
+}
+for _ in $(seq 100); do [ "$(field name 2>/dev/null)" = "$DOM" ] && break; sleep 0.2; done
+[ "$(field name)" = "$DOM" ] || fail "resexd did not find $DOM: $(tail -5 "$WORK/resexd.log")"
+sleep 3
+CPU0=$(field cpu_pct)
+echo "   uncapped: guest CPU ${CPU0}% (the domain's cpu.time, virDomainGetCPUStats)"
+python3 -c "import sys; sys.exit(0 if float('$CPU0') > 60 else 1)" || fail "an uncapped busy guest uses only ${CPU0}%"
+grep -q "$DOM: found" "$WORK/resexd.log" || fail "no discovery line"
+
+step "a cap of 25%: virsh schedinfo, the cgroup, and the guest's CPU share"
+"$RESEX" cap $DOM 25 --api "$API"
+sleep 3
+virsh -c $URI schedinfo $DOM | grep -q "global_quota *: 2500" || fail "schedinfo: $(virsh -c $URI schedinfo $DOM | grep global)"
+virsh -c $URI schedinfo $DOM | grep -q "global_period *: 10000" || fail "schedinfo period"
+if [ -f "$CG/cpu.cfs_quota_us" ]; then
+    [ "$(cat "$CG/cpu.cfs_quota_us")" = 2500 ] || fail "cgroup v1 quota $(cat "$CG/cpu.cfs_quota_us")"
+else
+    grep -q "^2500 10000" "$CG/cpu.max" || fail "cgroup v2 cpu.max $(cat "$CG/cpu.max")"
+fi
+sleep 2
+CPU1=$(field cpu_pct)
+echo "   capped at 25%: guest CPU ${CPU1}%"
+python3 -c "import sys; sys.exit(0 if 20 < float('$CPU1') < 28 else 1)" || fail "capped guest at ${CPU1}%"
+
+step "resexd stops: the original setting comes back"
+kill -TERM "$RESEXD_PID"; wait "$RESEXD_PID" || true; RESEXD_PID=
+NOW=$(virsh -c $URI schedinfo $DOM | awk '/global_(period|quota)/ {print $3}' | tr '\n' ' ')
+[ "$NOW" = "$ORIG" ] || fail "schedinfo after stop: '$NOW', before: '$ORIG'"
+echo "   restored: global_period/global_quota = $NOW"
+step "passed"

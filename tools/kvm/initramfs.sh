@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Builds a busybox initramfs for a test guest: virtio-serial modules from the host's Debian
+# kernel, and an /init that runs MODE (kernel command line `resex.mode=`):
+#   busy   - spin (a guest that wants a whole CPU, for the cap checks)
+#   agent  - the static resex agent found in /bin (when the image was built with one)
+# Usage: tools/kvm/initramfs.sh OUT.cpio.gz [EXTRA_BINARY...]
+set -euo pipefail
+out=$1; shift
+kver=$(ls /lib/modules | sort -V | tail -1)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+mkdir -p "$work"/{bin,proc,sys,dev,tmp,lib/modules}
+cp "$(command -v busybox)" "$work/bin/busybox"
+# Load order: each after what it depends on.
+mods="virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci virtio_console"
+for m in $mods; do
+    f=$(find "/lib/modules/$kver" -name "$m.ko*" | head -1)
+    [ -n "$f" ] || { echo "initramfs: module $m not found for kernel $kver" >&2; exit 1; }
+    case "$f" in
+        *.ko.xz) xz -dc "$f" > "$work/lib/modules/$m.ko" ;;
+        *.ko.zst) zstd -qdc "$f" > "$work/lib/modules/$m.ko" ;;
+        *) cp "$f" "$work/lib/modules/$m.ko" ;;
+    esac
+done
+for b in "$@"; do cp "$b" "$work/bin/"; done
+cat > "$work/init" <<INIT
+#!/bin/busybox sh
+/bin/busybox --install -s /bin
+mount -t proc proc /proc; mount -t sysfs sys /sys; mount -t devtmpfs dev /dev
+for m in $mods; do insmod /lib/modules/\$m.ko; done
+mode=busy
+for a in \$(cat /proc/cmdline); do case "\$a" in resex.mode=*) mode=\${a#resex.mode=};; esac; done
+echo "resex-guest: up, mode \$mode"
+for p in /sys/class/virtio-ports/*; do [ -e "\$p/name" ] && echo "resex-guest: port \$(basename \$p) = \$(cat \$p/name)"; done
+case "\$mode" in
+    agent) exec /bin/resex-agent-vm ;;
+    *) while true; do :; done ;;
+esac
+INIT
+chmod +x "$work/init"
+(cd "$work" && find . | cpio -o -H newc 2>/dev/null | gzip) > "$out"
+echo "initramfs: $out ($(du -h "$out" | cut -f1), kernel $kver)"
