@@ -16,6 +16,7 @@ pub mod cap;
 pub mod cpu;
 pub mod kvm;
 pub mod local;
+pub mod xen;
 
 use resex_guestmem::GuestMemory;
 use std::io::{BufRead, Write};

@@ -75,6 +75,11 @@ fn backend(cfg: &Config) -> Result<Arc<dyn Hypervisor>> {
         "kvm" => Ok(Arc::new(resex_backend::kvm::KvmBackend::connect(&cfg.connect)?)),
         #[cfg(not(feature = "libvirt"))]
         "kvm" => bail!("the kvm backend is not in this build: rebuild resexd with `--features libvirt` (Debian: libvirt-dev)"),
+        #[cfg(feature = "xen")]
+        "xen" => Ok(Arc::new(resex_backend::xen::XenBackend::new(
+            resex_backend::xen::RealXen::open()?,
+        ))),
+        #[cfg(not(feature = "xen"))]
         "xen" => bail!("the xen backend is not in this build: rebuild resexd with `--features xen` (Debian: libxen-dev, libclang-dev)"),
         other => bail!("unknown backend `{other}` (local, kvm, xen)"),
     }

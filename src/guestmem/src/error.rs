@@ -31,6 +31,14 @@ pub enum MemError {
         /// The RAM file.
         path: PathBuf,
     },
+    /// The hypervisor would not map a page of guest RAM (a hole, or a page the guest gave up).
+    #[error("guest page {gfn:#x} could not be mapped: {why}")]
+    Unmapped {
+        /// The guest frame number.
+        gfn: u64,
+        /// Why.
+        why: String,
+    },
     /// The guest RAM file is empty or too large to map here.
     #[error("guest RAM file {path} has an unusable size ({size} bytes)")]
     BadSize {

@@ -16,11 +16,13 @@
 mod atomic_copy;
 mod error;
 mod file;
+mod raw;
 mod ring;
 mod vec;
 
 pub use error::{MemError, RingError};
 pub use file::FileMemory;
+pub use raw::RawRegion;
 pub use ring::{PageRing, PAGE_SIZE};
 pub use vec::VecMemory;
 

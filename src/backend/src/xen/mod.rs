@@ -1,0 +1,444 @@
+//! The `xen` backend (feature `xen` for the real hypervisor; Debian: libxen-dev, libclang-dev).
+//!
+//! - Domains and CPU time: `xc_domain_getinfolist` (`xc_domain_getinfo` no longer exists).
+//! - Caps: `xc_sched_credit_domain_set` or `xc_sched_credit2_domain_set`, by the scheduler of
+//!   the domain's cpupool; both take a cap in percent of one physical CPU (0: none), our unit.
+//! - Guest memory: xenforeignmemory, mapped in batches of [`BATCH_PAGES`] pages when first
+//!   touched and cached ([`XenMemory`]); gfn = guest-physical address / 4096.
+//! - Registration: xenstore, under the guest-writable `/local/domain/ID/data/resex/`: the host
+//!   writes its channel lines to `host`, the guest its to `guest`, each value `SEQ LINE`
+//!   ([`XenstoreChannel`]).
+//!
+//! Everything the backend asks of Xen goes through [`XenOps`]: the real implementation
+//! (`ffi`, dynamically loaded libxenctrl, libxenforeignmemory, libxenstore) and the fake the
+//! tests use sit behind it.
+
+#[cfg(feature = "xen")]
+mod ffi;
+#[cfg(feature = "xen")]
+pub use ffi::RealXen;
+
+use crate::{BackendError, Channel, DomainInfo, Hypervisor};
+use resex_guestmem::{GuestAddress, GuestMemory, MemError, RawRegion};
+use std::collections::HashMap;
+use std::io::{BufRead, Read, Write};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Pages mapped at once.
+pub const BATCH_PAGES: u64 = 64;
+const PAGE: u64 = 4096;
+
+/// A domain's scheduler.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Scheduler {
+    /// credit (`XEN_SCHEDULER_CREDIT`).
+    Credit,
+    /// credit2 (`XEN_SCHEDULER_CREDIT2`).
+    Credit2,
+}
+
+/// A scheduler's per-domain parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SchedParams {
+    /// Relative weight.
+    pub weight: u16,
+    /// Cap, percent of one physical CPU (0: uncapped).
+    pub cap: u16,
+}
+
+/// A domain as Xen lists it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct XenDomain {
+    /// Domain id.
+    pub domid: u32,
+    /// Name (xenstore).
+    pub name: String,
+    /// UUID (the domain handle).
+    pub uuid: String,
+    /// vCPUs.
+    pub vcpus: u32,
+    /// Memory, bytes.
+    pub ram_bytes: u64,
+    /// CPU time used, ns.
+    pub cpu_time_ns: u64,
+    /// Its cpupool's scheduler (`None`: one we cannot cap, e.g. RTDS or null).
+    pub scheduler: Option<Scheduler>,
+}
+
+/// A batch of mapped guest pages.
+pub trait PageBatch: Send + Sync {
+    /// The mapping of page `i` of the batch, or why it is missing.
+    fn page(&self, i: usize) -> Result<&RawRegion, String>;
+}
+
+/// What the backend needs from Xen.
+pub trait XenOps: Send + Sync {
+    /// Every domain but dom0 that is not dying.
+    fn list(&self) -> Result<Vec<XenDomain>, BackendError>;
+    /// A domain's scheduler parameters.
+    fn sched_get(&self, domid: u32, s: Scheduler) -> Result<SchedParams, BackendError>;
+    /// Sets them.
+    fn sched_set(&self, domid: u32, s: Scheduler, p: SchedParams) -> Result<(), BackendError>;
+    /// Maps `gfns` of the domain (read-write), one batch.
+    fn map(&self, domid: u32, gfns: &[u64]) -> Result<Box<dyn PageBatch>, BackendError>;
+    /// Reads a xenstore path.
+    fn xs_read(&self, path: &str) -> Result<Option<String>, BackendError>;
+    /// Writes a xenstore path.
+    fn xs_write(&self, path: &str, value: &str) -> Result<(), BackendError>;
+}
+
+/// The backend over any [`XenOps`].
+pub struct XenBackend<O: XenOps> {
+    ops: Arc<O>,
+    mems: Mutex<HashMap<u32, Arc<XenMemory<O>>>>,
+}
+
+impl<O: XenOps> std::fmt::Debug for XenBackend<O> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("XenBackend")
+    }
+}
+
+fn domid_of(key: &str) -> Result<u32, BackendError> {
+    key.split_once('/')
+        .and_then(|(d, _)| d.parse().ok())
+        .ok_or_else(|| BackendError::NoDomain(key.to_owned()))
+}
+
+impl<O: XenOps + 'static> XenBackend<O> {
+    /// A backend over `ops`.
+    pub fn new(ops: O) -> Self {
+        Self {
+            ops: Arc::new(ops),
+            mems: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn domain(&self, key: &str) -> Result<XenDomain, BackendError> {
+        let domid = domid_of(key)?;
+        self.ops
+            .list()?
+            .into_iter()
+            .find(|d| d.domid == domid && key_of(d) == key)
+            .ok_or_else(|| BackendError::NoDomain(key.to_owned()))
+    }
+
+    fn scheduler(&self, key: &str) -> Result<(u32, Scheduler), BackendError> {
+        let d = self.domain(key)?;
+        let s = d.scheduler.ok_or_else(|| {
+            BackendError::Unavailable(format!(
+                "domain {}: its cpupool's scheduler has no cap (credit or credit2 needed)",
+                d.name
+            ))
+        })?;
+        Ok((d.domid, s))
+    }
+}
+
+/// `DOMID/UUID`: a domain id is reused after a domain dies; the pair is not.
+fn key_of(d: &XenDomain) -> String {
+    format!("{}/{}", d.domid, d.uuid)
+}
+
+impl<O: XenOps + 'static> Hypervisor for XenBackend<O> {
+    fn kind(&self) -> &'static str {
+        "xen"
+    }
+
+    fn domains(&self) -> Result<Vec<DomainInfo>, BackendError> {
+        Ok(self
+            .ops
+            .list()?
+            .into_iter()
+            .map(|d| DomainInfo {
+                key: key_of(&d),
+                id: d.domid,
+                name: d.name.clone(),
+                vcpus: d.vcpus.max(1),
+                ram_size: crate::kvm::lowmem(d.ram_bytes),
+                weight: 1.0,
+                sla_threshold: None,
+            })
+            .collect())
+    }
+
+    fn cpu_time_ns(&self, key: &str) -> Result<u64, BackendError> {
+        Ok(self.domain(key)?.cpu_time_ns)
+    }
+
+    fn memory(&self, key: &str) -> Result<Arc<dyn GuestMemory>, BackendError> {
+        let d = self.domain(key)?;
+        let mut mems = self.mems.lock().unwrap_or_else(|p| p.into_inner());
+        let m = mems
+            .entry(d.domid)
+            .or_insert_with(|| {
+                Arc::new(XenMemory {
+                    ops: self.ops.clone(),
+                    domid: d.domid,
+                    size: crate::kvm::lowmem(d.ram_bytes),
+                    batches: Mutex::new(HashMap::new()),
+                })
+            })
+            .clone();
+        Ok(m)
+    }
+
+    fn open_channel(&self, key: &str) -> Result<Channel, BackendError> {
+        let d = self.domain(key)?;
+        let ch = XenstoreChannel::new(self.ops.clone(), d.domid);
+        Ok((Box::new(ch.reader()), Box::new(ch)))
+    }
+
+    fn cap_mechanism(&self, key: &str) -> String {
+        match self.scheduler(key) {
+            Ok((_, Scheduler::Credit)) => "xen credit cap".into(),
+            Ok((_, Scheduler::Credit2)) => "xen credit2 cap".into(),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    fn save_cap(&self, key: &str) -> Result<serde_json::Value, BackendError> {
+        let (domid, s) = self.scheduler(key)?;
+        let p = self.ops.sched_get(domid, s)?;
+        Ok(serde_json::json!({ "scheduler": s, "weight": p.weight, "cap": p.cap }))
+    }
+
+    fn set_cap(&self, key: &str, pct: Option<f64>) -> Result<(), BackendError> {
+        let (domid, s) = self.scheduler(key)?;
+        let mut p = self.ops.sched_get(domid, s)?;
+        p.cap = match pct {
+            None => 0,
+            // Xen's cap is whole percent, at least 1 (0 means none).
+            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+            Some(c) if c.is_finite() && c > 0.0 => c.round().clamp(1.0, f64::from(u16::MAX)) as u16,
+            Some(c) => return Err(BackendError::Invalid(format!("cap {c}% is not positive"))),
+        };
+        self.ops.sched_set(domid, s, p)
+    }
+
+    fn restore_cap(&self, key: &str, saved: &serde_json::Value) -> Result<(), BackendError> {
+        #[derive(serde::Deserialize)]
+        struct Saved {
+            scheduler: Scheduler,
+            weight: u16,
+            cap: u16,
+        }
+        let s: Saved = serde_json::from_value(saved.clone())
+            .map_err(|e| BackendError::Invalid(format!("saved xen cap `{saved}`: {e}")))?;
+        let (domid, now) = self.scheduler(key)?;
+        if now != s.scheduler {
+            return Err(BackendError::Invalid(format!(
+                "domain moved from {:?} to {now:?}: its saved setting no longer applies",
+                s.scheduler
+            )));
+        }
+        self.ops.sched_set(
+            domid,
+            now,
+            SchedParams {
+                weight: s.weight,
+                cap: s.cap,
+            },
+        )
+    }
+}
+
+/// A domain's RAM through foreign mappings: each batch of [`BATCH_PAGES`] pages is mapped when
+/// first touched and kept.
+pub struct XenMemory<O: XenOps> {
+    ops: Arc<O>,
+    domid: u32,
+    size: u64,
+    batches: Mutex<HashMap<u64, Arc<dyn PageBatch>>>,
+}
+
+impl<O: XenOps> XenMemory<O> {
+    fn batch(&self, n: u64) -> Result<Arc<dyn PageBatch>, MemError> {
+        let mut b = self.batches.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(x) = b.get(&n) {
+            return Ok(x.clone());
+        }
+        let first = n * BATCH_PAGES;
+        let last = (first + BATCH_PAGES).min(self.size.div_ceil(PAGE));
+        let gfns: Vec<u64> = (first..last).collect();
+        let x: Arc<dyn PageBatch> =
+            Arc::from(
+                self.ops
+                    .map(self.domid, &gfns)
+                    .map_err(|e| MemError::Unmapped {
+                        gfn: first,
+                        why: e.to_string(),
+                    })?,
+            );
+        b.insert(n, x.clone());
+        Ok(x)
+    }
+
+    // The casts to usize are of values under 4096 or under `len` (a usize already).
+    #[allow(clippy::cast_possible_truncation)]
+    fn each(
+        &self,
+        addr: GuestAddress,
+        len: usize,
+        mut f: impl FnMut(&RawRegion, usize, std::ops::Range<usize>) -> bool,
+    ) -> Result<(), MemError> {
+        let end = addr.0.checked_add(len as u64).filter(|&e| e <= self.size);
+        let Some(end) = end else {
+            return Err(MemError::OutOfRange {
+                addr,
+                len,
+                size: self.size,
+            });
+        };
+        let mut a = addr.0;
+        while a < end {
+            let gfn = a / PAGE;
+            let off = (a % PAGE) as usize;
+            let n = ((PAGE - a % PAGE).min(end - a)) as usize;
+            let batch = self.batch(gfn / BATCH_PAGES)?;
+            let i = (gfn % BATCH_PAGES) as usize;
+            let page = batch
+                .page(i)
+                .map_err(|why| MemError::Unmapped { gfn, why })?;
+            let done = (a - addr.0) as usize;
+            if !f(page, off, done..done + n) {
+                return Err(MemError::Unmapped {
+                    gfn,
+                    why: "short mapping".into(),
+                });
+            }
+            a += n as u64;
+        }
+        Ok(())
+    }
+}
+
+impl<O: XenOps> GuestMemory for XenMemory<O> {
+    fn size(&self) -> u64 {
+        self.size
+    }
+
+    fn read(&self, addr: GuestAddress, buf: &mut [u8]) -> Result<(), MemError> {
+        let len = buf.len();
+        self.each(addr, len, |p, off, r| p.read(off, &mut buf[r]))
+    }
+
+    fn write(&self, addr: GuestAddress, data: &[u8]) -> Result<(), MemError> {
+        self.each(addr, data.len(), |p, off, r| p.write(off, &data[r]))
+    }
+}
+
+/// The registration channel over xenstore. The host's lines go to `.../data/resex/host` and
+/// the guest's come from `.../data/resex/guest`, each value `SEQ LINE` with SEQ counting up, so
+/// a reader sees every new line once (a line rewritten faster than it is polled is lost, and
+/// the channel protocol's next `hello` recovers).
+pub struct XenstoreChannel<O: XenOps> {
+    ops: Arc<O>,
+    base: String,
+    seq: u64,
+    buf: Vec<u8>,
+}
+
+impl<O: XenOps> XenstoreChannel<O> {
+    fn new(ops: Arc<O>, domid: u32) -> Self {
+        Self {
+            ops,
+            base: format!("/local/domain/{domid}/data/resex"),
+            seq: 0,
+            buf: Vec::new(),
+        }
+    }
+
+    fn reader(&self) -> XenstoreReader<O> {
+        XenstoreReader {
+            ops: self.ops.clone(),
+            path: format!("{}/guest", self.base),
+            last: None,
+            pending: Vec::new(),
+            pos: 0,
+            timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+impl<O: XenOps> Write for XenstoreChannel<O> {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        self.buf.extend_from_slice(data);
+        while let Some(nl) = self.buf.iter().position(|&b| b == b'\n') {
+            let line: Vec<u8> = self.buf.drain(..=nl).collect();
+            let text = String::from_utf8_lossy(&line[..line.len() - 1]).into_owned();
+            self.seq += 1;
+            self.ops
+                .xs_write(
+                    &format!("{}/host", self.base),
+                    &format!("{} {text}", self.seq),
+                )
+                .map_err(std::io::Error::other)?;
+        }
+        Ok(data.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The guest-to-host half of a [`XenstoreChannel`]: polls every 20 ms.
+pub struct XenstoreReader<O: XenOps> {
+    ops: Arc<O>,
+    path: String,
+    last: Option<String>,
+    pending: Vec<u8>,
+    pos: usize,
+    timeout: Duration,
+}
+
+impl<O: XenOps> Read for XenstoreReader<O> {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        let n = {
+            let avail = self.fill_buf()?;
+            let n = avail.len().min(out.len());
+            out[..n].copy_from_slice(&avail[..n]);
+            n
+        };
+        self.consume(n);
+        Ok(n)
+    }
+}
+
+impl<O: XenOps> BufRead for XenstoreReader<O> {
+    fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
+        let start = Instant::now();
+        while self.pos >= self.pending.len() {
+            let v = self
+                .ops
+                .xs_read(&self.path)
+                .map_err(std::io::Error::other)?;
+            if let Some(v) = v.filter(|v| Some(v) != self.last.as_ref()) {
+                self.last = Some(v.clone());
+                // `SEQ LINE`; a value without a sequence number is taken whole.
+                let line = v.split_once(' ').map_or(v.as_str(), |(_, l)| l);
+                self.pending = format!("{line}\n").into_bytes();
+                self.pos = 0;
+                break;
+            }
+            if start.elapsed() >= self.timeout {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!("nothing new at {} for {:?}", self.path, self.timeout),
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(&self.pending[self.pos..])
+    }
+
+    fn consume(&mut self, n: usize) {
+        self.pos = (self.pos + n).min(self.pending.len());
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,258 @@
+//! The xen backend against a fake Xen behind the same [`XenOps`].
+
+use super::*;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Guest RAM of the fake: one boxed page per gfn (`None`: a hole Xen refuses to map).
+struct FakeMem {
+    pages: Vec<Option<Box<[u8; 4096]>>>,
+}
+
+struct FakeBatch {
+    regions: Vec<Result<RawRegion, String>>,
+}
+
+impl PageBatch for FakeBatch {
+    fn page(&self, i: usize) -> Result<&RawRegion, String> {
+        match self.regions.get(i) {
+            Some(Ok(r)) => Ok(r),
+            Some(Err(e)) => Err(e.clone()),
+            None => Err("beyond the batch".into()),
+        }
+    }
+}
+
+struct FakeXen {
+    doms: Mutex<Vec<XenDomain>>,
+    sched: Mutex<HashMap<u32, SchedParams>>,
+    mem: Mutex<HashMap<u32, FakeMem>>,
+    xs: Mutex<HashMap<String, String>>,
+    maps: AtomicUsize,
+}
+
+impl FakeXen {
+    fn new() -> Self {
+        let dom = |domid, name: &str, s| XenDomain {
+            domid,
+            name: name.into(),
+            uuid: format!("00000000-0000-0000-0000-00000000000{domid}"),
+            vcpus: 2,
+            ram_bytes: 1 << 20,
+            cpu_time_ns: 7_000_000 * u64::from(domid),
+            scheduler: s,
+        };
+        let mut pages: Vec<Option<Box<[u8; 4096]>>> =
+            (0..256).map(|_| Some(Box::new([0u8; 4096]))).collect();
+        pages[100] = None; // a hole
+        Self {
+            doms: Mutex::new(vec![
+                dom(3, "web", Some(Scheduler::Credit)),
+                dom(4, "db", Some(Scheduler::Credit2)),
+                dom(5, "rt", None),
+            ]),
+            sched: Mutex::new(HashMap::from([
+                (
+                    3,
+                    SchedParams {
+                        weight: 256,
+                        cap: 0,
+                    },
+                ),
+                (
+                    4,
+                    SchedParams {
+                        weight: 512,
+                        cap: 50,
+                    },
+                ),
+            ])),
+            mem: Mutex::new(HashMap::from([(3, FakeMem { pages })])),
+            xs: Mutex::new(HashMap::new()),
+            maps: AtomicUsize::new(0),
+        }
+    }
+}
+
+impl XenOps for FakeXen {
+    fn list(&self) -> Result<Vec<XenDomain>, BackendError> {
+        Ok(self.doms.lock().unwrap().clone())
+    }
+    fn sched_get(&self, domid: u32, _s: Scheduler) -> Result<SchedParams, BackendError> {
+        self.sched
+            .lock()
+            .unwrap()
+            .get(&domid)
+            .copied()
+            .ok_or_else(|| BackendError::NoDomain(domid.to_string()))
+    }
+    fn sched_set(&self, domid: u32, _s: Scheduler, p: SchedParams) -> Result<(), BackendError> {
+        self.sched.lock().unwrap().insert(domid, p);
+        Ok(())
+    }
+    fn map(&self, domid: u32, gfns: &[u64]) -> Result<Box<dyn PageBatch>, BackendError> {
+        self.maps.fetch_add(1, Ordering::Relaxed);
+        let mut mem = self.mem.lock().unwrap();
+        let m = mem
+            .get_mut(&domid)
+            .ok_or_else(|| BackendError::NoDomain(domid.to_string()))?;
+        let regions = gfns
+            .iter()
+            .map(
+                |&g| match usize::try_from(g).ok().and_then(|g| m.pages.get_mut(g)) {
+                    Some(Some(p)) => {
+                        // SAFETY: the boxed page lives as long as the fake (the test), never moves,
+                        // and is only accessed through the region's atomic copies meanwhile.
+                        Ok(unsafe { RawRegion::new(p.as_mut_ptr(), 4096) })
+                    }
+                    _ => Err(format!("gfn {g:#x}: EFAULT")),
+                },
+            )
+            .collect();
+        Ok(Box::new(FakeBatch { regions }))
+    }
+    fn xs_read(&self, path: &str) -> Result<Option<String>, BackendError> {
+        Ok(self.xs.lock().unwrap().get(path).cloned())
+    }
+    fn xs_write(&self, path: &str, value: &str) -> Result<(), BackendError> {
+        self.xs.lock().unwrap().insert(path.into(), value.into());
+        Ok(())
+    }
+}
+
+fn backend() -> XenBackend<FakeXen> {
+    XenBackend::new(FakeXen::new())
+}
+
+#[test]
+fn domains_cpu_time_and_keys() {
+    let b = backend();
+    let d = b.domains().unwrap();
+    assert_eq!(d.len(), 3);
+    assert_eq!(d[0].key, "3/00000000-0000-0000-0000-000000000003");
+    assert_eq!(
+        (d[0].name.as_str(), d[0].vcpus, d[0].ram_size),
+        ("web", 2, 1 << 20)
+    );
+    assert_eq!(b.cpu_time_ns(&d[1].key).unwrap(), 28_000_000);
+    // A reused domid with another UUID is another domain.
+    assert!(matches!(
+        b.cpu_time_ns("3/ffffffff-0000-0000-0000-000000000003"),
+        Err(BackendError::NoDomain(_))
+    ));
+    assert!(matches!(
+        b.cpu_time_ns("junk"),
+        Err(BackendError::NoDomain(_))
+    ));
+}
+
+#[test]
+fn caps_by_the_domains_scheduler_and_exact_restore() {
+    let b = backend();
+    let d = b.domains().unwrap();
+    let (web, db, rt) = (&d[0].key, &d[1].key, &d[2].key);
+    assert_eq!(b.cap_mechanism(web), "xen credit cap");
+    assert_eq!(b.cap_mechanism(db), "xen credit2 cap");
+    let saved = b.save_cap(db).unwrap();
+    b.set_cap(db, Some(12.6)).unwrap();
+    assert_eq!(
+        b.ops.sched_get(4, Scheduler::Credit2).unwrap(),
+        SchedParams {
+            weight: 512,
+            cap: 13
+        },
+        "whole percent, the weight kept"
+    );
+    b.set_cap(db, None).unwrap();
+    assert_eq!(b.ops.sched_get(4, Scheduler::Credit2).unwrap().cap, 0);
+    b.set_cap(db, Some(0.2)).unwrap();
+    assert_eq!(
+        b.ops.sched_get(4, Scheduler::Credit2).unwrap().cap,
+        1,
+        "0 would mean none"
+    );
+    b.restore_cap(db, &saved).unwrap();
+    assert_eq!(
+        b.ops.sched_get(4, Scheduler::Credit2).unwrap(),
+        SchedParams {
+            weight: 512,
+            cap: 50
+        }
+    );
+    b.set_cap(web, Some(30.0)).unwrap();
+    assert_eq!(b.ops.sched_get(3, Scheduler::Credit).unwrap().cap, 30);
+    assert!(b.set_cap(web, Some(f64::NAN)).is_err());
+    let e = b.set_cap(rt, Some(10.0)).unwrap_err().to_string();
+    assert!(e.contains("credit or credit2"), "{e}");
+    // A saved setting for another scheduler is refused, not misapplied.
+    let wrong = serde_json::json!({"scheduler": "credit", "weight": 1, "cap": 1});
+    assert!(b.restore_cap(db, &wrong).is_err());
+    assert!(b.restore_cap(db, &serde_json::json!({"x": 1})).is_err());
+}
+
+#[test]
+fn memory_is_mapped_in_batches_once_and_holes_are_errors() {
+    let b = backend();
+    let key = b.domains().unwrap()[0].key.clone();
+    let m = b.memory(&key).unwrap();
+    assert_eq!(m.size(), 1 << 20);
+    // Across a page and a batch boundary (batch 0 ends at 64 x 4096).
+    let at = GuestAddress(64 * 4096 - 3);
+    m.write(at, b"abcdefgh").unwrap();
+    let mut back = [0u8; 8];
+    m.read(at, &mut back).unwrap();
+    assert_eq!(&back, b"abcdefgh");
+    let maps = b.ops.maps.load(Ordering::Relaxed);
+    assert_eq!(maps, 2, "two batches");
+    for _ in 0..100 {
+        m.read(GuestAddress(5), &mut back).unwrap();
+    }
+    assert_eq!(b.ops.maps.load(Ordering::Relaxed), maps, "cached");
+    assert!(
+        Arc::ptr_eq(&m, &b.memory(&key).unwrap()),
+        "one mapping per domain"
+    );
+    // The hole at gfn 100 and the end of RAM.
+    let e = m.read(GuestAddress(100 * 4096 + 8), &mut back).unwrap_err();
+    assert!(matches!(e, MemError::Unmapped { gfn: 100, .. }), "{e}");
+    assert!(matches!(
+        m.read(GuestAddress((1 << 20) - 4), &mut back),
+        Err(MemError::OutOfRange { .. })
+    ));
+    assert!(m.read(GuestAddress(u64::MAX - 2), &mut back).is_err());
+}
+
+#[test]
+fn the_channel_carries_lines_both_ways_through_xenstore() {
+    let b = backend();
+    let key = b.domains().unwrap()[0].key.clone();
+    let (mut r, mut w) = b.open_channel(&key).unwrap();
+    w.write_all(b"{\"type\":\"hello\",\"version\":1}\n")
+        .unwrap();
+    assert_eq!(
+        b.ops
+            .xs_read("/local/domain/3/data/resex/host")
+            .unwrap()
+            .as_deref(),
+        Some("1 {\"type\":\"hello\",\"version\":1}")
+    );
+    b.ops
+        .xs_write(
+            "/local/domain/3/data/resex/guest",
+            "7 {\"type\":\"register\"}",
+        )
+        .unwrap();
+    let mut line = String::new();
+    r.read_line(&mut line).unwrap();
+    assert_eq!(line, "{\"type\":\"register\"}\n");
+    // The same value is not read twice; a new one is.
+    let ops = b.ops.clone();
+    let t = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(60));
+        ops.xs_write("/local/domain/3/data/resex/guest", "8 second")
+            .unwrap();
+    });
+    line.clear();
+    r.read_line(&mut line).unwrap();
+    assert_eq!(line, "second\n");
+    t.join().unwrap();
+}
