@@ -16,12 +16,14 @@
 mod atomic_copy;
 mod error;
 mod file;
+mod pinned;
 mod raw;
 mod ring;
 mod vec;
 
 pub use error::{MemError, RingError};
 pub use file::FileMemory;
+pub use pinned::PinnedMemory;
 pub use raw::RawRegion;
 pub use ring::{PageRing, PAGE_SIZE};
 pub use vec::VecMemory;

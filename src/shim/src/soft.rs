@@ -56,10 +56,16 @@ struct Heap {
     end: u64,
 }
 
+/// Translates an address of the provider's memory to the guest-physical address the device and
+/// the host use (`None`: not translatable).
+pub type PhysFn = Arc<dyn Fn(u64) -> Option<u64> + Send + Sync>;
+
 /// The softhca provider over a guest's RAM.
 pub struct SoftProvider {
     mem: Arc<dyn GuestMemory>,
     ctl: Arc<dyn HcaControl>,
+    /// `None`: the memory's addresses are guest-physical (a RAM file).
+    phys: Option<PhysFn>,
     heap: Mutex<Heap>,
     qps: Registry,
     /// What the agent registers with the host: every CQ and QP's rings.
@@ -103,7 +109,23 @@ impl SoftProvider {
             heap: Mutex::new(Heap { next: start, end }),
             qps: Arc::new(Mutex::new(HashMap::new())),
             rings: Mutex::new(Rings::default()),
+            phys: None,
         })
+    }
+
+    /// The same over memory whose addresses are not guest-physical (a guest process's own
+    /// locked memory inside a VM, `resex_guestmem::PinnedMemory`): every page and doorbell
+    /// address handed to the device or registered with the host goes through `phys`.
+    pub fn with_phys(
+        mem: Arc<dyn GuestMemory>,
+        start: u64,
+        len: u64,
+        ctl: Arc<dyn HcaControl>,
+        phys: PhysFn,
+    ) -> Result<Self, ShimError> {
+        let mut p = Self::new(mem, start, len, ctl)?;
+        p.phys = Some(phys);
+        Ok(p)
     }
 
     /// The registration of a QP's rings (send queue, send and receive CQs), as the agent
@@ -136,11 +158,28 @@ impl SoftProvider {
         (first..end).step_by(4096).collect()
     }
 
-    fn ring_of(buf: &Buffer) -> RingDesc {
-        RingDesc {
-            pages: Self::pages(buf),
-            offset: buf.base() % PAGE,
+    /// The pages of `buf` as the device and the host see them (guest-physical).
+    fn dev_pages(&self, buf: &Buffer) -> Result<Vec<u64>, ShimError> {
+        Self::pages(buf)
+            .into_iter()
+            .map(|p| self.dev_addr(p))
+            .collect()
+    }
+
+    /// An address of this provider's memory as the device and the host see it.
+    fn dev_addr(&self, a: u64) -> Result<u64, ShimError> {
+        match &self.phys {
+            None => Ok(a),
+            Some(f) => f(a)
+                .ok_or_else(|| ShimError::Invalid(format!("{a:#x} has no guest-physical address"))),
         }
+    }
+
+    fn dev_ring(&self, buf: &Buffer) -> Result<RingDesc, ShimError> {
+        Ok(RingDesc {
+            pages: self.dev_pages(buf)?,
+            offset: buf.base() % PAGE,
+        })
     }
 }
 
@@ -179,7 +218,7 @@ impl Provider for SoftProvider {
         let keys = self.ctl.reg_mr(&RegMr {
             iova: buf.addr(),
             length: buf.len(),
-            pages: Self::pages(buf),
+            pages: self.dev_pages(buf)?,
             access,
         })?;
         Ok(Mr {
@@ -198,21 +237,21 @@ impl Provider for SoftProvider {
         let buf = self.alloc(u64::from(cnt) * 64)?;
         let dbrec = self.alloc(8)?;
         let cqn = self.ctl.create_cq(&CreateCq {
-            ring: Self::ring_of(&buf),
+            ring: self.dev_ring(&buf)?,
             cqe_cnt: cnt,
             cqe_size: 64,
-            dbrec: dbrec.base(),
+            dbrec: self.dev_addr(dbrec.base())?,
         })?;
         let ring = PageRing::new(&Self::pages(&buf), 0, u64::from(cnt) * 64, self.mem.size())
             .map_err(|e| ShimError::Invalid(e.to_string()))?;
         lock(&self.rings).cqs.insert(
             cqn,
             CqRegistration {
-                pages: Self::pages(&buf),
+                pages: self.dev_pages(&buf)?,
                 offset: 0,
                 cqe_cnt: cnt,
                 cqe_size: 64,
-                dbrec: dbrec.base(),
+                dbrec: self.dev_addr(dbrec.base())?,
                 start: 0,
             },
         );
@@ -256,18 +295,18 @@ impl Provider for SoftProvider {
         };
         let dbrec = self.alloc(8)?;
         let qpn = self.ctl.create_qp(&CreateQp {
-            sq: Self::ring_of(&sq_buf),
+            sq: self.dev_ring(&sq_buf)?,
             sq_wqe_cnt: sq_cnt,
-            rq: rq_buf.as_ref().map_or(
-                RingDesc {
+            rq: match &rq_buf {
+                Some(b) => self.dev_ring(b)?,
+                None => RingDesc {
                     pages: vec![],
                     offset: 0,
                 },
-                Self::ring_of,
-            ),
+            },
             rq_wqe_cnt: rq_cnt,
             rq_stride,
-            dbrec: dbrec.base(),
+            dbrec: self.dev_addr(dbrec.base())?,
             send_cq,
             recv_cq,
             path_mtu: init.path_mtu,
@@ -318,10 +357,10 @@ impl Provider for SoftProvider {
                     QpRegistration {
                         qpn,
                         sq: SqRegistration {
-                            pages: Self::pages(&sq_buf),
+                            pages: self.dev_pages(&sq_buf)?,
                             offset: 0,
                             wqe_cnt: sq_cnt,
-                            dbrec: dbrec.base(),
+                            dbrec: self.dev_addr(dbrec.base())?,
                             start: 0,
                         },
                         send_cq: send,
