@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
-# End to end on a real libvirtd and a real QEMU guest (TCG: no KVM needed): resexd's kvm
-# backend finds the domain, reads its CPU time and guest RAM file, pins a cap that shows in
-# `virsh schedinfo` and in the domain's cgroup and lowers the guest's CPU share, and puts the
-# original setting back when it stops; `resex kvm prepare` adds shared file memory and the
-# agent channel to a bare definition. Everything it starts, it stops.
+# End to end on a real libvirtd and real QEMU guests (TCG: no KVM needed).
+#  A. resexd's kvm backend finds a busy guest, reads its CPU time, pins a cap that shows in
+#     `virsh schedinfo` and in the domain's cgroup and lowers the guest's CPU share, and puts
+#     the original setting back when it stops; `resex kvm prepare` adds shared file memory and
+#     the agent channel to a bare definition.
+#  B. A guest runs the real agent (static `resex-agent --vm`: locked memory, guest-physical
+#     page lists from /proc/self/pagemap) with BenchEx's server; `resex kvm hca` is its software
+#     HCA, executing its rings in the domain's RAM file; the agent registers with resexd over
+#     virtio-serial; BenchEx clients on the host load it; resexd's counts, read out of guest RAM,
+#     equal exactly what the HCA executed, and its latency reports arrive.
+# Everything it starts, it stops.
 #
 # Usage (root): tools/kvm/e2e.sh     (set RESEX_E2E_NO_INSTALL=1 to skip apt-get)
 set -euo pipefail
@@ -12,6 +18,8 @@ ROOT=$PWD
 URI=qemu:///system
 DOM=resex-e2e
 BARE=resex-e2e-bare
+VMDOM=resex-e2e-vm
+HCA_PID=
 WORK=$(mktemp -d /tmp/resex-e2e.XXXXXX)
 chmod 755 "$WORK"  # QEMU runs as libvirt-qemu and reads the initramfs from here
 STARTED_LIBVIRTD=0
@@ -22,7 +30,8 @@ fail() { echo "e2e FAILED: $*" >&2; exit 1; }
 cleanup() {
     set +e
     [ -n "$RESEXD_PID" ] && kill "$RESEXD_PID" 2>/dev/null && wait "$RESEXD_PID" 2>/dev/null
-    for d in "$DOM" "$BARE"; do
+    [ -n "$HCA_PID" ] && kill "$HCA_PID" 2>/dev/null && wait "$HCA_PID" 2>/dev/null
+    for d in "$DOM" "$BARE" "$VMDOM"; do
         virsh -c $URI destroy "$d" >/dev/null 2>&1
         virsh -c $URI undefine "$d" >/dev/null 2>&1
     done
@@ -43,8 +52,11 @@ if [ "${RESEX_E2E_NO_INSTALL:-0}" != 1 ]; then
 fi
 KERNEL=$(ls /boot/vmlinuz-* | sort -V | tail -1)
 
-step "building resex and resexd with the libvirt feature"
+step "building resex and resexd with the libvirt feature, and a static resex-agent for the guest"
 cargo build --release -q -p resex-cli -p resex-daemon --features resex-cli/libvirt,resex-daemon/libvirt
+RUSTFLAGS='-C target-feature=+crt-static' cargo build --release -q -p resex-agent \
+    --target x86_64-unknown-linux-gnu
+AGENT=$ROOT/target/x86_64-unknown-linux-gnu/release/resex-agent
 RESEX=$ROOT/target/release/resex
 RESEXD=$ROOT/target/release/resexd
 
@@ -56,17 +68,20 @@ fi
 virsh -c $URI version >/dev/null || fail "libvirtd does not answer at $URI"
 
 step "guest image"
-tools/kvm/initramfs.sh "$WORK/initrd.gz"
+tools/kvm/initramfs.sh "$WORK/initrd.gz" "$AGENT"
 
 domain_xml() { # NAME CMDLINE WITH_RESEX(0|1)
-    local extra=""
+    local extra="" chans=""
     if [ "$3" = 1 ]; then
         extra="<memoryBacking><source type='file'/><access mode='shared'/></memoryBacking>"
+        for c in org.resex.agent.0 org.resex.hca.0 org.resex.bench.0; do
+            chans="$chans<channel type='unix'><source mode='bind'/><target type='virtio' name='$c'/></channel>"
+        done
     fi
     cat <<XML
 <domain type='qemu'>
   <name>$1</name>
-  <memory unit='MiB'>128</memory>
+  <memory unit='MiB'>192</memory>
   $extra
   <vcpu>1</vcpu>
   <os><type arch='x86_64' machine='pc'>hvm</type><kernel>$KERNEL</kernel>
@@ -74,6 +89,7 @@ domain_xml() { # NAME CMDLINE WITH_RESEX(0|1)
   <devices>
     <emulator>/usr/bin/qemu-system-x86_64</emulator>
     <serial type='file'><source path='$WORK/$1.console'/></serial>
+    $chans
   </devices>
 </domain>
 XML
@@ -140,4 +156,41 @@ kill -TERM "$RESEXD_PID"; wait "$RESEXD_PID" || true; RESEXD_PID=
 NOW=$(virsh -c $URI schedinfo $DOM | awk '/global_(period|quota)/ {print $3}' | tr '\n' ' ')
 [ "$NOW" = "$ORIG" ] || fail "schedinfo after stop: '$NOW', before: '$ORIG'"
 echo "   restored: global_period/global_quota = $NOW"
+virsh -c $URI destroy $DOM >/dev/null
+
+step "B: a guest running the real agent (resex-agent --vm) and BenchEx's server"
+domain_xml $VMDOM "resex.mode=agent" 1 > "$WORK/vm.xml"
+virsh -c $URI create "$WORK/vm.xml" --paused >/dev/null
+PEER_RAM=/dev/shm/resex-e2e-peer.$$.ram
+"$RESEX" kvm hca $VMDOM --connect $URI --peer-ram "$PEER_RAM" --peer-hca "$WORK/peer.sock" \
+    --stats "$WORK/hca.json" > "$WORK/hca.log" 2>&1 &
+HCA_PID=$!
+for _ in $(seq 50); do [ -S "$WORK/peer.sock" ] && break; sleep 0.2; done
+[ -S "$WORK/peer.sock" ] || fail "resex kvm hca did not start: $(cat "$WORK/hca.log")"
+virsh -c $URI resume $VMDOM >/dev/null
+for _ in $(seq 150); do grep -q "vm mode:" "$WORK/$VMDOM.console" 2>/dev/null && break; sleep 0.2; done
+grep -q "vm mode:" "$WORK/$VMDOM.console" || fail "the agent did not start: $(tail -5 "$WORK/$VMDOM.console")"
+grep "vm mode:" "$WORK/$VMDOM.console" | sed 's/\x1b\[[0-9;]*m//g; s/^.*resex_agent::cli: /   guest: /'
+"$RESEXD" --backend kvm --connect $URI --no-policy --api "$API" --state-dir "$WORK/state" \
+    > "$WORK/resexd-vm.log" 2>&1 &
+RESEXD_PID=$!
+DOM=$VMDOM
+for _ in $(seq 150); do [ "$(field state 2>/dev/null)" = registered ] && break; sleep 0.2; done
+[ "$(field state)" = registered ] || fail "the agent did not register: $(tail -5 "$WORK/resexd-vm.log"; tail -5 "$WORK/$VMDOM.console")"
+BENCH=$(virsh -c $URI dumpxml $VMDOM | grep -o "path='[^']*org.resex.bench.0'" | cut -d"'" -f2)
+N=200
+"$RESEX" benchex client --ram "$PEER_RAM" --hca "$WORK/peer.sock" --connect "$BENCH" \
+    --count $N --rate 200 --duration 0 || fail "benchex client"
+sleep 2
+TOTALS=$(status_json | python3 -c "import json,sys; v=[x for x in json.load(sys.stdin)['vms'] if x['name']=='$VMDOM'][0]; print(v['mtus_total'], v['tx_bytes_total'], v['wqes_total'], v['reports'], v['errors'] + v['overruns'] + v['anomalies'])")
+kill -TERM "$HCA_PID"; wait "$HCA_PID" || true; HCA_PID=
+TRUTH=$(python3 -c "import json; s=json.load(open('$WORK/hca.json')); print(s['mtus'], s['tx_bytes'], s['wqes'])")
+read -r MTUS BYTES WQES REPORTS FAULTS <<< "$TOTALS"
+echo "   resexd counted: $MTUS MTUs, $BYTES bytes, $WQES WQEs, $REPORTS latency reports, $FAULTS faults"
+echo "   softhca executed: $TRUTH (MTUs, bytes, WQEs)"
+[ "$MTUS $BYTES $WQES" = "$TRUTH" ] || fail "the daemon's counts differ from what the HCA executed"
+# N replies of 64 KiB + 8 header bytes, and a 1-byte status write each.
+[ "$BYTES" = $((N * (65536 + 8) + N)) ] || fail "unexpected bytes $BYTES for $N orders"
+[ "$REPORTS" -gt 0 ] && [ "$FAULTS" = 0 ] || fail "reports $REPORTS, faults $FAULTS"
+kill -TERM "$RESEXD_PID"; wait "$RESEXD_PID" || true; RESEXD_PID=
 step "passed"

@@ -2,7 +2,9 @@
 # Builds a busybox initramfs for a test guest: virtio-serial modules from the host's Debian
 # kernel, and an /init that runs MODE (kernel command line `resex.mode=`):
 #   busy   - spin (a guest that wants a whole CPU, for the cap checks)
-#   agent  - the static resex agent found in /bin (when the image was built with one)
+#   agent  - /bin/resex-agent --vm (give the image a static resex-agent): the agent and BenchEx's
+#            server, reaching softhca over org.resex.hca.0, the daemon over org.resex.agent.0,
+#            and BenchEx clients over org.resex.bench.0
 # Usage: tools/kvm/initramfs.sh OUT.cpio.gz [EXTRA_BINARY...]
 set -euo pipefail
 out=$1; shift
@@ -22,7 +24,7 @@ for m in $mods; do
         *) cp "$f" "$work/lib/modules/$m.ko" ;;
     esac
 done
-for b in "$@"; do cp "$b" "$work/bin/"; done
+for b in "$@"; do cp "$b" "$work/bin/"; strip --strip-debug "$work/bin/$(basename "$b")" 2>/dev/null || true; done
 cat > "$work/init" <<INIT
 #!/bin/busybox sh
 /bin/busybox --install -s /bin
@@ -33,7 +35,8 @@ for a in \$(cat /proc/cmdline); do case "\$a" in resex.mode=*) mode=\${a#resex.m
 echo "resex-guest: up, mode \$mode"
 for p in /sys/class/virtio-ports/*; do [ -e "\$p/name" ] && echo "resex-guest: port \$(basename \$p) = \$(cat \$p/name)"; done
 case "\$mode" in
-    agent) exec /bin/resex-agent-vm ;;
+    agent) RUST_LOG=info exec /bin/resex-agent --vm --name "$(cat /proc/sys/kernel/hostname)" \
+        --listen port:org.resex.bench.0 --polling adaptive ;;
     *) while true; do :; done ;;
 esac
 INIT

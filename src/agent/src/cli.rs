@@ -21,15 +21,23 @@ pub const MAILBOX_GPA: u64 = 0x10000;
 #[derive(Debug, Parser)]
 #[command(name = "resex-agent", version, about)]
 pub struct Cli {
-    /// Guest RAM file (file offset = guest-physical address).
+    /// Guest RAM file (file offset = guest-physical address; the embedded host's guests).
+    #[arg(long, required_unless_present = "vm")]
+    ram: Option<PathBuf>,
+    /// Inside a real VM: no RAM file; the shim works in locked memory whose guest-physical pages
+    /// come from /proc/self/pagemap (needs root), and --hca / --channel are virtio-serial ports.
     #[arg(long)]
-    ram: PathBuf,
-    /// The software HCA's control socket.
-    #[arg(long)]
-    hca: PathBuf,
-    /// The agent's control channel (a Unix socket the agent listens on; the host connects).
-    #[arg(long)]
-    channel: PathBuf,
+    vm: bool,
+    /// With --vm: MiB of locked memory for the mailbox, rings and buffers.
+    #[arg(long, default_value_t = 32)]
+    arena_mib: u64,
+    /// The software HCA's control socket (with --vm: a virtio-serial port name or path).
+    #[arg(long, default_value = "org.resex.hca.0")]
+    hca: String,
+    /// The agent's control channel: a Unix socket the agent listens on, the host connects (with
+    /// --vm: a virtio-serial port name or path).
+    #[arg(long, default_value = "org.resex.agent.0")]
+    channel: String,
     /// The VM name put in the registration (informational).
     #[arg(long)]
     name: Option<String>,
@@ -55,12 +63,53 @@ pub struct Cli {
 /// Runs the agent command line from `args` (the first is the program name).
 pub fn main_with<I: IntoIterator<Item = std::ffi::OsString>>(args: I) -> Result<()> {
     let cli = Cli::parse_from(args);
-    let machine = GuestMachine::new(&cli.ram, &cli.hca);
-    let (mem, provider) = machine.open().context("opening the guest machine")?;
+    let (mem, provider, phys): (_, _, Option<resex_shim::soft::PhysFn>) = if cli.vm {
+        let pinned = Arc::new(
+            resex_guestmem::PinnedMemory::new(cli.arena_mib.max(4) << 20)
+                .context("locking the agent's memory")?,
+        );
+        let hca = crate::vm::port(&cli.hca)?;
+        tracing::info!("waiting for the host's software HCA on {}", hca.display());
+        let f = resex_shim::guest::open_port(&hca, &|| false)
+            .with_context(|| format!("opening {}", hca.display()))?
+            .context("stopped")?;
+        let r = std::io::BufReader::new(f.try_clone()?);
+        let ctl = Arc::new(resex_proto::hca_wire::RemoteHca::new(
+            Box::new(r),
+            Box::new(f),
+        ));
+        let mem: Arc<dyn resex_guestmem::GuestMemory> = pinned.clone();
+        let phys: resex_shim::soft::PhysFn = {
+            let p = pinned.clone();
+            Arc::new(move |a| p.gpa(a))
+        };
+        let size = mem.size();
+        let p = resex_shim::SoftProvider::with_phys(mem.clone(), 1 << 20, size, ctl, phys.clone())
+            .context("the shim over locked memory")?;
+        tracing::info!(
+            "vm mode: {} MiB locked, guest-physical pages {:#x}..",
+            size >> 20,
+            pinned.pages().first().copied().unwrap_or(0)
+        );
+        (mem, p, Some(phys))
+    } else {
+        let ram = cli.ram.clone().context("--ram is required without --vm")?;
+        let machine = GuestMachine::new(&ram, &cli.hca);
+        let (mem, provider) = machine.open().context("opening the guest machine")?;
+        (mem, provider, None)
+    };
     let provider = Arc::new(provider);
     let mailbox = Mailbox::new(mem, MAILBOX_GPA, cli.mailbox_blocks, DEFAULT_BLOCK_SIZE)
         .context("placing the mailbox")?;
-    let mbreg = mailbox.registration();
+    let mut mbreg = mailbox.registration();
+    if let Some(f) = &phys {
+        // The mailbox's pages as the host sees them.
+        mbreg.pages = mbreg
+            .pages
+            .iter()
+            .map(|&a| f(a).context("the mailbox has no guest-physical page"))
+            .collect::<Result<_>>()?;
+    }
     let doc: DocFn = {
         let (p, name, mtu) = (provider.clone(), cli.name.clone(), cli.server.mtu);
         Arc::new(move || Registration {
@@ -71,11 +120,18 @@ pub fn main_with<I: IntoIterator<Item = std::ffi::OsString>>(args: I) -> Result<
             mailbox: Some(mbreg.clone()),
         })
     };
-    let chan = UnixChannel::bind(&cli.channel)
-        .with_context(|| format!("binding the channel {}", cli.channel.display()))?;
+    let chan: Box<dyn crate::session::ChannelEnd> = if cli.vm {
+        Box::new(crate::vm::PortChannel::new(crate::vm::port(&cli.channel)?))
+    } else {
+        let path = PathBuf::from(&cli.channel);
+        Box::new(
+            UnixChannel::bind(&path)
+                .with_context(|| format!("binding the channel {}", path.display()))?,
+        )
+    };
     let recorder = Arc::new(Mutex::new(LatencyRecorder::new()));
     let interval = (!cli.no_reports).then(|| Duration::from_millis(cli.report_ms.max(1)));
-    let agent = Agent::start(Box::new(chan), doc, mailbox, recorder.clone(), interval)?;
+    let agent = Agent::start(chan, doc, mailbox, recorder.clone(), interval)?;
     let stop = stop_on_signals()?;
     let p: Arc<dyn Provider> = provider;
     let st = serve(p, &cli.server, &cli.listen, recorder, stop, cli.duration)?;
@@ -86,6 +142,8 @@ pub fn main_with<I: IntoIterator<Item = std::ffi::OsString>>(args: I) -> Result<
         agent.reports.load(std::sync::atomic::Ordering::Acquire),
         agent.dropped.load(std::sync::atomic::Ordering::Acquire)
     );
-    let _ = std::fs::remove_file(&cli.channel);
+    if !cli.vm {
+        let _ = std::fs::remove_file(&cli.channel);
+    }
     Ok(())
 }

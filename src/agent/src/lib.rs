@@ -7,11 +7,13 @@
 //! - [`mailbox`], the guest's end of the status-byte mailbox.
 //! - [`session`], the control channel: sessions, registration, re-registration.
 //! - [`Agent`]: both, with a reporting thread.
+//! - [`vm`], inside a real VM: virtio-serial ports for the channel and the HCA.
 //! - [`cli`], the `resex-agent` command line (the agent with BenchEx's server as the workload).
 
 pub mod cli;
 pub mod mailbox;
 pub mod session;
+pub mod vm;
 
 use mailbox::Mailbox;
 use resex_shim::LatencyRecorder;

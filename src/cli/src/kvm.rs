@@ -10,6 +10,32 @@ pub enum KvmCommand {
     /// Add shared file-backed memory and the org.resex.agent.0 channel to a domain's
     /// definition (takes effect at its next start). Without --define, print the new XML.
     Prepare(PrepareArgs),
+    /// The software HCA for a running domain (no RDMA device here): serves the guest's shim
+    /// over its virtio-serial channel org.resex.hca.0, executing its rings in the domain's RAM
+    /// file, and a second port for host-side peers (benchex clients) on a Unix socket.
+    Hca(HcaArgs),
+}
+
+/// Options of `resex kvm hca`.
+#[derive(Debug, Args)]
+pub struct HcaArgs {
+    /// The domain's name.
+    pub domain: String,
+    /// libvirt URI.
+    #[arg(long, default_value = "qemu:///system")]
+    pub connect: String,
+    /// RAM file of the host-side peer (created).
+    #[arg(long, default_value = "/dev/shm/resex-kvm-peer.ram")]
+    pub peer_ram: std::path::PathBuf,
+    /// Its size, MiB.
+    #[arg(long, default_value_t = 64)]
+    pub peer_ram_mib: u64,
+    /// The control socket the host-side peer's shim connects to (benchex client --hca).
+    #[arg(long, default_value = "/run/resex-kvm-peer.sock")]
+    pub peer_hca: std::path::PathBuf,
+    /// At exit, write what the HCA executed for the domain (per-QP and totals) as JSON here.
+    #[arg(long)]
+    pub stats: Option<std::path::PathBuf>,
 }
 
 /// Options of `resex kvm prepare`.
@@ -31,6 +57,7 @@ pub struct PrepareArgs {
 pub fn run(c: KvmCommand) -> Result<()> {
     match c {
         KvmCommand::Prepare(a) => prepare(&a),
+        KvmCommand::Hca(a) => hca(&a),
     }
 }
 
@@ -87,6 +114,146 @@ fn libvirt_prepare(a: &PrepareArgs) -> Result<()> {
     anyhow::bail!(
         "{}: this resex was built without libvirt: use --file XML (then `virsh define`), or \
          rebuild with `--features libvirt` (Debian: libvirt-dev)",
+        a.domain
+    )
+}
+
+#[cfg(feature = "libvirt")]
+fn hca(a: &HcaArgs) -> Result<()> {
+    use anyhow::Context;
+    use resex_backend::kvm::{ramfile, xml::DomainXml};
+    use resex_guestmem::{FileMemory, GuestMemory};
+    use resex_softhca::{Clock, LinkConfig, MonotonicClock, PortId, SoftHca};
+    use std::io::BufReader;
+    use std::os::unix::net::{UnixListener, UnixStream};
+    use std::sync::atomic::Ordering;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    const HCA_CHANNEL: &str = "org.resex.hca.0";
+    let conn = virt::connect::Connect::open(Some(&a.connect))
+        .map_err(|e| anyhow::anyhow!("cannot connect to libvirt at {}: {}", a.connect, e))?;
+    let d = conn
+        .lookup_domain_by_name(&a.domain)
+        .map_err(|e| anyhow::anyhow!("domain {}: {e}", a.domain))?;
+    let x = DomainXml::parse(&d.xml_desc(0).context("reading the domain XML")?)?;
+    let sock = x.channel(HCA_CHANNEL).map(str::to_owned).with_context(|| {
+        format!(
+            "domain {} has no running virtio-serial channel {HCA_CHANNEL}: add \
+             <channel type='unix'><source mode='bind'/><target type='virtio' \
+             name='{HCA_CHANNEL}'/></channel> and start it",
+            a.domain
+        )
+    })?;
+    let pid: u32 = std::fs::read_to_string(format!("/run/libvirt/qemu/{}.pid", a.domain))
+        .context("reading QEMU's pid file")?
+        .trim()
+        .parse()
+        .context("QEMU's pid file")?;
+    let ram_path = ramfile::find(pid, x.memory)?;
+    let ram: Arc<dyn GuestMemory> = Arc::new(FileMemory::open(&ram_path)?);
+    let hca = SoftHca::new(LinkConfig::resex_testbed(), 2);
+    let guest = hca.add_guest(ram, PortId(0));
+    let _ = std::fs::remove_file(&a.peer_ram);
+    let peer_mem: Arc<dyn GuestMemory> = Arc::new(FileMemory::create(
+        &a.peer_ram,
+        a.peer_ram_mib.max(8) << 20,
+    )?);
+    let peer = hca.add_guest(peer_mem, PortId(1));
+    let _thread = hca.spawn(
+        Arc::new(MonotonicClock::new()) as Arc<dyn Clock>,
+        Duration::from_micros(20),
+    );
+    let stop = benchex::cli::stop_on_signals()?;
+    // The guest's shim, over QEMU's end of its port (reconnecting if the session ends).
+    let g = guest.clone();
+    let (stop_g, name) = (stop.clone(), a.domain.clone());
+    let guest_thread = std::thread::spawn(move || {
+        while !stop_g.load(Ordering::Acquire) {
+            match UnixStream::connect(&sock) {
+                Ok(s) => {
+                    let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
+                    let Ok(r) = s.try_clone() else { continue };
+                    let mut r = BufReader::new(r);
+                    let mut w = s;
+                    match resex_proto::hca_wire::serve(&g, &mut r, &mut w) {
+                        Ok(n) => tracing::info!("{name}: HCA session ended after {n} requests"),
+                        Err(e) if stop_g.load(Ordering::Acquire) => {
+                            tracing::debug!("{name}: {e}")
+                        }
+                        Err(e) => tracing::debug!("{name}: HCA session: {e}"),
+                    }
+                }
+                Err(e) => tracing::warn!("{name}: connecting to {sock}: {e}"),
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    });
+    // The host-side peer's shim on a Unix socket.
+    let _ = std::fs::remove_file(&a.peer_hca);
+    let l = UnixListener::bind(&a.peer_hca)
+        .with_context(|| format!("binding {}", a.peer_hca.display()))?;
+    l.set_nonblocking(true)?;
+    println!(
+        "resex kvm hca: {} (RAM {}) on port 0 via {HCA_CHANNEL}; peer on port 1 at {}",
+        a.domain,
+        ram_path.display(),
+        a.peer_hca.display()
+    );
+    while !stop.load(Ordering::Acquire) {
+        match l.accept() {
+            Ok((s, _)) => {
+                s.set_nonblocking(false)?;
+                let p = peer.clone();
+                std::thread::spawn(move || {
+                    let Ok(r) = s.try_clone() else { return };
+                    let mut r = BufReader::new(r);
+                    let mut w = s;
+                    let _ = resex_proto::hca_wire::serve(&p, &mut r, &mut w);
+                });
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let _ = guest_thread.join();
+    let _ = std::fs::remove_file(&a.peer_hca);
+    let _ = std::fs::remove_file(&a.peer_ram);
+    let qps = guest.qp_stats();
+    let (wqes, tx_bytes, tx_packets, rx_read_packets) =
+        qps.iter().fold((0, 0, 0, 0), |t, (_, s)| {
+            (
+                t.0 + s.wqes,
+                t.1 + s.tx_bytes,
+                t.2 + s.tx_packets,
+                t.3 + s.rx_read_packets,
+            )
+        });
+    let summary = serde_json::json!({
+        "domain": a.domain,
+        "qps": qps.iter().map(|(n, s)| serde_json::json!({
+            "qpn": n, "wqes": s.wqes, "tx_bytes": s.tx_bytes, "tx_packets": s.tx_packets,
+            "rx_read_packets": s.rx_read_packets,
+        })).collect::<Vec<_>>(),
+        "wqes": wqes,
+        "tx_bytes": tx_bytes,
+        "mtus": tx_packets + rx_read_packets,
+    });
+    println!("{summary}");
+    if let Some(p) = &a.stats {
+        std::fs::write(p, format!("{summary}\n"))
+            .with_context(|| format!("writing {}", p.display()))?;
+    }
+    Ok(())
+}
+
+#[cfg(not(feature = "libvirt"))]
+fn hca(a: &HcaArgs) -> Result<()> {
+    anyhow::bail!(
+        "{}: this resex was built without libvirt: rebuild with `--features libvirt` (Debian: \
+         libvirt-dev)",
         a.domain
     )
 }

@@ -47,6 +47,17 @@ impl GuestPort {
         self.guest
     }
 
+    /// What the HCA executed on each of this guest's QPs, by QPN (ground truth for tests that
+    /// compare a monitor's counts).
+    pub fn qp_stats(&self) -> Vec<(u32, crate::objects::QpStats)> {
+        let st = lock(&self.hca);
+        st.qps
+            .iter()
+            .filter(|(_, q)| q.guest == self.guest)
+            .map(|(n, q)| (*n, q.stats))
+            .collect()
+    }
+
     /// What the HCA executed on one of this guest's QPs.
     pub fn stats(&self, qpn: u32) -> Option<QpStats> {
         let st = lock(&self.hca);

@@ -1,4 +1,6 @@
-//! The bootstrap stream over which endpoints are exchanged: a Unix socket path, or `tcp:HOST:PORT`.
+//! The bootstrap stream over which endpoints are exchanged: a Unix socket path, `tcp:HOST:PORT`,
+//! or (a server inside a VM) `port:NAME`, a virtio-serial port whose host end a client on the
+//! host connects to (QEMU's Unix socket): one client, the port being one stream.
 
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -16,6 +18,8 @@ pub enum Listener {
     Unix(UnixListener),
     /// TCP.
     Tcp(TcpListener),
+    /// A virtio-serial port: its one stream, handed out once.
+    Port(std::path::PathBuf, std::sync::atomic::AtomicBool),
 }
 
 fn tcp(addr: &str) -> Option<&str> {
@@ -25,6 +29,13 @@ fn tcp(addr: &str) -> Option<&str> {
 impl Listener {
     /// Binds `addr` (a stale Unix socket file is replaced).
     pub fn bind(addr: &str) -> std::io::Result<Listener> {
+        if let Some(name) = addr.strip_prefix("port:") {
+            let path = resex_shim::guest::virtio_port(name)?;
+            return Ok(Listener::Port(
+                path,
+                std::sync::atomic::AtomicBool::new(false),
+            ));
+        }
         if let Some(a) = tcp(addr) {
             return TcpListener::bind(a).map(Listener::Tcp);
         }
@@ -37,6 +48,7 @@ impl Listener {
         match self {
             Listener::Unix(l) => l.set_nonblocking(on),
             Listener::Tcp(l) => l.set_nonblocking(on),
+            Listener::Port(..) => Ok(()),
         }
     }
 
@@ -54,6 +66,17 @@ impl Listener {
                 s.set_nonblocking(false)?;
                 s.set_read_timeout(Some(Duration::from_secs(10)))?;
                 Box::new(s)
+            }
+            Listener::Port(path, taken) => {
+                if taken.swap(true, std::sync::atomic::Ordering::AcqRel) {
+                    std::thread::sleep(Duration::from_millis(20));
+                    return Err(std::io::ErrorKind::WouldBlock.into());
+                }
+                // The client is there when the port's host end is connected.
+                match resex_shim::guest::open_port(path, &|| false)? {
+                    Some(f) => Box::new(f),
+                    None => return Err(std::io::ErrorKind::WouldBlock.into()),
+                }
             }
         })
     }

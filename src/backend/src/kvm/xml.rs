@@ -37,6 +37,18 @@ pub struct DomainXml {
     pub channel_path: Option<String>,
     /// The definition has an agent channel at all.
     pub has_channel: bool,
+    /// Every virtio-serial Unix channel: (target name, host path when the XML names one).
+    pub channels: Vec<(String, Option<String>)>,
+}
+
+impl DomainXml {
+    /// The host path of the virtio-serial channel named `name`.
+    pub fn channel(&self, name: &str) -> Option<&str> {
+        self.channels
+            .iter()
+            .find(|(n, _)| n == name)
+            .and_then(|(_, p)| p.as_deref())
+    }
 }
 
 fn bad(what: impl Into<String>) -> BackendError {
@@ -119,6 +131,24 @@ impl DomainXml {
                 .and_then(|s| s.attribute("path"))
                 .map(str::to_owned),
             has_channel: channel.is_some(),
+            channels: child(dom, "devices")
+                .map(|d| {
+                    d.children()
+                        .filter(|c| c.has_tag_name("channel"))
+                        .filter_map(|c| {
+                            let t = child(c, "target")?;
+                            (t.attribute("type") == Some("virtio")).then(|| {
+                                (
+                                    t.attribute("name").unwrap_or("").to_owned(),
+                                    child(c, "source")
+                                        .and_then(|s| s.attribute("path"))
+                                        .map(str::to_owned),
+                                )
+                            })
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
         })
     }
 }
@@ -230,6 +260,8 @@ mod tests {
             Some("/var/lib/libvirt/qemu/channel/target/domain-1-resex-probe/org.resex.agent.0")
         );
         assert_eq!(prepare(LIVE).unwrap(), None, "nothing to add");
+        assert_eq!(d.channel(AGENT_CHANNEL), d.channel_path.as_deref());
+        assert_eq!(d.channel("org.resex.hca.0"), None);
     }
 
     #[test]
