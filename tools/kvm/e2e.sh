@@ -156,6 +156,7 @@ kill -TERM "$RESEXD_PID"; wait "$RESEXD_PID" || true; RESEXD_PID=
 NOW=$(virsh -c $URI schedinfo $DOM | awk '/global_(period|quota)/ {print $3}' | tr '\n' ' ')
 [ "$NOW" = "$ORIG" ] || fail "schedinfo after stop: '$NOW', before: '$ORIG'"
 echo "   restored: global_period/global_quota = $NOW"
+grep -q "1 caps restored" "$WORK/resexd.log" || fail "resexd's exit line: $(tail -1 "$WORK/resexd.log")"
 virsh -c $URI destroy $DOM >/dev/null
 
 step "B: a guest running the real agent (resex-agent --vm) and BenchEx's server"

@@ -373,8 +373,14 @@ impl Loop {
     }
 
     fn set_policy(&mut self, p: Option<NamedPolicy>) {
-        // Every cap back to its original setting first: a new policy starts from a clean host.
-        let keys: Vec<String> = self.vms.keys().cloned().collect();
+        // Every cap back to its original setting first: a new policy starts from a clean host
+        // (the admin's pinned caps excepted: they stay).
+        let keys: Vec<String> = self
+            .vms
+            .iter()
+            .filter(|(_, v)| v.pinned.is_none())
+            .map(|(k, _)| k.clone())
+            .collect();
         for k in &keys {
             self.restore_cap(k);
         }
@@ -464,10 +470,14 @@ impl Loop {
         for vm in self.vms.values() {
             vm.registrar_stop.store(true, Ordering::Release);
         }
+        // VMs with a cap in force get their original setting back through the actuator; the
+        // final pass then finds whatever the store still holds (none, normally).
+        let capped = self.vms.values().filter(|v| v.cap.is_some()).count();
         for k in &keys {
             self.restore_cap(k);
         }
-        let (restored, failed) = self.act.take().map(Actuator::finish).unwrap_or_default();
+        let (leftover, failed) = self.act.take().map(Actuator::finish).unwrap_or_default();
+        let restored = capped + leftover;
         for f in failed {
             tracing::error!("could not restore a cap: {f}");
         }
