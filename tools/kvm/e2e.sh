@@ -66,6 +66,10 @@ if ! virsh -c $URI version >/dev/null 2>&1; then
     for _ in $(seq 50); do virsh -c $URI version >/dev/null 2>&1 && break; sleep 0.2; done
 fi
 virsh -c $URI version >/dev/null || fail "libvirtd does not answer at $URI"
+for d in "$DOM" "$BARE" "$VMDOM"; do  # left by a run that was killed
+    virsh -c $URI destroy "$d" >/dev/null 2>&1 || true
+    virsh -c $URI undefine "$d" >/dev/null 2>&1 || true
+done
 
 step "guest image"
 tools/kvm/initramfs.sh "$WORK/initrd.gz" "$AGENT"
@@ -125,8 +129,9 @@ API=$WORK/api.sock
     > "$WORK/resexd.log" 2>&1 &
 RESEXD_PID=$!
 status_json() { "$RESEX" status --api "$API" --json; }
-field() { # JSON-FIELD: the domain's value in the daemon's snapshot
-    status_json | python3 -c "import json,sys; v=[x for x in json.load(sys.stdin)['vms'] if x['name']=='$DOM']; print(v[0]['$1'] if v else 'missing')"
+CUR=$DOM  # the domain `field` looks at
+field() { # JSON-FIELD: the current domain's value in the daemon's snapshot
+    status_json | python3 -c "import json,sys; v=[x for x in json.load(sys.stdin)['vms'] if x['name']=='$CUR']; print(v[0]['$1'] if v else 'missing')"
 }
 for _ in $(seq 100); do [ "$(field name 2>/dev/null)" = "$DOM" ] && break; sleep 0.2; done
 [ "$(field name)" = "$DOM" ] || fail "resexd did not find $DOM: $(tail -5 "$WORK/resexd.log")"
@@ -175,7 +180,7 @@ grep "vm mode:" "$WORK/$VMDOM.console" | sed 's/\x1b\[[0-9;]*m//g; s/^.*resex_ag
 "$RESEXD" --backend kvm --connect $URI --no-policy --api "$API" --state-dir "$WORK/state" \
     > "$WORK/resexd-vm.log" 2>&1 &
 RESEXD_PID=$!
-DOM=$VMDOM
+CUR=$VMDOM
 for _ in $(seq 150); do [ "$(field state 2>/dev/null)" = registered ] && break; sleep 0.2; done
 [ "$(field state)" = registered ] || fail "the agent did not register: $(tail -5 "$WORK/resexd-vm.log"; tail -5 "$WORK/$VMDOM.console")"
 BENCH=$(virsh -c $URI dumpxml $VMDOM | grep -o "path='[^']*org.resex.bench.0'" | cut -d"'" -f2)
