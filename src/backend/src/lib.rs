@@ -44,6 +44,19 @@ pub struct DomainInfo {
 /// A registration channel session: read and write halves.
 pub type Channel = (Box<dyn BufRead + Send>, Box<dyn Write + Send>);
 
+/// A channel session on the Unix socket at `path` (writes time out after 2 s: a guest that
+/// stops reading cannot hold a daemon thread).
+pub fn connect_unix_channel(path: &std::path::Path) -> Result<Channel, BackendError> {
+    let s = std::os::unix::net::UnixStream::connect(path)
+        .map_err(|e| BackendError::io(format!("connecting to {}", path.display()), e))?;
+    s.set_write_timeout(Some(std::time::Duration::from_secs(2)))
+        .map_err(|e| BackendError::io("socket timeout", e))?;
+    let rd = s
+        .try_clone()
+        .map_err(|e| BackendError::io("cloning the channel socket", e))?;
+    Ok((Box::new(std::io::BufReader::new(rd)), Box::new(s)))
+}
+
 /// What can go wrong in a backend.
 #[derive(Debug, thiserror::Error)]
 pub enum BackendError {

@@ -10,11 +10,8 @@ use crate::{BackendError, Channel, DomainInfo, Hypervisor};
 use resex_guestmem::{FileMemory, GuestMemory};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
-use std::io::BufReader;
-use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 /// What the embedded host publishes per guest.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -231,15 +228,7 @@ impl Hypervisor for LocalBackend {
     }
 
     fn open_channel(&self, key: &str) -> Result<Channel, BackendError> {
-        let r = self.record(key)?;
-        let s = UnixStream::connect(&r.channel)
-            .map_err(|e| BackendError::io(format!("connecting to {}", r.channel.display()), e))?;
-        s.set_write_timeout(Some(Duration::from_secs(2)))
-            .map_err(|e| BackendError::io("socket timeout", e))?;
-        let rd = s
-            .try_clone()
-            .map_err(|e| BackendError::io("cloning the channel socket", e))?;
-        Ok((Box::new(BufReader::new(rd)), Box::new(s)))
+        crate::connect_unix_channel(&self.record(key)?.channel)
     }
 
     fn cap_mechanism(&self, key: &str) -> String {

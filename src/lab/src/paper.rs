@@ -138,10 +138,13 @@ pub fn run(
     mut progress: impl FnMut(&str, &str),
 ) -> Result<Vec<Row>, LabError> {
     let mut rows = Vec::new();
+    // One run of `s` under `pol`, summarised by `summary` (one row per case).
+    type Summary = fn(&'static str, String, &LabResult) -> Row;
     let mut go = |figure: &'static str,
                   case: String,
                   s: &Scenario,
-                  pol: Option<&str>|
+                  pol: Option<&str>,
+                  summary: Summary|
      -> Result<(), LabError> {
         progress(figure, &case);
         let cfg = LabConfig {
@@ -152,11 +155,13 @@ pub fn run(
             ..base.clone()
         };
         let r = LabHost::new(s, cfg)?.run(|_, _| {})?;
-        rows.push(row(figure, case, &r));
+        rows.push(summary(figure, case, &r));
         Ok(())
     };
-    go("1", "alone".into(), &sc.alone, None)?;
-    go("1", "interfered (2 MiB)".into(), &sc.interfered, None)?;
+    let one: Summary = row;
+    let many: Summary = |_, case, r| row_many(case, r);
+    go("1", "alone".into(), &sc.alone, None, one)?;
+    go("1", "interfered (2 MiB)".into(), &sc.interfered, None, one)?;
     for n in [1usize, 2, 4, 8] {
         for interfered in [false, true] {
             let case = format!(
@@ -168,32 +173,10 @@ pub fn run(
                     ""
                 }
             );
-            progress("2", &case);
-            let cfg = LabConfig {
-                policy: None,
-                ..base.clone()
-            };
-            let r = LabHost::new(&servers(sc, n, interfered), cfg)?.run(|_, _| {})?;
-            rows.push(row_many(case, &r));
+            go("2", case, &servers(sc, n, interfered), None, many)?;
         }
     }
-    let mut go = |figure: &'static str,
-                  case: String,
-                  s: &Scenario,
-                  pol: Option<&str>|
-     -> Result<(), LabError> {
-        progress(figure, &case);
-        let cfg = LabConfig {
-            policy: match pol {
-                Some(p) => Some((p.to_owned(), policy(p)?)),
-                None => None,
-            },
-            ..base.clone()
-        };
-        let r = LabHost::new(s, cfg)?.run(|_, _| {})?;
-        rows.push(row(figure, case, &r));
-        Ok(())
-    };
+    let mut go = |figure, case, s: &Scenario, pol| go(figure, case, s, pol, one);
     const KIB: u64 = 1024;
     for ratio in [2u64, 4, 8, 16, 32] {
         let cap = 100.0 / ratio as f64;

@@ -5,10 +5,7 @@ use super::{lowmem, PERIOD_US};
 use crate::{BackendError, Channel, DomainInfo, Hypervisor};
 use resex_guestmem::{FileMemory, GuestMemory};
 use std::collections::HashMap;
-use std::io::BufReader;
-use std::os::unix::net::UnixStream;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 use virt::connect::Connect;
 use virt::domain::Domain;
 
@@ -153,14 +150,7 @@ impl Hypervisor for KvmBackend {
                 x.name, x.name
             )));
         };
-        let s = UnixStream::connect(&path)
-            .map_err(|e| BackendError::io(format!("connecting to {path}"), e))?;
-        s.set_write_timeout(Some(Duration::from_secs(2)))
-            .map_err(|e| BackendError::io("socket timeout", e))?;
-        let rd = s
-            .try_clone()
-            .map_err(|e| BackendError::io("cloning the channel socket", e))?;
-        Ok((Box::new(BufReader::new(rd)), Box::new(s)))
+        crate::connect_unix_channel(std::path::Path::new(&path))
     }
 
     fn cap_mechanism(&self, _key: &str) -> String {
