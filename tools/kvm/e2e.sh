@@ -51,6 +51,7 @@ if [ "${RESEX_E2E_NO_INSTALL:-0}" != 1 ]; then
         libvirt-dev linux-image-amd64 busybox-static cpio >/dev/null
 fi
 KERNEL=$(ls /boot/vmlinuz-* | sort -V | tail -1)
+export KVER=${KERNEL#/boot/vmlinuz-}  # the initramfs takes this kernel's modules
 
 step "building resex and resexd with the libvirt feature, and a static resex-agent for the guest"
 cargo build --release -q -p resex-cli -p resex-daemon --features resex-cli/libvirt,resex-daemon/libvirt

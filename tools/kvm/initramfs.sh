@@ -8,7 +8,7 @@
 # Usage: tools/kvm/initramfs.sh OUT.cpio.gz [EXTRA_BINARY...]
 set -euo pipefail
 out=$1; shift
-kver=$(ls /lib/modules | sort -V | tail -1)
+kver=${KVER:-$(ls /lib/modules | sort -V | tail -1)}  # KVER: the guest kernel's version
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work"/{bin,proc,sys,dev,tmp,lib/modules}
