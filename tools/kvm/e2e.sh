@@ -144,18 +144,24 @@ grep -q "$DOM: found" "$WORK/resexd.log" || fail "no discovery line"
 
 step "a cap of 25%: virsh schedinfo, the cgroup, and the guest's CPU share"
 "$RESEX" cap $DOM 25 --api "$API"
-sleep 3
-virsh -c $URI schedinfo $DOM | grep -q "global_quota *: 2500" || fail "schedinfo: $(virsh -c $URI schedinfo $DOM | grep global)"
-virsh -c $URI schedinfo $DOM | grep -q "global_period *: 10000" || fail "schedinfo period"
+# The actuator applies caps off the control loop: give it a moment.
+SCHED=
+for _ in $(seq 50); do
+    SCHED=$(virsh -c $URI schedinfo $DOM | awk '/global_(period|quota)/ {print $3}' | tr '\n' ' ')
+    [ "$SCHED" = "10000 2500 " ] && break
+    sleep 0.2
+done
+[ "$SCHED" = "10000 2500 " ] || fail "schedinfo global_period/global_quota: '$SCHED' (want 10000 2500)"
 if [ -f "$CG/cpu.cfs_quota_us" ]; then
     [ "$(cat "$CG/cpu.cfs_quota_us")" = 2500 ] || fail "cgroup v1 quota $(cat "$CG/cpu.cfs_quota_us")"
 else
     grep -q "^2500 10000" "$CG/cpu.max" || fail "cgroup v2 cpu.max $(cat "$CG/cpu.max")"
 fi
-sleep 2
-CPU1=$(field cpu_pct)
-echo "   capped at 25%: guest CPU ${CPU1}%"
-python3 -c "import sys; sys.exit(0 if 20 < float('$CPU1') < 28 else 1)" || fail "capped guest at ${CPU1}%"
+sleep 1
+# The daemon's measurement, averaged over 3 s (one 100 ms window jitters by a few points).
+CPU1=$(for _ in $(seq 15); do field cpu_pct; sleep 0.2; done | python3 -c "import sys; v=[float(x) for x in sys.stdin]; print(round(sum(v)/len(v), 1))")
+echo "   capped at 25%: guest CPU ${CPU1}% (mean of 15 snapshots over 3 s)"
+python3 -c "import sys; sys.exit(0 if 18 < float('$CPU1') < 29 else 1)" || fail "capped guest at ${CPU1}%"
 
 step "resexd stops: the original setting comes back"
 kill -TERM "$RESEXD_PID"; wait "$RESEXD_PID" || true; RESEXD_PID=
