@@ -41,6 +41,14 @@ pub struct DomainInfo {
     pub sla_threshold: Option<f64>,
 }
 
+/// Guest RAM the kvm and xen backends read (guest-physical addresses from 0, below the PCI
+/// hole): all of it up to 2 GiB, else the first 2 GiB. On QEMU's `q35`
+/// machine RAM above 2 GiB (2.75 GiB when smaller) and on `pc` above 3.5 GiB is placed above
+/// 4 GiB, where file offset and guest-physical address part; 2 GiB is below the hole on both.
+pub fn lowmem(ram: u64) -> u64 {
+    ram.min(2 << 30)
+}
+
 /// A registration channel session: read and write halves.
 pub type Channel = (Box<dyn BufRead + Send>, Box<dyn Write + Send>);
 
@@ -113,4 +121,13 @@ pub trait Hypervisor: Send + Sync {
     fn set_cap(&self, key: &str, pct: Option<f64>) -> Result<(), BackendError>;
     /// Puts back a setting from [`Hypervisor::save_cap`].
     fn restore_cap(&self, key: &str, saved: &serde_json::Value) -> Result<(), BackendError>;
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn only_ram_below_the_hole_is_read() {
+        assert_eq!(super::lowmem(128 << 20), 128 << 20);
+        assert_eq!(super::lowmem(8 << 30), 2 << 30);
+    }
 }

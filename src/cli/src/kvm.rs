@@ -125,7 +125,7 @@ fn hca(a: &HcaArgs) -> Result<()> {
     use resex_guestmem::{FileMemory, GuestMemory};
     use resex_softhca::{Clock, LinkConfig, MonotonicClock, PortId, SoftHca};
     use std::io::BufReader;
-    use std::os::unix::net::{UnixListener, UnixStream};
+    use std::os::unix::net::UnixStream;
     use std::sync::atomic::Ordering;
     use std::sync::Arc;
     use std::time::Duration;
@@ -190,10 +190,8 @@ fn hca(a: &HcaArgs) -> Result<()> {
         }
     });
     // The host-side peer's shim on a Unix socket.
-    let _ = std::fs::remove_file(&a.peer_hca);
-    let l = UnixListener::bind(&a.peer_hca)
-        .with_context(|| format!("binding {}", a.peer_hca.display()))?;
-    l.set_nonblocking(true)?;
+    let peer_thread =
+        resex_embedded::host::serve_control("peer", &a.peer_hca, peer.clone(), stop.clone())?;
     println!(
         "resex kvm hca: {} (RAM {}) on port 0 via {HCA_CHANNEL}; peer on port 1 at {}",
         a.domain,
@@ -201,23 +199,9 @@ fn hca(a: &HcaArgs) -> Result<()> {
         a.peer_hca.display()
     );
     while !stop.load(Ordering::Acquire) {
-        match l.accept() {
-            Ok((s, _)) => {
-                s.set_nonblocking(false)?;
-                let p = peer.clone();
-                std::thread::spawn(move || {
-                    let Ok(r) = s.try_clone() else { return };
-                    let mut r = BufReader::new(r);
-                    let mut w = s;
-                    let _ = resex_proto::hca_wire::serve(&p, &mut r, &mut w);
-                });
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            Err(e) => return Err(e.into()),
-        }
+        std::thread::sleep(Duration::from_millis(100));
     }
+    let _ = peer_thread.join();
     let _ = guest_thread.join();
     let _ = std::fs::remove_file(&a.peer_hca);
     let _ = std::fs::remove_file(&a.peer_ram);

@@ -242,16 +242,26 @@ fn run_one(a: &RunArgs) -> Result<()> {
             result.series = None;
         }
     }
+    emit(a.json, &result, |out| table(out, &result))
+}
+
+/// Prints `v` as pretty JSON, or through `table`; a closed pipe (`| head` had enough) is no
+/// error.
+pub fn emit<T: serde::Serialize>(
+    json: bool,
+    v: &T,
+    table: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> Result<()> {
     let mut out = std::io::stdout().lock();
-    let written = if a.json {
-        serde_json::to_writer_pretty(&mut out, &result)
+    let written = if json {
+        serde_json::to_writer_pretty(&mut out, v)
             .map_err(std::io::Error::from)
             .and_then(|()| writeln!(out))
     } else {
-        table(&mut out, &result)
+        table(&mut out)
     };
     match written {
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()), // `| head` had enough
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
         r => Ok(r?),
     }
 }

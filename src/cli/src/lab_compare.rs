@@ -85,18 +85,7 @@ pub fn compare(a: &CompareArgs) -> Result<()> {
     if tty {
         eprintln!();
     }
-    let mut out = std::io::stdout().lock();
-    let written = if a.json {
-        serde_json::to_writer_pretty(&mut out, &rows)
-            .map_err(std::io::Error::from)
-            .and_then(|()| writeln!(out))
-    } else {
-        table(&mut out, &rows, a)
-    };
-    match written {
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        r => Ok(r?),
-    }
+    crate::lab::emit(a.json, &rows, |out| table(out, &rows, a))
 }
 
 fn table(out: &mut dyn Write, rows: &[CompareRow], a: &CompareArgs) -> std::io::Result<()> {

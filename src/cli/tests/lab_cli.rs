@@ -1,25 +1,9 @@
 //! `resex lab run` and `resex lab compare` end to end: byte-identical output, the time-series
 //! plot, the comparison table, and the lab-only lying guest refused by the embedded host.
 
-use std::path::PathBuf;
-use std::process::{Command, Output};
+mod common;
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn resex(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_resex"))
-        .args(args)
-        .current_dir(root())
-        .output()
-        .unwrap()
-}
-
-fn stdout(o: &Output) -> String {
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    String::from_utf8(o.stdout.clone()).unwrap()
-}
+use common::{resex, stdout};
 
 #[test]
 fn lab_run_with_series_is_deterministic_and_plots() {

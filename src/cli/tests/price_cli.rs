@@ -1,24 +1,8 @@
 //! `resex price` end to end: the shipped trace and policies, JSON lines, and refused input.
 
-use std::path::PathBuf;
-use std::process::{Command, Output};
+mod common;
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn resex(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_resex"))
-        .args(args)
-        .current_dir(root())
-        .output()
-        .unwrap()
-}
-
-fn stdout(o: &Output) -> String {
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    String::from_utf8(o.stdout.clone()).unwrap()
-}
+use common::{resex, stdout};
 
 const TRACE: &str = "tools/examples/pricing/trace.csv";
 

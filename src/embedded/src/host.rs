@@ -140,7 +140,10 @@ pub fn link_of(s: &Scenario) -> LinkConfig {
     s.link_config()
 }
 
-fn serve_control(
+/// Serves `port` (one guest's HCA control path, `hca_wire`) on a Unix socket at `sock`, one
+/// thread per connection, until `stop`. Used by the embedded host for each guest and by
+/// `resex kvm hca` for its host-side peer.
+pub fn serve_control(
     name: &str,
     sock: &Path,
     port: GuestPort,

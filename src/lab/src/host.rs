@@ -521,7 +521,7 @@ impl LabHost {
         // What the host measures: the monitor's counts against the port's rate.
         #[allow(clippy::cast_precision_loss)]
         let link_util = bits / (self.link.bits_per_sec as f64 * iv as f64 / 1e9);
-        self.price(i, now, &usage, link_util)?;
+        self.price(i, now, usage, link_util)?;
         if self.cfg.series && i.is_multiple_of(self.cfg.report_every.max(1)) {
             self.point(now);
         }
@@ -585,10 +585,9 @@ impl LabHost {
         &mut self,
         i: u64,
         now: u64,
-        usage: &[VmUsage],
+        mut usage: Vec<VmUsage>,
         link_util: f64,
     ) -> Result<(), LabError> {
-        let mut usage = usage.to_vec();
         let Some(engine) = &mut self.engine else {
             return Ok(());
         };

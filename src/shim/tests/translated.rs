@@ -24,49 +24,43 @@ struct Scattered {
     map: Vec<u64>,
 }
 
+impl Scattered {
+    /// Calls `f(guest address, range of the access)` for each page-sized piece of an access.
+    fn pieces(
+        &self,
+        addr: GuestAddress,
+        len: usize,
+        mut f: impl FnMut(GuestAddress, std::ops::Range<usize>) -> Result<(), MemError>,
+    ) -> Result<(), MemError> {
+        let mut done = 0;
+        while done < len {
+            let a = addr.0 + done as u64;
+            let page = *self
+                .map
+                .get((a / PAGE) as usize)
+                .ok_or(MemError::OutOfRange {
+                    addr,
+                    len,
+                    size: self.size(),
+                })?;
+            let n = ((PAGE - a % PAGE) as usize).min(len - done);
+            f(GuestAddress(page * PAGE + a % PAGE), done..done + n)?;
+            done += n;
+        }
+        Ok(())
+    }
+}
+
 impl GuestMemory for Scattered {
     fn size(&self) -> u64 {
         self.map.len() as u64 * PAGE
     }
     fn read(&self, addr: GuestAddress, buf: &mut [u8]) -> Result<(), MemError> {
-        let mut done = 0;
-        while done < buf.len() {
-            let a = addr.0 + done as u64;
-            let page = *self
-                .map
-                .get((a / PAGE) as usize)
-                .ok_or(MemError::OutOfRange {
-                    addr,
-                    len: buf.len(),
-                    size: self.size(),
-                })?;
-            let n = ((PAGE - a % PAGE) as usize).min(buf.len() - done);
-            self.ram.read(
-                GuestAddress(page * PAGE + a % PAGE),
-                &mut buf[done..done + n],
-            )?;
-            done += n;
-        }
-        Ok(())
+        let len = buf.len();
+        self.pieces(addr, len, |g, r| self.ram.read(g, &mut buf[r]))
     }
     fn write(&self, addr: GuestAddress, data: &[u8]) -> Result<(), MemError> {
-        let mut done = 0;
-        while done < data.len() {
-            let a = addr.0 + done as u64;
-            let page = *self
-                .map
-                .get((a / PAGE) as usize)
-                .ok_or(MemError::OutOfRange {
-                    addr,
-                    len: data.len(),
-                    size: self.size(),
-                })?;
-            let n = ((PAGE - a % PAGE) as usize).min(data.len() - done);
-            self.ram
-                .write(GuestAddress(page * PAGE + a % PAGE), &data[done..done + n])?;
-            done += n;
-        }
-        Ok(())
+        self.pieces(addr, data.len(), |g, r| self.ram.write(g, &data[r]))
     }
 }
 

@@ -112,58 +112,52 @@ impl HcaState {
 
     /// One step: fetch, transmit, complete, all up to `now_ns`.
     pub fn poll(&mut self, now_ns: u64) {
+        let now = now_ns.saturating_mul(1000);
+        // Every QP, in QP-number order; with doorbell hints only those rung since the last poll
+        // (fetch) and those with work in flight (complete): a QP outside both would fetch
+        // nothing and complete nothing, so the result is the same.
+        let mut qpns = std::mem::take(&mut self.scratch_qpns);
+        qpns.clear();
         if self.hints {
-            self.poll_hinted(now_ns);
-            return;
+            qpns.extend(std::mem::take(&mut self.dirty));
+        } else {
+            qpns.extend(self.qps.keys().copied());
         }
-        let now = now_ns.saturating_mul(1000);
-        let mut qpns = std::mem::take(&mut self.scratch_qpns);
-        qpns.clear();
-        qpns.extend(self.qps.keys().copied());
         for &qpn in &qpns {
             self.fetch(qpn, now);
-        }
-        self.activate_responses(now);
-        self.transmit(now);
-        for &qpn in &qpns {
-            self.complete(qpn, now);
-        }
-        self.scratch_qpns = qpns;
-        self.busy = self.qps.values().any(|q| !q.wrs.is_empty());
-    }
-
-    /// [`Self::poll`] in hint mode: the same steps in the same (QP-number) order, over the QPs
-    /// that can have anything to do: those rung since the last poll and those with work in
-    /// flight. (A QP outside both would fetch nothing and complete nothing.)
-    fn poll_hinted(&mut self, now_ns: u64) {
-        let now = now_ns.saturating_mul(1000);
-        let mut qpns = std::mem::take(&mut self.scratch_qpns);
-        qpns.clear();
-        qpns.extend(self.dirty.iter().copied());
-        self.dirty.clear();
-        for &qpn in &qpns {
-            self.fetch(qpn, now);
-            if self.qps.get(&qpn).is_some_and(|q| !q.wrs.is_empty()) {
+            if self.hints && self.qps.get(&qpn).is_some_and(|q| !q.wrs.is_empty()) {
                 self.active.insert(qpn);
             }
         }
         self.activate_responses(now);
         self.transmit(now);
-        qpns.clear();
-        qpns.extend(self.active.iter().copied());
+        if self.hints {
+            qpns.clear();
+            qpns.extend(self.active.iter().copied());
+        }
         for &qpn in &qpns {
-            let before = self.qps.get(&qpn).map_or(0, |q| q.wrs.len());
+            let before = if self.hints {
+                self.qps.get(&qpn).map_or(0, |q| q.wrs.len())
+            } else {
+                0
+            };
             self.complete(qpn, now);
-            let after = self.qps.get(&qpn).map_or(0, |q| q.wrs.len());
-            if after < before {
-                self.retired.push(qpn);
-            }
-            if after == 0 {
-                self.active.remove(&qpn);
+            if self.hints {
+                let after = self.qps.get(&qpn).map_or(0, |q| q.wrs.len());
+                if after < before {
+                    self.retired.push(qpn);
+                }
+                if after == 0 {
+                    self.active.remove(&qpn);
+                }
             }
         }
         self.scratch_qpns = qpns;
-        self.busy = !self.active.is_empty();
+        self.busy = if self.hints {
+            !self.active.is_empty()
+        } else {
+            self.qps.values().any(|q| !q.wrs.is_empty())
+        };
     }
 
     // ---------------------------------------------------------------- fetching

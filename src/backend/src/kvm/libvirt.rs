@@ -1,7 +1,8 @@
 //! The kvm backend over libvirt (feature `libvirt`; Debian: libvirt-dev).
 
 use super::xml::{DomainXml, AGENT_CHANNEL, CHANNEL_SNIPPET, MEMORY_SNIPPET};
-use super::{lowmem, PERIOD_US};
+use super::PERIOD_US;
+use crate::lowmem;
 use crate::{BackendError, Channel, DomainInfo, Hypervisor};
 use resex_guestmem::{FileMemory, GuestMemory};
 use std::collections::HashMap;

@@ -7,7 +7,7 @@
 //!   physical CPU is a quota of C/100 x the 10 ms period, whatever the vCPUs; libvirt writes it
 //!   to the domain's cgroup (`cpu.cfs_quota_us` on cgroup v1, `cpu.max` on v2).
 //! - Guest memory: the domain's shared RAM backing file, found from its QEMU process
-//!   ([`ramfile`]); file offset = guest-physical address below the PCI hole ([`lowmem`]).
+//!   ([`ramfile`]); file offset = guest-physical address below the PCI hole ([`crate::lowmem`]).
 //! - Registration: the virtio-serial channel named [`xml::AGENT_CHANNEL`].
 //!
 //! [`xml`] and [`ramfile`] are plain code and always built; the backend itself needs libvirt.
@@ -24,13 +24,6 @@ use crate::BackendError;
 
 /// The cap period, us (credit2 and CFS act on about 10 ms).
 pub const PERIOD_US: u64 = 10_000;
-
-/// Guest RAM the backend reads: all of it up to 2 GiB, else the first 2 GiB. On QEMU's `q35`
-/// machine RAM above 2 GiB (2.75 GiB when smaller) and on `pc` above 3.5 GiB is placed above
-/// 4 GiB, where file offset and guest-physical address part; 2 GiB is below the hole on both.
-pub fn lowmem(ram: u64) -> u64 {
-    ram.min(2 << 30)
-}
 
 /// The CFS (period, quota) for a cap, us (quota `-1`: unlimited). The period is 10 ms, or longer
 /// for caps under 10%: the kernel refuses quotas under 1 ms, so 3% is 1 ms per 33.3 ms. Periods
@@ -97,11 +90,5 @@ mod tests {
         assert_eq!(parse_saved(&v).unwrap(), (None, None));
         assert!(parse_saved(&serde_json::json!({"global_quota": "x"})).is_err());
         assert!(parse_saved(&serde_json::json!(7)).is_err());
-    }
-
-    #[test]
-    fn only_ram_below_the_hole_is_read() {
-        assert_eq!(lowmem(128 << 20), 128 << 20);
-        assert_eq!(lowmem(8 << 30), 2 << 30);
     }
 }

@@ -157,7 +157,7 @@ impl<O: XenOps + 'static> Hypervisor for XenBackend<O> {
                 id: d.domid,
                 name: d.name.clone(),
                 vcpus: d.vcpus.max(1),
-                ram_size: crate::kvm::lowmem(d.ram_bytes),
+                ram_size: crate::lowmem(d.ram_bytes),
                 weight: 1.0,
                 sla_threshold: None,
             })
@@ -177,7 +177,7 @@ impl<O: XenOps + 'static> Hypervisor for XenBackend<O> {
                 Arc::new(XenMemory {
                     ops: self.ops.clone(),
                     domid: d.domid,
-                    size: crate::kvm::lowmem(d.ram_bytes),
+                    size: crate::lowmem(d.ram_bytes),
                     batches: Mutex::new(HashMap::new()),
                 })
             })
