@@ -11,9 +11,17 @@ pub struct VecMemory {
 }
 
 impl VecMemory {
-    /// Allocates `size` bytes of zeroed guest RAM.
+    /// Allocates `size` bytes of zeroed guest RAM. The allocation is zeroed by the allocator
+    /// (calloc: fresh pages from the kernel are not touched), so untouched guest RAM costs no
+    /// resident memory: the lab's 1 024 guests of a few MiB each rely on it. (Collecting
+    /// `AtomicU64::new(0)`s wrote every page when the optimiser did not turn it into calloc:
+    /// 3.5 GiB instead of 449 MiB.)
     pub fn new(size: usize) -> VecMemory {
-        let words = (0..size.div_ceil(8)).map(|_| AtomicU64::new(0)).collect();
+        let zeros: Box<[u64]> = vec![0u64; size.div_ceil(8)].into_boxed_slice();
+        // SAFETY: AtomicU64 has the same size, alignment and bit validity as u64 (std
+        // documents it), so a boxed slice of u64 is a valid boxed slice of AtomicU64 of the
+        // same length; the pointer comes from Box::into_raw and is owned by the new Box.
+        let words = unsafe { Box::from_raw(Box::into_raw(zeros) as *mut [AtomicU64]) };
         VecMemory {
             words,
             size: size as u64,
