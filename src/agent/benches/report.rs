@@ -3,8 +3,8 @@
 #![allow(missing_docs)]
 
 use resex_agent::mailbox::Mailbox;
+use resex_common::LatencyRecorder;
 use resex_guestmem::{FileMemory, GuestAddress, GuestMemory};
-use resex_shim::LatencyRecorder;
 use std::sync::Arc;
 use std::time::Instant;
 

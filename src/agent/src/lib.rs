@@ -16,7 +16,7 @@ pub mod session;
 pub mod vm;
 
 use mailbox::Mailbox;
-use resex_shim::LatencyRecorder;
+use resex_common::LatencyRecorder;
 use session::{ChannelEnd, ChannelStatus, DocFn};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};

@@ -4,10 +4,10 @@
 // Float-to-integer conversions here are of measured, bounded quantities (ns, rates).
 #![allow(clippy::cast_possible_truncation)]
 
+use resex_common::LatencySummary;
 use resex_guestmem::{GuestAddress, GuestMemory};
 use resex_proto::mailbox::{Report, DATA, FREE, REPORT_BYTES};
 use resex_proto::MailboxRegistration;
-use resex_shim::LatencySummary;
 use std::sync::atomic::{fence, Ordering};
 use std::sync::Arc;
 

@@ -5,7 +5,7 @@
 
 use crate::capstore::CapStore;
 use resex_backend::Hypervisor;
-use resex_ibmon::limiter::LogLimiter;
+use resex_common::LogLimiter;
 use std::collections::BTreeMap;
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::Arc;

@@ -4,7 +4,6 @@
 //! - [`control`], the control loop ([`control::start`], [`control::DaemonHandle`]).
 //! - [`registrar`], the registration channel, host side.
 //! - [`vm`], one VM's monitors, mailbox and counters.
-//! - [`mailbox`], draining a guest's latency mailbox.
 //! - [`capstore`], original cap settings, for crash safety; [`actuator`], applies caps off the loop.
 //! - [`api`], the local API socket; [`snapshot`]: what it serves.
 //! - [`journal`], the usage and cap journal.
@@ -15,7 +14,6 @@ pub mod capstore;
 pub mod config;
 pub mod control;
 pub mod journal;
-pub mod mailbox;
 pub mod metrics;
 pub mod registrar;
 pub mod snapshot;

@@ -5,7 +5,7 @@
 //! its agent, or was not listening yet) the thread opens a new one after a pause.
 
 use resex_backend::Hypervisor;
-use resex_ibmon::limiter::LogLimiter;
+use resex_common::LogLimiter;
 use resex_ibmon::registry::{validate, Layout, Limits};
 use resex_proto::channel::{
     read_msg, write_msg, GuestMsg, HostMsg, LineError, CHANNEL_VERSION, MAX_LINE,

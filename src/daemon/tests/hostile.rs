@@ -7,6 +7,7 @@ use resex_agent::mailbox::Mailbox;
 use resex_backend::cap::CapHandle;
 use resex_backend::cpu::CpuSource;
 use resex_backend::local::{publish, DomainRecord, LocalBackend};
+use resex_common::LatencySummary;
 use resex_daemon::snapshot::VmSnap;
 use resex_guestmem::{FileMemory, GuestAddress, GuestMemory};
 use resex_proto::channel::{read_msg, GuestMsg, HostMsg, MAX_LINE};
@@ -14,7 +15,6 @@ use resex_proto::mailbox::{Report, DATA, REPORT_BYTES};
 use resex_proto::{
     CqRegistration, MailboxRegistration, QpRegistration, Registration, SqRegistration,
 };
-use resex_shim::LatencySummary;
 use std::io::{BufReader, Write};
 use std::os::unix::net::UnixListener;
 use std::path::Path;

@@ -1,10 +1,12 @@
 //! IBMon: the host counts every VM's RDMA traffic by reading the guest's mlx5 send and
-//! completion queues straight out of guest memory, never writing to them.
+//! completion queues straight out of guest memory, never writing to them (the one thing the
+//! host writes is the status byte of a latency-mailbox block it has read).
 //!
 //! - [`registry`]: validates a guest's registration document against its RAM ([`Layout`]).
 //! - [`counters`]: the per-QP counts ([`Counters`]).
 //! - [`cq`] and [`sq`]: the cursors that walk one CQ and one SQ.
 //! - [`monitor`]: [`VmMonitor`], all of one VM's cursors, scanned with a bounded budget.
+//! - [`mailbox`]: draining a guest's latency mailbox (status bytes, validation, merge).
 //! - [`state`]: cursors saved to and restored from JSON, so that consecutive scans of a live
 //!   guest by separate processes count each work request once.
 //!
@@ -15,7 +17,7 @@
 
 pub mod counters;
 pub mod cq;
-pub mod limiter;
+pub mod mailbox;
 pub mod monitor;
 pub mod registry;
 pub mod sq;

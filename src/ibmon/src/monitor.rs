@@ -2,9 +2,9 @@
 
 use crate::counters::Counters;
 use crate::cq::{ahead, peek, CqeTail, INDEX_MASK};
-use crate::limiter::LogLimiter;
 use crate::registry::Layout;
 use crate::sq::{Last, SqCursor};
+use resex_common::LogLimiter;
 use resex_guestmem::GuestMemory;
 use resex_mlx5::consts::cqe_op;
 use resex_mlx5::dbrec::read_cq_ci;

@@ -113,7 +113,7 @@ struct Guest {
     balance_min: Option<f64>,
     counted: Counters,
     /// The latency of the last report period.
-    period: resex_shim::LatencySummary,
+    period: resex_common::LatencySummary,
     /// Counted at the last series point.
     at_point: Counters,
 }
@@ -281,7 +281,7 @@ impl LabHost {
                 balance_min: None,
                 counted: Counters::default(),
                 at_point: Counters::default(),
-                period: resex_shim::LatencySummary::default(),
+                period: resex_common::LatencySummary::default(),
             });
         }
         let (engine, policy) = match &cfg.policy {

@@ -5,10 +5,9 @@
 //! order (arrival to the completion it sees) goes to a recorder, as the agent reports it.
 
 use crate::vcpu::Vcpu;
+use resex_common::LatencyRecorder;
 use resex_shim::provider::{access, Mr, QpAddr, RemoteAddr};
-use resex_shim::{
-    CompletionQueue, LatencyRecorder, Provider, QpInit, QueuePair, SendOp, SendWr, Wc,
-};
+use resex_shim::{CompletionQueue, Provider, QpInit, QueuePair, SendOp, SendWr, Wc};
 use std::collections::VecDeque;
 
 /// A server's work, from its scenario.

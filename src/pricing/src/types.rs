@@ -1,18 +1,8 @@
 //! What goes into one pricing step and what comes out of it.
 
+pub use resex_common::{LatencyReport, VmId};
 use serde::Serialize;
 use std::fmt;
-
-/// A VM's identity inside the engine. Ties (two VMs with equal MTUs) are broken by the lower
-/// id, so results never depend on the order in which VMs are listed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-pub struct VmId(pub u32);
-
-impl fmt::Display for VmId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "vm{}", self.0)
-    }
-}
 
 /// A latency baseline: what the VM's application sees on a quiet host.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -52,23 +42,6 @@ impl VmSpec {
             baseline: None,
         }
     }
-}
-
-/// One latency report from a guest (what the agent writes into the mailbox).
-#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
-pub struct LatencyReport {
-    /// Requests measured.
-    pub count: u64,
-    /// Mean latency, ns.
-    pub mean_ns: f64,
-    /// Standard deviation, ns.
-    pub stddev_ns: f64,
-    /// Median, ns (0 when not reported).
-    pub p50_ns: f64,
-    /// 99th percentile, ns.
-    pub p99_ns: f64,
-    /// 99.9th percentile, ns (0 when not reported).
-    pub p999_ns: f64,
 }
 
 /// One VM's measured use of one interval.

@@ -6,7 +6,6 @@
 //! - [`guest`]: a guest process's RAM file and softhca control socket, as a provider.
 //! - `verbs` (feature `rdma`): real devices through libibverbs.
 //! - [`transport`]: the status-byte transport (and the sliding window it is measured against).
-//! - [`recorder`]: per-interval latency histograms.
 //!
 //! This crate runs inside guests: it depends on no host crate (only the shared formats).
 
@@ -15,7 +14,6 @@
 pub mod buffer;
 pub mod guest;
 pub mod provider;
-pub mod recorder;
 pub mod soft;
 pub mod transport;
 #[cfg(feature = "rdma")]
@@ -26,7 +24,6 @@ pub use provider::{
     CompletionQueue, Mr, Provider, QpInit, QueuePair, RecvWr, RemoteAddr, SendOp, SendWr, Sge, Wc,
     WcOpcode, WcStatus,
 };
-pub use recorder::{LatencyRecorder, LatencySummary};
 pub use soft::SoftProvider;
 
 /// What can go wrong in the shim.

@@ -6,8 +6,8 @@
 use crate::link::{Dir, Link, LinkConfig, PortId};
 use crate::mr::{GuestId, MrFault, MrTable};
 use crate::objects::{Cq, Guest, Qp, QpState, QpStats, Wr};
+use resex_common::LogLimiter;
 use resex_guestmem::{GuestAddress, GuestMemory};
-use resex_ibmon::limiter::LogLimiter;
 use resex_mlx5::consts::{cqe_op, send_op, syndrome};
 use resex_mlx5::cqe::Cqe;
 use resex_mlx5::dbrec::{read_cq_ci, read_sq_pi};

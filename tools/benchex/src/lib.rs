@@ -23,7 +23,8 @@ pub mod server;
 pub mod size;
 pub mod wire;
 
-use resex_shim::{LatencySummary, ShimError};
+use resex_common::LatencySummary;
+use resex_shim::ShimError;
 
 /// What can stop a benchmark.
 #[derive(Debug, thiserror::Error)]

@@ -6,8 +6,9 @@ use crate::boot::Listener;
 use crate::client::{self, ClientConfig, ClientResult};
 use crate::server::{self, ServerConfig, ServerStats};
 use crate::BenchError;
+use resex_common::LatencyRecorder;
 use resex_guestmem::{GuestMemory, VecMemory};
-use resex_shim::{LatencyRecorder, Provider, SoftProvider};
+use resex_shim::{Provider, SoftProvider};
 use resex_softhca::{Clock, LinkConfig, MonotonicClock, PortId, SoftHca};
 use serde::Serialize;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -21,7 +22,7 @@ pub struct LocalResult {
     pub server: ServerStats,
     /// The server's own per-order latency.
     #[serde(serialize_with = "crate::ser_summary")]
-    pub server_latency: resex_shim::LatencySummary,
+    pub server_latency: resex_common::LatencySummary,
     /// Each client's figures.
     pub clients: Vec<ClientResult>,
 }

@@ -5,9 +5,9 @@
 // Float-to-integer conversions here are of measured, bounded quantities (ns, counts, ranks).
 #![allow(clippy::cast_possible_truncation)]
 
+use crate::registry::MailboxLayout;
+use resex_common::LatencyReport;
 use resex_guestmem::GuestMemory;
-use resex_ibmon::registry::MailboxLayout;
-use resex_pricing::LatencyReport;
 use resex_proto::mailbox::{Report, DATA, FREE, REPORT_BYTES};
 use std::sync::atomic::{fence, Ordering};
 

@@ -1,0 +1,20 @@
+//! The leaf crate every other resex crate may use, host side and guest side alike: it depends
+//! on nothing of ours and does no I/O.
+//!
+//! - [`VmId`]: one typed VM identity, used by the monitor, the ledger, the engine, the journal
+//!   and the API.
+//! - [`LatencyReport`]: one interval's latency as a guest reported it (what the host reads out
+//!   of the mailbox and the pricing policies use).
+//! - [`recorder`]: [`LatencyRecorder`], a per-interval log-linear latency histogram, and its
+//!   [`LatencySummary`].
+//! - [`limiter`]: [`LogLimiter`], clock-free rate limiting of logs a guest can trigger.
+
+#![forbid(unsafe_code)]
+
+pub mod limiter;
+pub mod recorder;
+mod types;
+
+pub use limiter::LogLimiter;
+pub use recorder::{LatencyRecorder, LatencySummary};
+pub use types::{LatencyReport, VmId};
