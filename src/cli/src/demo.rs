@@ -6,8 +6,8 @@
 use crate::host::start_host;
 use anyhow::{bail, Context, Result};
 use clap::Args;
+use resex_api::{Snapshot, VmSnap};
 use resex_backend::local::LocalBackend;
-use resex_daemon::snapshot::{Snapshot, VmSnap};
 use resex_embedded::cgroup::CapMode;
 use resex_embedded::EmbeddedHost;
 use resex_pricing::PolicyConfig;

@@ -2,7 +2,7 @@
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use resex_top::api::ApiClient;
+use resex_api::ApiClient;
 use resex_top::batch::{self, Format};
 use resex_top::term::{self, TopOptions};
 use std::io::Write;

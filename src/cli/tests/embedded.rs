@@ -2,8 +2,8 @@
 //! real daemon, counts checked exactly against what BenchEx sent, and `resex demo` itself.
 #![allow(clippy::cast_possible_truncation, clippy::cast_precision_loss)]
 
+use resex_api::VmSnap;
 use resex_backend::local::LocalBackend;
-use resex_daemon::snapshot::VmSnap;
 use resex_embedded::cgroup::CapMode;
 use resex_embedded::{EmbeddedHost, GuestCommand, HostConfig};
 use resex_scenario::Scenario;
@@ -166,8 +166,7 @@ count = 300
         );
         String::from_utf8(o.stdout).unwrap()
     };
-    let st: resex_daemon::snapshot::Snapshot =
-        serde_json::from_str(&resex(&["status", "--json"])).unwrap();
+    let st: resex_api::Snapshot = serde_json::from_str(&resex(&["status", "--json"])).unwrap();
     assert_eq!(st.vms[0].tx_bytes_total, 300 * per_reply);
     let batch = resex(&[
         "top",
@@ -178,7 +177,7 @@ count = 300
         "--interval",
         "150",
     ]);
-    let snaps: Vec<resex_daemon::snapshot::Snapshot> = batch
+    let snaps: Vec<resex_api::Snapshot> = batch
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();

@@ -1,12 +1,7 @@
-//! The local API: a Unix socket (mode 0600: root only, like libvirt's admin socket) speaking
-//! JSON lines. Requests: `{"cmd":"status"}` answers one snapshot; `{"cmd":"subscribe",
-//! "interval_ms":500}` streams a snapshot every interval until the client goes away;
-//! `{"cmd":"pin","vm":"NAME","pct":30}` pins a VM's cap (the admin's cap wins over the policy's
-//! until `"pct":null` unpins it and puts its original setting back), answered `{"ok":"..."}`.
-//! Bare `status` and `subscribe` lines work too. Errors: `{"error":"..."}`.
+//! The local API, server side: a Unix socket (mode 0600: root only, like libvirt's admin
+//! socket) speaking the JSON lines of `resex_api` (requests, answers, snapshots).
 
-use crate::snapshot::Snapshot;
-use serde::Deserialize;
+use resex_api::{ErrorAnswer, PinAnswer, Request, Snapshot};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -18,39 +13,8 @@ use std::time::Duration;
 /// The shared snapshot.
 pub type Shared = Arc<RwLock<Arc<Snapshot>>>;
 
-#[derive(Debug, Deserialize)]
-#[serde(tag = "cmd", rename_all = "snake_case", deny_unknown_fields)]
-enum Request {
-    Status,
-    Subscribe {
-        #[serde(default = "default_every")]
-        interval_ms: u64,
-    },
-    Pin {
-        vm: String,
-        pct: Option<f64>,
-    },
-}
-
 /// Pins (or with `None` unpins) a VM's cap: answers what was done, or why not.
 pub type PinFn = Arc<dyn Fn(&str, Option<f64>) -> Result<String, String> + Send + Sync>;
-
-fn default_every() -> u64 {
-    500
-}
-
-fn parse(line: &str) -> Result<Request, String> {
-    match line.trim() {
-        "status" => return Ok(Request::Status),
-        "subscribe" => {
-            return Ok(Request::Subscribe {
-                interval_ms: default_every(),
-            })
-        }
-        _ => {}
-    }
-    serde_json::from_str(line).map_err(|e| format!("bad request ({e}); try {{\"cmd\":\"status\"}}"))
-}
 
 fn current(s: &Shared) -> Arc<Snapshot> {
     s.read().unwrap_or_else(|p| p.into_inner()).clone()
@@ -72,7 +36,7 @@ fn serve(
         if line.trim().is_empty() {
             continue;
         }
-        match parse(&line) {
+        match Request::parse(&line) {
             Ok(Request::Status) => {
                 serde_json::to_writer(&mut w, &*current(&shared))?;
                 w.write_all(b"\n")?;
@@ -94,15 +58,14 @@ fn serve(
                     }
                     _ => pin(&vm, pct),
                 };
-                let v = match answer {
-                    Ok(m) => serde_json::json!({ "ok": m }),
-                    Err(e) => serde_json::json!({ "error": e }),
-                };
-                serde_json::to_writer(&mut w, &v)?;
+                match answer {
+                    Ok(ok) => serde_json::to_writer(&mut w, &PinAnswer { ok })?,
+                    Err(error) => serde_json::to_writer(&mut w, &ErrorAnswer { error })?,
+                }
                 w.write_all(b"\n")?;
             }
             Err(e) => {
-                serde_json::to_writer(&mut w, &serde_json::json!({ "error": e }))?;
+                serde_json::to_writer(&mut w, &ErrorAnswer { error: e })?;
                 w.write_all(b"\n")?;
             }
         }
@@ -157,27 +120,4 @@ pub fn start(
             let _ = std::fs::remove_file(&p);
         })?;
     Ok((path.to_owned(), t))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn parses_requests() {
-        assert!(matches!(parse("status"), Ok(Request::Status)));
-        assert!(matches!(
-            parse(r#"{"cmd":"subscribe","interval_ms":50}"#),
-            Ok(Request::Subscribe { interval_ms: 50 })
-        ));
-        assert!(parse(r#"{"cmd":"reboot"}"#).is_err());
-        assert!(matches!(
-            parse(r#"{"cmd":"pin","vm":"a","pct":30}"#),
-            Ok(Request::Pin { vm, pct: Some(p) }) if vm == "a" && p == 30.0
-        ));
-        assert!(matches!(
-            parse(r#"{"cmd":"pin","vm":"a","pct":null}"#),
-            Ok(Request::Pin { pct: None, .. })
-        ));
-    }
 }

@@ -12,8 +12,8 @@ use crate::capstore::{CapStore, StoreError};
 use crate::config::Config;
 use crate::journal::{Journal, Row};
 use crate::registrar::{self, RegEvent};
-use crate::snapshot::{HostSnap, Snapshot, VmSnap};
 use crate::vm::Vm;
+use resex_api::{HostSnap, Snapshot, VmSnap};
 use resex_backend::{DomainInfo, Hypervisor};
 use resex_common::LatencyRecorder;
 use resex_common::LogLimiter;
@@ -815,7 +815,7 @@ impl Loop {
             let mtus_per_s = d.mtus as f64 / dt;
             host_mtus += mtus_per_s;
             vms.push(VmSnap {
-                id: vm.engine_id,
+                id: VmId(vm.engine_id),
                 name: vm.name.clone(),
                 state: if vm.registrations > 0 {
                     "registered".into()

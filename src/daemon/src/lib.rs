@@ -5,7 +5,7 @@
 //! - [`registrar`], the registration channel, host side.
 //! - [`vm`], one VM's monitors, mailbox and counters.
 //! - [`capstore`], original cap settings, for crash safety; [`actuator`], applies caps off the loop.
-//! - [`api`], the local API socket; [`snapshot`]: what it serves.
+//! - [`api`], the local API socket (its messages: `resex_api`).
 //! - [`journal`], the usage and cap journal.
 
 pub mod actuator;
@@ -16,7 +16,6 @@ pub mod control;
 pub mod journal;
 pub mod metrics;
 pub mod registrar;
-pub mod snapshot;
 pub mod vm;
 
 pub use control::{start, DaemonHandle, RunSummary, Settings};

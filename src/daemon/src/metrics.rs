@@ -4,13 +4,13 @@
 //! duration); everything else is read from the latest snapshot at scrape time, so a scrape
 //! never touches the loop.
 
-use crate::snapshot::Snapshot;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
+use resex_api::Snapshot;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -59,15 +59,14 @@ type FGauge = Gauge<f64, AtomicU64>;
 /// The exposition text for a snapshot and the loop's histograms.
 pub fn encode(s: &Snapshot, lm: &LoopMetrics) -> String {
     let mut r = Registry::default();
-    let counter =
-        |r: &mut Registry, name: &str, help: &str, f: fn(&crate::snapshot::VmSnap) -> u64| {
-            let fam = Family::<VmLabel, Counter>::default();
-            for v in &s.vms {
-                fam.get_or_create(&VmLabel { vm: v.name.clone() })
-                    .inc_by(f(v));
-            }
-            r.register(name, help, fam);
-        };
+    let counter = |r: &mut Registry, name: &str, help: &str, f: fn(&resex_api::VmSnap) -> u64| {
+        let fam = Family::<VmLabel, Counter>::default();
+        for v in &s.vms {
+            fam.get_or_create(&VmLabel { vm: v.name.clone() })
+                .inc_by(f(v));
+        }
+        r.register(name, help, fam);
+    };
     counter(
         &mut r,
         "resex_vm_mtus",
@@ -132,7 +131,7 @@ pub fn encode(s: &Snapshot, lm: &LoopMetrics) -> String {
     let gauge = |r: &mut Registry,
                  name: &str,
                  help: &str,
-                 f: &dyn Fn(&crate::snapshot::VmSnap) -> Option<f64>| {
+                 f: &dyn Fn(&resex_api::VmSnap) -> Option<f64>| {
         let fam = Family::<VmLabel, FGauge>::default();
         for v in &s.vms {
             if let Some(x) = f(v) {

@@ -4,11 +4,11 @@
 #![allow(clippy::cast_possible_truncation)]
 
 use resex_agent::mailbox::Mailbox;
+use resex_api::VmSnap;
 use resex_backend::cap::CapHandle;
 use resex_backend::cpu::CpuSource;
 use resex_backend::local::{publish, DomainRecord, LocalBackend};
 use resex_common::LatencySummary;
-use resex_daemon::snapshot::VmSnap;
 use resex_guestmem::{FileMemory, GuestAddress, GuestMemory};
 use resex_proto::channel::{read_msg, GuestMsg, HostMsg, MAX_LINE};
 use resex_proto::mailbox::{Report, DATA, REPORT_BYTES};

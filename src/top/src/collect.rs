@@ -1,8 +1,8 @@
 //! The collection thread: subscribes to the daemon, forwards every snapshot, and when the
 //! daemon goes away says so and reconnects (once a second) until the receiver hangs up.
 
-use crate::api::ApiClient;
 use crate::app::Event;
+use resex_api::ApiClient;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Sender;

@@ -1,6 +1,5 @@
 //! `resex top`: the admin's dashboard for an RDMA host, fed by the daemon's API socket.
 //!
-//! - [`api`]: the API client (`status`, `subscribe`), JSON lines over a Unix socket.
 //! - [`collect`]: the collection thread: subscribes, forwards snapshots, reconnects.
 //! - [`columns`]: the table's columns: header, sort key, cell text, CSV value (one definition).
 //! - [`history`]: per-VM time series for the detail pane's charts.
@@ -9,7 +8,6 @@
 //! - [`batch`]: `--batch --json|--csv` and `resex status` output.
 //! - [`term`]: the terminal loop (raw mode, alternate screen, panic hook restores).
 
-pub mod api;
 pub mod app;
 pub mod batch;
 pub mod collect;
@@ -18,4 +16,4 @@ pub mod history;
 pub mod term;
 pub mod ui;
 
-pub use resex_daemon::snapshot::{HostSnap, Snapshot, VmSnap};
+pub use resex_api::{ApiClient, HostSnap, Snapshot, VmSnap};

@@ -167,7 +167,7 @@ fn draw_detail(f: &mut Frame, app: &App, area: Rect) {
             Span::raw(format!("{} ", v.name)).bold(),
             Span::raw(format!(
                 "id {}  {} vCPU  {} QPs  cap {} by {} ({})  reason: {}",
-                v.id,
+                v.id.0,
                 v.vcpus,
                 v.qps,
                 v.cap_pct.map_or("none".into(), |c| format!("{c:.0}%")),

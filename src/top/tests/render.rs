@@ -19,7 +19,7 @@ fn snap(t: u64, victim_p99: f64) -> Snapshot {
         },
         vms: vec![
             VmSnap {
-                id: 1,
+                id: resex_api::VmId(1),
                 name: "reporting".into(),
                 state: "registered".into(),
                 vcpus: 1,
@@ -32,7 +32,7 @@ fn snap(t: u64, victim_p99: f64) -> Snapshot {
                 ..Default::default()
             },
             VmSnap {
-                id: 2,
+                id: resex_api::VmId(2),
                 name: "interfering".into(),
                 state: "registered".into(),
                 vcpus: 1,

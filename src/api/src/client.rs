@@ -1,5 +1,6 @@
-//! The daemon API client: JSON lines over the Unix socket (see the README's API section).
+//! The client end of the API: JSON lines over the Unix socket (see the README's API section).
 
+use crate::request::{ErrorAnswer, PinAnswer, Request};
 use crate::Snapshot;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
@@ -61,34 +62,35 @@ impl ApiClient {
 
     /// One snapshot.
     pub fn status(&mut self) -> Result<Snapshot, ApiError> {
-        self.w.write_all(b"{\"cmd\":\"status\"}\n")?;
+        self.w.write_all(Request::Status.to_line().as_bytes())?;
         self.next_snapshot()
     }
 
     /// Asks for a snapshot every `interval`; read them with [`Self::next_snapshot`].
     pub fn subscribe(&mut self, interval: Duration) -> Result<(), ApiError> {
-        let ms = interval.as_millis().max(1);
-        writeln!(self.w, "{{\"cmd\":\"subscribe\",\"interval_ms\":{ms}}}")?;
+        let interval_ms = u64::try_from(interval.as_millis().max(1)).unwrap_or(u64::MAX);
+        self.w
+            .write_all(Request::Subscribe { interval_ms }.to_line().as_bytes())?;
         Ok(())
     }
 
     /// Pins a VM's cap (percent of one CPU) or, with `None`, unpins it; the daemon's answer.
     pub fn pin(&mut self, vm: &str, pct: Option<f64>) -> Result<String, ApiError> {
-        let req = serde_json::json!({ "cmd": "pin", "vm": vm, "pct": pct });
-        writeln!(self.w, "{req}")?;
+        let req = Request::Pin {
+            vm: vm.to_owned(),
+            pct,
+        };
+        self.w.write_all(req.to_line().as_bytes())?;
         self.line.clear();
         if self.r.read_line(&mut self.line)? == 0 {
             return Err(ApiError::Closed);
         }
-        let v: serde_json::Value =
-            serde_json::from_str(&self.line).map_err(|e| ApiError::Parse(e.to_string()))?;
-        if let Some(e) = v.get("error").and_then(|e| e.as_str()) {
-            return Err(ApiError::Refused(e.to_owned()));
+        if let Ok(e) = serde_json::from_str::<ErrorAnswer>(&self.line) {
+            return Err(ApiError::Refused(e.error));
         }
-        v.get("ok")
-            .and_then(|m| m.as_str())
-            .map(str::to_owned)
-            .ok_or_else(|| ApiError::Parse(format!("unexpected answer: {}", self.line.trim())))
+        serde_json::from_str::<PinAnswer>(&self.line)
+            .map(|a| a.ok)
+            .map_err(|_| ApiError::Parse(format!("unexpected answer: {}", self.line.trim())))
     }
 
     /// The next snapshot on the connection.
@@ -106,16 +108,19 @@ impl ApiClient {
 
 /// A line from the daemon: a snapshot, or `{"error": ...}`.
 pub fn parse_answer(line: &str) -> Result<Snapshot, ApiError> {
-    if let Ok(v) = serde_json::from_str::<serde_json::Value>(line) {
-        if let Some(e) = v.get("error").and_then(|e| e.as_str()) {
-            return Err(ApiError::Refused(e.to_owned()));
-        }
-        return serde_json::from_value(v).map_err(|e| ApiError::Parse(e.to_string()));
+    if let Ok(e) = serde_json::from_str::<ErrorAnswer>(line) {
+        return Err(ApiError::Refused(e.error));
     }
-    Err(ApiError::Parse(format!(
-        "not JSON: {}",
-        line.chars().take(80).collect::<String>()
-    )))
+    serde_json::from_str(line).map_err(|e| {
+        if serde_json::from_str::<serde_json::Value>(line).is_ok() {
+            ApiError::Parse(e.to_string())
+        } else {
+            ApiError::Parse(format!(
+                "not JSON: {}",
+                line.chars().take(80).collect::<String>()
+            ))
+        }
+    })
 }
 
 use std::io::Read as _;

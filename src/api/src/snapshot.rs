@@ -1,6 +1,7 @@
 //! The daemon's state as the API serves it (one JSON object per line). Field names are the
 //! API's contract: see the README's "resexd API" section.
 
+use resex_common::VmId;
 use serde::{Deserialize, Serialize};
 
 /// The whole host.
@@ -46,8 +47,8 @@ pub struct HostSnap {
 /// One VM.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct VmSnap {
-    /// Engine id.
-    pub id: u32,
+    /// The VM's id on this host (given when first seen, never reused while resexd runs).
+    pub id: VmId,
     /// Name.
     pub name: String,
     /// `registered`, `waiting` (no registration yet) or `rejected`.
