@@ -2,9 +2,9 @@
 //! (the ResEx paper measured about 10 us per report; the target is < 1 us).
 #![allow(missing_docs)]
 
-use resex_agent::mailbox::Mailbox;
 use resex_common::LatencyRecorder;
 use resex_guestmem::{FileMemory, GuestAddress, GuestMemory};
+use resex_shim::mailbox::Mailbox;
 use std::sync::Arc;
 use std::time::Instant;
 

@@ -1,15 +1,15 @@
 //! `resex-agent`: the guest agent running its guest's workload (BenchEx's server) in-process, as
 //! each guest of the embedded host does. Also reachable as `resex agent`.
 
-use crate::mailbox::{Mailbox, DEFAULT_BLOCKS, DEFAULT_BLOCK_SIZE};
 use crate::session::{DocFn, UnixChannel};
 use crate::Agent;
 use anyhow::{Context, Result};
-use benchex::cli::{serve, stop_on_signals, ServerOpts};
+use benchex::opts::{serve, stop_on_signals, ServerOpts};
 use clap::Parser;
 use resex_common::LatencyRecorder;
 use resex_proto::{Registration, REGISTRATION_VERSION};
 use resex_shim::guest::GuestMachine;
+use resex_shim::mailbox::{Mailbox, DEFAULT_BLOCKS, DEFAULT_BLOCK_SIZE};
 use resex_shim::Provider;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};

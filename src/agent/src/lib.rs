@@ -4,19 +4,18 @@
 //! document, over the control channel), and turns the application's latency recorder into one
 //! report per interval in the mailbox, which the host polls out of guest memory.
 //!
-//! - [`mailbox`], the guest's end of the status-byte mailbox.
+//! - reports go through `resex_shim::mailbox`, the guest's end of the mailbox.
 //! - [`session`], the control channel: sessions, registration, re-registration.
 //! - [`Agent`]: both, with a reporting thread.
 //! - [`vm`], inside a real VM: virtio-serial ports for the channel and the HCA.
 //! - [`cli`], the `resex-agent` command line (the agent with BenchEx's server as the workload).
 
 pub mod cli;
-pub mod mailbox;
 pub mod session;
 pub mod vm;
 
-use mailbox::Mailbox;
 use resex_common::LatencyRecorder;
+use resex_shim::mailbox::Mailbox;
 use session::{ChannelEnd, ChannelStatus, DocFn};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};

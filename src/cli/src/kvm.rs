@@ -164,7 +164,7 @@ fn hca(a: &HcaArgs) -> Result<()> {
         Arc::new(MonotonicClock::new()) as Arc<dyn Clock>,
         Duration::from_micros(20),
     );
-    let stop = benchex::cli::stop_on_signals()?;
+    let stop = benchex::opts::stop_on_signals()?;
     // The guest's shim, over QEMU's end of its port (reconnecting if the session ends).
     let g = guest.clone();
     let (stop_g, name) = (stop.clone(), a.domain.clone());

@@ -91,7 +91,7 @@ fn main() -> ExitCode {
             resex_agent::cli::main_with(std::iter::once("resex-agent".into()).chain(args))
         }
         Command::Benchex { args } => {
-            benchex::cli::main_with(std::iter::once("benchex".into()).chain(args))
+            benchex_tool::cli::main_with(std::iter::once("benchex".into()).chain(args))
         }
     };
     match result {

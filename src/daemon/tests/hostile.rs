@@ -3,7 +3,6 @@
 //! Each is refused and counted, and the daemon keeps serving a well-behaved neighbour.
 #![allow(clippy::cast_possible_truncation)]
 
-use resex_agent::mailbox::Mailbox;
 use resex_api::VmSnap;
 use resex_backend::cap::CapHandle;
 use resex_backend::cpu::CpuSource;
@@ -15,6 +14,7 @@ use resex_proto::mailbox::{Report, DATA, REPORT_BYTES};
 use resex_proto::{
     CqRegistration, MailboxRegistration, QpRegistration, Registration, SqRegistration,
 };
+use resex_shim::mailbox::Mailbox;
 use std::io::{BufReader, Write};
 use std::os::unix::net::UnixListener;
 use std::path::Path;

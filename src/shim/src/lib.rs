@@ -5,6 +5,8 @@
 //! - [`soft`]: the `softhca` provider (mlx5 rings in guest RAM, doorbell records).
 //! - [`guest`]: a guest process's RAM file and softhca control socket, as a provider.
 //! - `verbs` (feature `rdma`): real devices through libibverbs.
+//! - [`mailbox`]: the guest's end of the latency mailbox (reports the host reads out of guest
+//!   memory).
 //! - [`transport`]: the status-byte transport (and the sliding window it is measured against).
 //!
 //! This crate runs inside guests: it depends on no host crate (only the shared formats).
@@ -13,6 +15,7 @@
 
 pub mod buffer;
 pub mod guest;
+pub mod mailbox;
 pub mod provider;
 pub mod soft;
 pub mod transport;

@@ -1,56 +1,9 @@
-//! BenchEx: the ResEx paper's latency benchmark (section IV), rebuilt on the shim.
+//! The `benchex` command line (also `resex benchex`), a host-side tool over the BenchEx
+//! library (`src/benchex`, which runs in guests).
 //!
-//! Clients send timestamped orders over the status-byte transport; the server queues them first
-//! come first served, prices each with Black-Scholes, and replies with a buffer of the configured
-//! size. Clients record round trips; the server records its own per-order latency (what the
-//! reporting VM's agent reports) split into queue, compute, I/O wait and polling time.
-//!
-//! - [`bs`], Black-Scholes.
-//! - [`wire`], orders, replies, the bootstrap handshake.
-//! - [`boot`], the bootstrap socket (Unix path or `tcp:HOST:PORT`).
-//! - [`clock`], the clock and idle backoff.
-//! - [`server`], [`client`]: the two roles, over any shim `Provider`.
+//! - [`cli`], the command line: `server`, `client` (each in a guest: RAM file + softhca socket),
+//!   `local`.
 //! - [`local`], both roles in one process on an in-process softhca (quick figures).
-//! - [`cli`], the `benchex` command line.
 
-pub mod boot;
-pub mod bs;
 pub mod cli;
-pub mod client;
-pub mod clock;
 pub mod local;
-pub mod server;
-pub mod size;
-pub mod wire;
-
-use resex_common::LatencySummary;
-use resex_shim::ShimError;
-
-/// What can stop a benchmark.
-#[derive(Debug, thiserror::Error)]
-pub enum BenchError {
-    /// The transport or device failed.
-    #[error(transparent)]
-    Shim(#[from] ShimError),
-    /// The bootstrap socket failed.
-    #[error("bootstrap: {0}")]
-    Io(#[from] std::io::Error),
-    /// A parameter that cannot work.
-    #[error("{0}")]
-    Invalid(String),
-}
-
-/// Serialises a latency summary with named fields (ns).
-pub fn ser_summary<S: serde::Serializer>(s: &LatencySummary, ser: S) -> Result<S::Ok, S::Error> {
-    use serde::ser::SerializeStruct;
-    let mut st = ser.serialize_struct("LatencySummary", 8)?;
-    st.serialize_field("count", &s.count)?;
-    st.serialize_field("mean_ns", &s.mean_ns)?;
-    st.serialize_field("stddev_ns", &s.stddev_ns)?;
-    st.serialize_field("min_ns", &s.min_ns)?;
-    st.serialize_field("max_ns", &s.max_ns)?;
-    st.serialize_field("p50_ns", &s.p50_ns)?;
-    st.serialize_field("p99_ns", &s.p99_ns)?;
-    st.serialize_field("p999_ns", &s.p999_ns)?;
-    st.end()
-}

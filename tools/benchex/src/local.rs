@@ -2,10 +2,10 @@
 //! way to see BenchEx's figures (`benchex local`). The server sits on port 0, the clients on
 //! port 1, as in the paper's two machines.
 
-use crate::boot::Listener;
-use crate::client::{self, ClientConfig, ClientResult};
-use crate::server::{self, ServerConfig, ServerStats};
-use crate::BenchError;
+use benchex::boot::Listener;
+use benchex::client::{self, ClientConfig, ClientResult};
+use benchex::server::{self, ServerConfig, ServerStats};
+use benchex::BenchError;
 use resex_common::LatencyRecorder;
 use resex_guestmem::{GuestMemory, VecMemory};
 use resex_shim::{Provider, SoftProvider};
@@ -21,7 +21,7 @@ pub struct LocalResult {
     /// The server's counters.
     pub server: ServerStats,
     /// The server's own per-order latency.
-    #[serde(serialize_with = "crate::ser_summary")]
+    #[serde(serialize_with = "benchex::ser_summary")]
     pub server_latency: resex_common::LatencySummary,
     /// Each client's figures.
     pub clients: Vec<ClientResult>,

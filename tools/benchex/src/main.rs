@@ -7,5 +7,5 @@ fn main() -> anyhow::Result<()> {
         )
         .with_writer(std::io::stderr)
         .init();
-    benchex::cli::main_with(std::env::args_os())
+    benchex_tool::cli::main_with(std::env::args_os())
 }

@@ -1,0 +1,58 @@
+//! BenchEx: the ResEx paper's latency benchmark (section IV), rebuilt on the shim.
+//!
+//! Clients send timestamped orders over the status-byte transport; the server queues them first
+//! come first served, prices each with Black-Scholes, and replies with a buffer of the configured
+//! size. Clients record round trips; the server records its own per-order latency (what the
+//! reporting VM's agent reports) split into queue, compute, I/O wait and polling time.
+//!
+//! - [`bs`], Black-Scholes.
+//! - [`wire`], orders, replies, the bootstrap handshake.
+//! - [`boot`], the bootstrap socket (Unix path or `tcp:HOST:PORT`).
+//! - [`clock`], the clock and idle backoff.
+//! - [`server`], [`client`]: the two roles, over any shim `Provider`.
+//! - [`opts`], the guest side of the command line: options, running the server.
+//!
+//! This library runs inside guests (`resex-agent` links it): it depends on guest crates only.
+//! The `benchex` command line and its in-process `local` mode (server and clients on a software
+//! HCA, a host-side tool) live in `tools/benchex`.
+
+pub mod boot;
+pub mod bs;
+pub mod client;
+pub mod clock;
+pub mod opts;
+pub mod server;
+pub mod size;
+pub mod wire;
+
+use resex_common::LatencySummary;
+use resex_shim::ShimError;
+
+/// What can stop a benchmark.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    /// The transport or device failed.
+    #[error(transparent)]
+    Shim(#[from] ShimError),
+    /// The bootstrap socket failed.
+    #[error("bootstrap: {0}")]
+    Io(#[from] std::io::Error),
+    /// A parameter that cannot work.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// Serialises a latency summary with named fields (ns).
+pub fn ser_summary<S: serde::Serializer>(s: &LatencySummary, ser: S) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeStruct;
+    let mut st = ser.serialize_struct("LatencySummary", 8)?;
+    st.serialize_field("count", &s.count)?;
+    st.serialize_field("mean_ns", &s.mean_ns)?;
+    st.serialize_field("stddev_ns", &s.stddev_ns)?;
+    st.serialize_field("min_ns", &s.min_ns)?;
+    st.serialize_field("max_ns", &s.max_ns)?;
+    st.serialize_field("p50_ns", &s.p50_ns)?;
+    st.serialize_field("p99_ns", &s.p99_ns)?;
+    st.serialize_field("p999_ns", &s.p999_ns)?;
+    st.end()
+}
