@@ -1,7 +1,7 @@
 //! The actuator: applies cap changes on a thread of its own, so a slow cgroup write or the
 //! cap store's fsync never delays the control loop. Requests for one VM that queue up are
 //! coalesced (only the latest is applied); every cap is recorded in the cap store before it is
-//! first set.
+//! first set, and what was applied is recorded after each batch (one write per batch).
 
 use crate::capstore::CapStore;
 use resex_backend::Hypervisor;
@@ -42,6 +42,12 @@ enum Msg {
     Finish(Sender<(usize, Vec<String>)>),
 }
 
+/// Where cap changes go: the actuator, or a test's recorder.
+pub trait CapSink: Send {
+    /// Queues a request.
+    fn act(&self, a: Act);
+}
+
 /// The actuator's handle.
 pub struct Actuator {
     tx: Sender<Msg>,
@@ -72,6 +78,11 @@ impl Actuator {
         let _ = self.tx.send(Msg::Act(a));
     }
 
+    /// A sender of requests.
+    pub fn sender(&self) -> ActuatorTx {
+        ActuatorTx(self.tx.clone())
+    }
+
     /// Restores every recorded cap, stops the thread, and returns (restored, failures).
     pub fn finish(mut self) -> (usize, Vec<String>) {
         let (tx, rx) = mpsc::channel();
@@ -83,6 +94,23 @@ impl Actuator {
             let _ = t.join();
         }
         r
+    }
+}
+
+impl CapSink for Actuator {
+    fn act(&self, a: Act) {
+        self.send(a);
+    }
+}
+
+/// A sender to the actuator (what the driver holds; the loop keeps the [`Actuator`] to finish
+/// it).
+#[derive(Clone)]
+pub struct ActuatorTx(Sender<Msg>);
+
+impl CapSink for ActuatorTx {
+    fn act(&self, a: Act) {
+        let _ = self.0.send(Msg::Act(a));
     }
 }
 
@@ -118,6 +146,11 @@ fn run(hv: Arc<dyn Hypervisor>, mut store: CapStore, rx: Receiver<Msg>) {
                 if let Some(n) = log.hit() {
                     tracing::error!("cap change for {} failed: {e} [{n}]", key_of(&a));
                 }
+            }
+        }
+        if let Err(e) = store.sync() {
+            if let Some(n) = log.hit() {
+                tracing::error!("recording applied caps: {e} [{n}]");
             }
         }
         if let Some(tx) = finish {

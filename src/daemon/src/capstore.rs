@@ -27,6 +27,8 @@ pub struct CapRecord {
 pub struct CapStore {
     path: PathBuf,
     records: BTreeMap<String, CapRecord>,
+    /// Records changed since the file was last written.
+    dirty: bool,
 }
 
 /// The store could not be read or written.
@@ -70,7 +72,11 @@ impl CapStore {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => BTreeMap::new(),
             Err(e) => return Err(io(e)),
         };
-        Ok(CapStore { path, records })
+        Ok(CapStore {
+            path,
+            records,
+            dirty: false,
+        })
     }
 
     /// The records.
@@ -92,7 +98,19 @@ impl CapStore {
         Ok(())
     }
 
-    /// Sets a cap, first recording the original setting if this VM has none recorded.
+    /// Writes the records if a cap changed since they were last written (the caps in force,
+    /// as applied: what `current` says after a crash).
+    pub fn sync(&mut self) -> Result<(), StoreError> {
+        if self.dirty {
+            self.persist()?;
+            self.dirty = false;
+        }
+        Ok(())
+    }
+
+    /// Sets a cap, first recording the original setting if this VM has none recorded (written
+    /// at once: a crash must find it); the cap applied is recorded by the next
+    /// [`CapStore::sync`].
     pub fn set(
         &mut self,
         hv: &dyn Hypervisor,
@@ -108,14 +126,18 @@ impl CapStore {
                     name: name.to_owned(),
                     backend: hv.kind().to_owned(),
                     original,
-                    current: Some(pct),
+                    current: None,
                 },
             );
             self.persist()?;
-        } else if let Some(r) = self.records.get_mut(key) {
-            r.current = Some(pct);
         }
         hv.set_cap(key, Some(pct))?;
+        if let Some(r) = self.records.get_mut(key) {
+            if r.current != Some(pct) {
+                r.current = Some(pct);
+                self.dirty = true;
+            }
+        }
         Ok(())
     }
 
@@ -127,6 +149,7 @@ impl CapStore {
         hv.restore_cap(key, &r.original)?;
         self.records.remove(key);
         self.persist()?;
+        self.dirty = false;
         Ok(true)
     }
 
@@ -134,6 +157,7 @@ impl CapStore {
     pub fn forget(&mut self, key: &str) -> Result<(), StoreError> {
         if self.records.remove(key).is_some() {
             self.persist()?;
+            self.dirty = false;
         }
         Ok(())
     }
@@ -163,5 +187,128 @@ impl CapStore {
             }
         }
         (restored, forgotten, failed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use resex_backend::{BackendError, Channel, DomainInfo};
+    use resex_guestmem::GuestMemory;
+    use std::sync::{Arc, Mutex};
+
+    /// One domain whose cap is a number.
+    #[derive(Default)]
+    struct OneDomain {
+        cap: Mutex<Option<f64>>,
+    }
+
+    impl Hypervisor for OneDomain {
+        fn kind(&self) -> &'static str {
+            "test"
+        }
+        fn domains(&self) -> Result<Vec<DomainInfo>, BackendError> {
+            Ok(vec![DomainInfo {
+                key: "k".into(),
+                id: 1,
+                name: "vm".into(),
+                vcpus: 1,
+                ram_size: 1 << 20,
+                weight: 1.0,
+                sla_threshold: None,
+            }])
+        }
+        fn cpu_time_ns(&self, _: &str) -> Result<u64, BackendError> {
+            Ok(0)
+        }
+        fn memory(&self, k: &str) -> Result<Arc<dyn GuestMemory>, BackendError> {
+            Err(BackendError::NoDomain(k.into()))
+        }
+        fn open_channel(&self, k: &str) -> Result<Channel, BackendError> {
+            Err(BackendError::NoDomain(k.into()))
+        }
+        fn cap_mechanism(&self, _: &str) -> String {
+            "a number".into()
+        }
+        fn save_cap(&self, _: &str) -> Result<serde_json::Value, BackendError> {
+            Ok(serde_json::json!(*self.cap.lock().unwrap()))
+        }
+        fn set_cap(&self, _: &str, pct: Option<f64>) -> Result<(), BackendError> {
+            *self.cap.lock().unwrap() = pct;
+            Ok(())
+        }
+        fn restore_cap(&self, _: &str, saved: &serde_json::Value) -> Result<(), BackendError> {
+            *self.cap.lock().unwrap() = saved.as_f64();
+            Ok(())
+        }
+    }
+
+    fn on_disk(dir: &Path) -> BTreeMap<String, CapRecord> {
+        serde_json::from_slice(&std::fs::read(dir.join("caps.json")).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn the_file_records_the_cap_applied_last_not_the_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let hv = OneDomain::default();
+        let mut store = CapStore::open(dir.path()).unwrap();
+        store.set(&hv, "k", "vm", 77.8).unwrap();
+        store.sync().unwrap();
+        assert_eq!(on_disk(dir.path())["k"].current, Some(77.8));
+        store.set(&hv, "k", "vm", 10.0).unwrap();
+        store.sync().unwrap();
+        let rec = &on_disk(dir.path())["k"];
+        assert_eq!(rec.current, Some(10.0), "what a crash would find");
+        assert_eq!(
+            rec.original,
+            serde_json::Value::Null,
+            "the setting before the first cap"
+        );
+        assert_eq!(*hv.cap.lock().unwrap(), Some(10.0));
+        // A restarted daemon puts the original back.
+        let (restored, forgotten, failed) = CapStore::open(dir.path()).unwrap().restore_all(&hv);
+        assert_eq!((restored, forgotten, failed.len()), (1, 0, 0));
+        assert_eq!(*hv.cap.lock().unwrap(), None);
+        assert!(on_disk(dir.path()).is_empty());
+    }
+
+    #[test]
+    fn a_cap_the_backend_refused_is_not_recorded_as_applied() {
+        struct Refuses(OneDomain);
+        impl Hypervisor for Refuses {
+            fn kind(&self) -> &'static str {
+                "test"
+            }
+            fn domains(&self) -> Result<Vec<DomainInfo>, BackendError> {
+                self.0.domains()
+            }
+            fn cpu_time_ns(&self, k: &str) -> Result<u64, BackendError> {
+                self.0.cpu_time_ns(k)
+            }
+            fn memory(&self, k: &str) -> Result<Arc<dyn GuestMemory>, BackendError> {
+                self.0.memory(k)
+            }
+            fn open_channel(&self, k: &str) -> Result<Channel, BackendError> {
+                self.0.open_channel(k)
+            }
+            fn cap_mechanism(&self, k: &str) -> String {
+                self.0.cap_mechanism(k)
+            }
+            fn save_cap(&self, k: &str) -> Result<serde_json::Value, BackendError> {
+                self.0.save_cap(k)
+            }
+            fn set_cap(&self, _: &str, _: Option<f64>) -> Result<(), BackendError> {
+                Err(BackendError::Invalid("refused".into()))
+            }
+            fn restore_cap(&self, k: &str, s: &serde_json::Value) -> Result<(), BackendError> {
+                self.0.restore_cap(k, s)
+            }
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let hv = Refuses(OneDomain::default());
+        let mut store = CapStore::open(dir.path()).unwrap();
+        assert!(store.set(&hv, "k", "vm", 30.0).is_err());
+        store.sync().unwrap();
+        assert_eq!(on_disk(dir.path())["k"].current, None);
     }
 }

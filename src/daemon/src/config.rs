@@ -12,8 +12,12 @@
 //! scan_budget = 16384                        # ring entries walked per VM per tick
 //! discovery_ms = 100                         # how often domains are listed
 //! snapshot_ms = 100                          # how often the API snapshot is refreshed
-//! cpu_every = 10                             # read CPU time every 10 intervals
+//! cpu_every = 10                             # read CPU time every 10 ms (off the loop)
 //! realtime = true                            # SCHED_FIFO for the control loop when root
+//!
+//! [link]                                     # the host's RDMA port: link utilisation is
+//! gbps = 100                                 # what the VMs send (counted by IBMon) over this
+//! header_bytes = 58                          # rate; default 8 Gb/s, 58 (softhca's testbed)
 //! ```
 
 use serde::Deserialize;
@@ -56,14 +60,32 @@ pub struct Config {
     /// API snapshot period, ms.
     #[serde(default = "default_snapshot")]
     pub snapshot_ms: u64,
-    /// CPU time is read every this many intervals (each read is a file read per VM); the
-    /// percentage measured applies to the intervals until the next read.
+    /// CPU time is read every this many milliseconds, on the sampler's thread (each read is
+    /// a backend call per VM); the percentage measured applies until the next read.
     #[serde(default = "default_cpu_every")]
     pub cpu_every: u32,
     /// Run the control loop under SCHED_FIFO when allowed (root), so a busy host does not
     /// delay its ticks.
     #[serde(default = "yes")]
     pub realtime: bool,
+    /// The host's RDMA port, for link utilisation.
+    #[serde(default)]
+    pub link: Option<LinkConfig>,
+}
+
+/// The host's RDMA port.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct LinkConfig {
+    /// Its rate, Gb/s.
+    pub gbps: f64,
+    /// Bytes on the wire per packet besides the payload.
+    #[serde(default = "default_header")]
+    pub header_bytes: u32,
+}
+
+fn default_header() -> u32 {
+    resex_core::LinkSpec::default().header_bytes
 }
 
 fn default_cpu_every() -> u32 {
@@ -122,6 +144,14 @@ impl Config {
                 c.backend
             )));
         }
+        if let Some(l) = &c.link {
+            if !(l.gbps.is_finite() && l.gbps > 0.0 && l.gbps <= 100_000.0) {
+                return Err(ConfigError::Invalid(format!(
+                    "link.gbps = {} must be a rate in Gb/s above 0",
+                    l.gbps
+                )));
+            }
+        }
         if c.scan_budget == 0 || c.discovery_ms == 0 || c.snapshot_ms == 0 || c.cpu_every == 0 {
             return Err(ConfigError::Invalid(
                 "scan_budget, discovery_ms, snapshot_ms and cpu_every must be above 0".into(),
@@ -159,6 +189,18 @@ impl Config {
         }
     }
 
+    /// The link in force.
+    pub fn link(&self) -> resex_core::LinkSpec {
+        match &self.link {
+            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+            Some(l) => resex_core::LinkSpec {
+                bits_per_sec: (l.gbps * 1e9) as u64,
+                header_bytes: l.header_bytes,
+            },
+            None => resex_core::LinkSpec::default(),
+        }
+    }
+
     /// The API socket in force.
     pub fn api_socket(&self) -> PathBuf {
         self.api_socket
@@ -184,5 +226,11 @@ mod tests {
         assert!(e.contains("polcy"), "{e}");
         let example = include_str!("../../../tools/resexd.toml");
         Config::from_toml(example).unwrap();
+        assert_eq!(c.link(), resex_core::LinkSpec::default());
+        let c = Config::from_toml("[link]\ngbps = 100\n").unwrap();
+        assert_eq!(c.link().bits_per_sec, 100_000_000_000);
+        assert_eq!(c.link().header_bytes, 58);
+        assert!(Config::from_toml("[link]\ngbps = 0\n").is_err());
+        assert!(Config::from_toml("[link]\ngbs = 1\n").is_err());
     }
 }

@@ -1,9 +1,11 @@
 //! resexd, the host daemon, as a library (the `resexd` binary and `resex demo` run it).
 //!
 //! - [`config`], the TOML configuration.
-//! - [`control`], the control loop ([`control::start`], [`control::DaemonHandle`]).
+//! - [`control`], starting and stopping ([`control::start`], [`control::DaemonHandle`]).
+//! - [`runloop`], the real-time loop; [`driver`], what one tick does: inputs, the host core's
+//!   step (`resex_core`: scan, price, decide), actuation, journal, snapshot.
+//! - [`sampler`], every slow backend call (domains, memory, CPU time) on a thread of its own.
 //! - [`registrar`], the registration channel, host side.
-//! - [`vm`], one VM's monitors, mailbox and counters.
 //! - [`capstore`], original cap settings, for crash safety; [`actuator`], applies caps off the loop.
 //! - [`api`], the local API socket (its messages: `resex_api`).
 //! - [`journal`], the usage and cap journal.
@@ -13,9 +15,12 @@ pub mod api;
 pub mod capstore;
 pub mod config;
 pub mod control;
+pub mod driver;
 pub mod journal;
 pub mod metrics;
 pub mod registrar;
-pub mod vm;
+pub mod runloop;
+pub mod sampler;
 
-pub use control::{start, DaemonHandle, RunSummary, Settings};
+pub use control::{start, DaemonHandle, Settings};
+pub use runloop::RunSummary;

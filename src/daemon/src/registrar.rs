@@ -5,7 +5,7 @@
 //! its agent, or was not listening yet) the thread opens a new one after a pause.
 
 use resex_backend::Hypervisor;
-use resex_common::LogLimiter;
+use resex_common::{LogLimiter, VmId};
 use resex_ibmon::registry::{validate, Layout, Limits};
 use resex_proto::channel::{
     read_msg, write_msg, GuestMsg, HostMsg, LineError, CHANNEL_VERSION, MAX_LINE,
@@ -21,8 +21,8 @@ use std::time::Duration;
 pub enum RegEvent {
     /// A document was accepted.
     Accepted {
-        /// Domain key.
-        key: String,
+        /// The VM.
+        id: VmId,
         /// The document.
         doc: Registration,
         /// Its validation against the guest's RAM.
@@ -30,16 +30,18 @@ pub enum RegEvent {
     },
     /// A document was refused.
     Rejected {
-        /// Domain key.
-        key: String,
+        /// The VM.
+        id: VmId,
         /// Why.
         error: String,
     },
 }
 
 /// Serves one domain's channel until `stop` or until the domain is gone.
+#[allow(clippy::too_many_arguments)]
 pub fn run(
     hv: Arc<dyn Hypervisor>,
+    id: VmId,
     key: String,
     name: String,
     ram_size: u64,
@@ -91,7 +93,7 @@ pub fn run(
                 Err(LineError::Json(e)) => {
                     let error = format!("malformed message: {e}");
                     let _ = tx.send(RegEvent::Rejected {
-                        key: key.clone(),
+                        id,
                         error: error.clone(),
                     });
                     HostMsg::Rejected { error }
@@ -100,7 +102,7 @@ pub fn run(
                     if let Err(e) = registration.check_version() {
                         let error = e.to_string();
                         let _ = tx.send(RegEvent::Rejected {
-                            key: key.clone(),
+                            id,
                             error: error.clone(),
                         });
                         HostMsg::Rejected { error }
@@ -113,7 +115,7 @@ pub fn run(
                                     mailbox: layout.mailbox.is_some(),
                                 };
                                 let _ = tx.send(RegEvent::Accepted {
-                                    key: key.clone(),
+                                    id,
                                     doc: registration,
                                     layout,
                                 });
@@ -125,7 +127,7 @@ pub fn run(
                                     tracing::warn!("{name}: {error} [{n}]");
                                 }
                                 let _ = tx.send(RegEvent::Rejected {
-                                    key: key.clone(),
+                                    id,
                                     error: error.clone(),
                                 });
                                 HostMsg::Rejected { error }

@@ -1,22 +1,18 @@
 //! The lab host: softhca on a virtual clock, a far-side sink on port 1, one server model per
-//! scenario guest on port 0, the real monitor reading each guest's rings every interval, the
-//! real pricing engine, and caps applied to the vCPU models after the actuator delay.
+//! scenario guest on port 0, and the host core (the real monitor, mailboxes and pricing engine,
+//! driven as resexd drives it) at the end of every interval, with caps applied to the vCPU
+//! models after the actuator delay. The loops that move virtual time are in [`crate::events`].
 
+use crate::driver::{DriverError, LabDriver};
+use crate::guest::{Build, Guest, HEAP};
 use crate::result::{HostResult, LabResult, Series, VmResult, VmSeries};
-use crate::server::{compute_ns, Server, Work};
+use resex_core::{CoreConfig, LinkSpec};
 use resex_guestmem::{GuestMemory, VecMemory};
-use resex_ibmon::registry::{validate, Limits};
-use resex_ibmon::{Counters, VmMonitor};
-use resex_pricing::{
-    BaselineLearner, Engine, IntervalInput, LatencyReport, PolicyConfig, VmId, VmSpec, VmUsage,
-};
-use resex_proto::{Registration, REGISTRATION_VERSION};
+use resex_pricing::PolicyConfig;
 use resex_scenario::Scenario;
-use resex_shim::provider::{access, Mr, QpAddr};
-use resex_shim::{CompletionQueue, Provider, QpInit, QueuePair, SoftProvider};
+use resex_shim::provider::{access, Mr};
+use resex_shim::{CompletionQueue, Provider, QpInit, SoftProvider};
 use resex_softhca::{LinkConfig, PortId, SoftHca};
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::sync::Arc;
 
 /// Lab settings.
@@ -26,7 +22,8 @@ pub struct LabConfig {
     pub seed: u64,
     /// Step of the guest models, ns (the HCA's link model is exact; guests react per step).
     pub dt_ns: u64,
-    /// The pricing interval, ns (the daemon's 1 ms).
+    /// The pricing interval, ns (the daemon's 1 ms; a policy's `ledger.interval_ms` must
+    /// match it).
     pub interval_ns: u64,
     /// Latency report period of reporting guests, intervals.
     pub report_every: u64,
@@ -73,64 +70,26 @@ pub enum LabError {
         /// Why.
         source: resex_shim::ShimError,
     },
-    /// The monitor refused a registration.
-    #[error("guest {guest}: registration refused: {why}")]
-    Registration {
-        /// Which guest.
-        guest: String,
-        /// Why.
-        why: String,
-    },
-    /// Pricing failed.
-    #[error("pricing: {0}")]
-    Pricing(#[from] resex_pricing::PricingError),
+    /// The host core refused something (a registration, a step).
+    #[error(transparent)]
+    Driver(#[from] DriverError),
     /// A setting that cannot work.
     #[error("{0}")]
     Invalid(String),
 }
 
-struct Guest {
-    name: String,
-    id: u32,
-    vcpus: u32,
-    weight: f64,
-    sla: Option<f64>,
-    reports: bool,
-    report_scale: f64,
-    lie_from_ns: u64,
-    start_ns: u64,
-    mem: Arc<VecMemory>,
-    server: Server,
-    monitor: VmMonitor,
-    /// Sink-side QP, kept alive for the run.
-    _peer: Box<dyn QueuePair>,
-    in_engine: bool,
-    learner: BaselineLearner,
-    intervals: u64,
-    cpu_sum: f64,
-    cap_sum: f64,
-    cap_min: f64,
-    balance_min: Option<f64>,
-    counted: Counters,
-    /// The latency of the last report period.
-    period: resex_common::LatencySummary,
-    /// Counted at the last series point.
-    at_point: Counters,
-}
-
 /// A lab host built from a scenario.
 pub struct LabHost {
-    scenario: Scenario,
-    cfg: LabConfig,
-    link: LinkConfig,
-    hca: SoftHca,
+    pub(crate) scenario: Scenario,
+    pub(crate) cfg: LabConfig,
+    pub(crate) link: LinkConfig,
+    pub(crate) hca: SoftHca,
     _sink: (SoftProvider, Mr),
     /// The sink's CQs (one per server's peer QP), alive for the run.
     _peer_cqs: Vec<Box<dyn CompletionQueue>>,
-    guests: Vec<Guest>,
-    engine: Option<Engine>,
+    pub(crate) guests: Vec<Guest>,
+    pub(crate) driver: LabDriver,
     policy: String,
-    caps: VecDeque<(u64, usize, Option<f64>)>,
     series: Option<Series>,
 }
 
@@ -145,7 +104,6 @@ impl std::fmt::Debug for LabHost {
     }
 }
 
-const HEAP: u64 = 1 << 20;
 const PAGE: u64 = 4096;
 
 fn xorshift(mut x: u64) -> u64 {
@@ -155,14 +113,30 @@ fn xorshift(mut x: u64) -> u64 {
     x
 }
 
+/// The core's view of the scenario's link.
+pub fn core_link(link: &LinkConfig) -> LinkSpec {
+    LinkSpec {
+        bits_per_sec: link.bits_per_sec,
+        header_bytes: link.header_bytes,
+    }
+}
+
 impl LabHost {
-    /// Builds the host: the sink, every guest's server model and monitor, and the engine.
+    /// Builds the host: the sink, every guest's server model, and the driver of the core.
     pub fn new(scenario: &Scenario, cfg: LabConfig) -> Result<Self, LabError> {
         if cfg.dt_ns == 0 || !cfg.interval_ns.is_multiple_of(cfg.dt_ns) {
             return Err(LabError::Invalid(format!(
                 "the step ({} ns) must divide the interval ({} ns)",
                 cfg.dt_ns, cfg.interval_ns
             )));
+        }
+        if let Some((name, p)) = &cfg.policy {
+            if p.ledger.interval_ms * 1_000_000 != cfg.interval_ns {
+                return Err(LabError::Invalid(format!(
+                    "policy {name} prices every {} ms; the lab's interval is {} ns",
+                    p.ledger.interval_ms, cfg.interval_ns
+                )));
+            }
         }
         let link = scenario.link_config();
         let hca = SoftHca::new(link, 2);
@@ -182,112 +156,67 @@ impl LabHost {
             usize::try_from(sink_ram).unwrap_or(usize::MAX),
         ));
         let sink_port = hca.add_guest(sink_mem.clone(), PortId(1));
-        let shim = |guest: &str| {
-            let g = guest.to_owned();
-            move |source| LabError::Shim { guest: g, source }
+        let shim = |source| LabError::Shim {
+            guest: "sink".into(),
+            source,
         };
-        let sink = SoftProvider::new(sink_mem, HEAP, sink_ram, Arc::new(sink_port))
-            .map_err(shim("sink"))?;
+        let sink =
+            SoftProvider::new(sink_mem, HEAP, sink_ram, Arc::new(sink_port)).map_err(shim)?;
         let sink_mr = sink
             .reg_mr(
-                &sink.alloc(max_buf.max(1)).map_err(shim("sink"))?,
+                &sink.alloc(max_buf.max(1)).map_err(shim)?,
                 access::LOCAL_WRITE | access::REMOTE_WRITE,
             )
-            .map_err(shim("sink"))?;
+            .map_err(shim)?;
         let mut seed = cfg.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
         let mut guests = Vec::new();
         let mut peer_cqs = Vec::new();
         for (i, g) in scenario.guests.iter().enumerate() {
-            let w = &g.benchex;
-            let ram = HEAP + w.buffer.0.div_ceil(PAGE) * PAGE + (2 << 20);
-            let mem = Arc::new(VecMemory::new(usize::try_from(ram).unwrap_or(usize::MAX)));
-            let dynmem: Arc<dyn GuestMemory> = mem.clone();
-            let port = hca.add_guest(dynmem.clone(), PortId(0));
-            let p = SoftProvider::new(dynmem, HEAP, ram, Arc::new(port)).map_err(shim(&g.name))?;
-            let peer_cq = sink.create_cq(16).map_err(shim("sink"))?;
+            let peer_cq = sink.create_cq(16).map_err(shim)?;
             let init = QpInit {
                 max_send_wr: 16,
                 max_recv_wr: 0,
                 path_mtu,
                 ..QpInit::default()
             };
-            let mut peer = sink
+            let peer = sink
                 .create_qp(&init, peer_cq.cqn(), peer_cq.cqn())
-                .map_err(shim("sink"))?;
-            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-            let start_ns = (g.start_s * 1e9) as u64;
+                .map_err(shim)?;
+            peer_cqs.push(peer_cq);
             seed = xorshift(seed);
-            let phase = if w.rate > 0.0 {
+            let w = &g.benchex;
+            let phase_ns = if w.rate > 0.0 {
                 #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
                 let gap = (1e9 / w.rate) as u64;
                 seed % gap.max(1)
             } else {
                 0
             };
-            let work = Work {
-                buffer: w.buffer.0,
-                rate: w.rate,
-                compute_ns: compute_ns(w.compute, w.buffer.0),
-                start_ns: start_ns + phase,
-            };
-            let (mut server, qpn) = Server::new(
-                &p,
-                work,
-                path_mtu,
-                QpAddr::qpn(peer.qpn()),
-                sink_mr.remote(0),
-            )
-            .map_err(shim(&g.name))?;
-            server.vcpu.set_cap(g.cap);
             #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-            {
-                server.measure_from_ns = (cfg.warmup_s.max(0.0) * 1e9) as u64;
-            }
-            peer.connect(QpAddr::qpn(qpn)).map_err(shim("sink"))?;
-            peer_cqs.push(peer_cq);
-            let doc = Registration {
-                version: REGISTRATION_VERSION,
-                vm: Some(g.name.clone()),
-                path_mtu,
-                qps: p.registration(qpn).into_iter().collect(),
-                mailbox: None,
-            };
-            let layout =
-                validate(&doc, ram, &Limits::default()).map_err(|e| LabError::Registration {
-                    guest: g.name.clone(),
-                    why: e.to_string(),
-                })?;
-            guests.push(Guest {
-                name: g.name.clone(),
-                id: u32::try_from(i + 1).unwrap_or(u32::MAX),
-                vcpus: g.vcpus.max(1),
-                weight: g.weight,
-                sla: g.sla_threshold,
-                reports: g.reports,
-                report_scale: g.report_scale,
-                #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-                lie_from_ns: (g.report_scale_from_s * 1e9) as u64,
-                start_ns,
-                mem,
-                server,
-                monitor: VmMonitor::new(layout),
-                _peer: peer,
-                in_engine: false,
-                learner: BaselineLearner::default(),
-                intervals: 0,
-                cpu_sum: 0.0,
-                cap_sum: 0.0,
-                cap_min: f64::INFINITY,
-                balance_min: None,
-                counted: Counters::default(),
-                at_point: Counters::default(),
-                period: resex_common::LatencySummary::default(),
-            });
+            let measure_from_ns = (cfg.warmup_s.max(0.0) * 1e9) as u64;
+            guests.push(Guest::new(
+                i,
+                g,
+                Build {
+                    hca: &hca,
+                    peer,
+                    reply_to: sink_mr.remote(0),
+                    path_mtu,
+                    phase_ns,
+                    measure_from_ns,
+                },
+            )?);
         }
-        let (engine, policy) = match &cfg.policy {
-            Some((name, pc)) => (Some(Engine::new(pc.clone())), name.clone()),
-            None => (None, "none".to_owned()),
+        let core_cfg = CoreConfig {
+            interval_ns: cfg.interval_ns,
+            link: core_link(&link),
+            ..CoreConfig::default()
         };
+        let policy = cfg
+            .policy
+            .as_ref()
+            .map_or_else(|| "none".to_owned(), |p| p.0.clone());
+        let driver = LabDriver::new(core_cfg, cfg.policy.clone(), cfg.actuator_delay_ns);
         Ok(Self {
             scenario: scenario.clone(),
             cfg,
@@ -296,9 +225,8 @@ impl LabHost {
             _sink: (sink, sink_mr),
             _peer_cqs: peer_cqs,
             guests,
-            engine,
+            driver,
             policy,
-            caps: VecDeque::new(),
             series: None,
         })
     }
@@ -308,224 +236,87 @@ impl LabHost {
         let duration_s = self.cfg.duration_s.unwrap_or(self.scenario.duration_s);
         #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
         let end = (duration_s * 1e9) as u64;
-        let (dt, iv) = (self.cfg.dt_ns, self.cfg.interval_ns);
-        let steps_per_interval = iv / dt;
-        let intervals = end / iv;
+        let intervals = end / self.cfg.interval_ns;
         let tick = (intervals / 100).max(1);
         if self.cfg.skip_idle {
             self.run_events(intervals, tick, &mut progress)?;
         } else {
-            for k in 0..intervals {
-                for s in 0..steps_per_interval {
-                    let now = k * iv + (s + 1) * dt;
-                    self.hca.poll(now);
-                    for g in &mut self.guests {
-                        g.server.step(now, dt).map_err(|source| LabError::Shim {
-                            guest: g.name.clone(),
-                            source,
-                        })?;
-                    }
-                    while self.caps.front().is_some_and(|c| c.0 <= now) {
-                        let (_, gi, cap) = self.caps.pop_front().expect("front exists");
-                        self.guests[gi].server.vcpu.set_cap(cap);
-                    }
-                }
-                self.interval(k + 1, (k + 1) * iv)?;
-                if (k + 1).is_multiple_of(tick) {
-                    progress(k + 1, intervals);
-                }
-            }
+            self.run_stepped(intervals, tick, &mut progress)?;
         }
         Ok(self.result(duration_s))
     }
 
-    /// The event-driven loop: only the steps at which something can happen are visited, and at
-    /// each only the guests with something to do step (the others are accounted in bulk when
-    /// they next step or at the interval's end). A guest steps at its own next event (a
-    /// start, an arrival, computing done, its vCPU budget spent or renewed), when the HCA
-    /// retired work on its QP, or when a cap is applied to it. The HCA is told of every
-    /// doorbell, so it only looks at QPs with work. The result is the same as stepping every
-    /// guest every step (`skip_idle = false`; a test holds it to that).
-    fn run_events(
-        &mut self,
-        intervals: u64,
-        tick: u64,
-        progress: &mut impl FnMut(u64, u64),
-    ) -> Result<(), LabError> {
-        let (dt, iv) = (self.cfg.dt_ns, self.cfg.interval_ns);
-        let grid = |t: u64| t.div_ceil(dt) * dt;
-        self.hca.set_doorbell_hints(true);
-        let by_qpn: HashMap<u32, usize> = self
-            .guests
-            .iter()
-            .enumerate()
-            .map(|(i, g)| (g.server.qpn(), i))
-            .collect();
-        let n = self.guests.len();
-        // Per guest: accounted through this time, and its next own event (MAX: none).
-        let mut synced = vec![0u64; n];
-        let mut wake = vec![u64::MAX; n];
-        let mut heap: BinaryHeap<Reverse<(u64, usize)>> = BinaryHeap::new();
-        for (i, g) in self.guests.iter().enumerate() {
-            if let Some(t) = g.server.next_event(0, dt) {
-                wake[i] = t;
-                heap.push(Reverse((t, i)));
-            }
-        }
-        let mut due: Vec<usize> = Vec::new();
-        let mut retired: Vec<u32> = Vec::new();
-        for k in 0..intervals {
-            let end = (k + 1) * iv;
-            let mut now = k * iv + dt;
-            loop {
-                self.hca.poll(now);
-                due.clear();
-                retired.clear();
-                self.hca.take_retired(&mut retired);
-                due.extend(retired.iter().filter_map(|q| by_qpn.get(q).copied()));
-                while let Some(&Reverse((t, i))) = heap.peek() {
-                    if t > now {
-                        break;
-                    }
-                    heap.pop();
-                    if wake[i] == t {
-                        due.push(i);
-                    }
-                }
-                due.sort_unstable();
-                due.dedup();
-                let mut posted = false;
-                for &i in &due {
-                    let g = &mut self.guests[i];
-                    let from = synced[i];
-                    g.server
-                        .skip(from, (now - dt).saturating_sub(from) / dt, dt);
-                    g.server.step(now, dt).map_err(|source| LabError::Shim {
-                        guest: g.name.clone(),
-                        source,
-                    })?;
-                    synced[i] = now;
-                    if g.server.posted {
-                        posted = true;
-                        self.hca.doorbell(g.server.qpn());
-                    }
-                    wake[i] = g.server.next_event(now, dt).unwrap_or(u64::MAX);
-                    if wake[i] != u64::MAX {
-                        heap.push(Reverse((wake[i], i)));
-                    }
-                }
-                while self.caps.front().is_some_and(|c| c.0 <= now) {
-                    let (_, i, cap) = self.caps.pop_front().expect("front exists");
-                    let g = &mut self.guests[i];
-                    let from = synced[i];
-                    g.server.skip(from, (now - from) / dt, dt);
-                    synced[i] = now;
-                    g.server.vcpu.set_cap(cap);
-                    // The next step, whatever the guest's own events: a cap can unpark a
-                    // vCPU whose completion arrived while it was parked.
-                    wake[i] = now + dt;
-                    heap.push(Reverse((wake[i], i)));
-                }
-                if now >= end {
-                    break;
-                }
-                let mut next = end;
-                if posted {
-                    next = now + dt;
-                } else {
-                    while let Some(&Reverse((t, i))) = heap.peek() {
-                        if wake[i] == t {
-                            next = next.min(t);
-                            break;
-                        }
-                        heap.pop();
-                    }
-                    if let Some(d) = self.hca.next_due_ns() {
-                        next = next.min(grid(d));
-                    }
-                    if let Some(c) = self.caps.front() {
-                        next = next.min(grid(c.0));
-                    }
-                }
-                now = next.max(now + dt);
-            }
-            for (i, g) in self.guests.iter_mut().enumerate() {
-                let from = synced[i];
-                g.server.skip(from, (end - from) / dt, dt);
-                synced[i] = end;
-            }
-            self.interval(k + 1, end)?;
-            if (k + 1).is_multiple_of(tick) {
-                progress(k + 1, intervals);
-            }
-        }
-        Ok(())
-    }
-
-    /// End of interval `i` at `now`: monitor, reports, pricing, caps.
-    fn interval(&mut self, i: u64, now: u64) -> Result<(), LabError> {
-        let iv = self.cfg.interval_ns;
-        let mut usage = Vec::with_capacity(self.guests.len());
-        let mut bits = 0.0;
-        let header = f64::from(self.link.header_bytes) * 8.0;
+    /// End of interval `i` at `now`: guests that started join, reports go into mailboxes, CPU
+    /// is sampled, the core steps, and each guest's figures are updated from its row.
+    pub(crate) fn interval(&mut self, i: u64, now: u64) -> Result<(), LabError> {
+        let period = i.is_multiple_of(self.cfg.report_every.max(1));
+        let period_ns = self.cfg.interval_ns * self.cfg.report_every.max(1);
         for g in &mut self.guests {
             if now <= g.start_ns {
                 continue;
             }
-            g.monitor.scan(&*g.mem, 1 << 16);
-            let total = g.monitor.total();
-            let d = total - g.counted;
-            #[allow(clippy::cast_precision_loss)]
-            {
-                bits += d.tx_bytes as f64 * 8.0 + d.tx_packets as f64 * header;
+            if !g.started {
+                g.started = true;
+                self.driver
+                    .add(g.id, g.info.clone(), g.mem.clone(), &g.doc)?;
+                // It used no CPU before this interval.
+                self.driver.cpu_sample(
+                    g.id,
+                    resex_core::CpuSample {
+                        total_ns: g.cpu_total_ns,
+                        at_ns: now - self.cfg.interval_ns,
+                    },
+                )?;
             }
-            g.counted = total;
-            #[allow(clippy::cast_precision_loss)]
-            let cpu_pct = g.server.vcpu.take_used() as f64 * 100.0 / iv as f64;
-            let mut report = None;
-            if i.is_multiple_of(self.cfg.report_every.max(1)) {
-                let s = g.server.interval.take_interval();
-                g.period = s;
-                if g.reports && s.count > 0 {
-                    let k = if now > g.lie_from_ns {
-                        g.report_scale
-                    } else {
-                        1.0
-                    };
-                    #[allow(clippy::cast_precision_loss)]
-                    let r = LatencyReport {
-                        count: s.count,
-                        mean_ns: s.mean_ns * k,
-                        stddev_ns: s.stddev_ns * k,
-                        p50_ns: s.p50_ns as f64 * k,
-                        p99_ns: s.p99_ns as f64 * k,
-                        p999_ns: s.p999_ns as f64 * k,
-                    };
-                    g.learner.learn(&r);
-                    report = Some(r);
-                }
+            g.cpu_total_ns += g.server.vcpu.take_used();
+            if period {
+                g.report(now, period_ns);
             }
-            let cap = g.server.vcpu.cap().unwrap_or(100.0 * f64::from(g.vcpus));
+        }
+        let guests = &self.guests;
+        let out = self.driver.interval_end(
+            now,
+            guests
+                .iter()
+                .filter(|g| g.started)
+                .map(|g| (g.id, g.cpu_total_ns)),
+        )?;
+        // Rows are in id order, and guest k has id k + 1: a merge walk.
+        for row in &out.rows {
+            let Some(g) = usize::try_from(row.vm.0)
+                .ok()
+                .and_then(|k| k.checked_sub(1))
+                .and_then(|k| self.guests.get_mut(k))
+            else {
+                continue;
+            };
+            g.counted += row.delta;
+            let cap = g.server.vcpu.cap().unwrap_or_else(|| g.info.full_cap());
             g.intervals += 1;
-            g.cpu_sum += cpu_pct;
+            g.cpu_sum += row.cpu_pct;
             g.cap_sum += cap;
             g.cap_min = g.cap_min.min(cap);
-            usage.push(VmUsage {
-                vm: VmId(g.id),
-                cpu_pct,
-                mtus: d.mtus,
-                bytes: d.tx_bytes,
-                report,
-            });
+            if let Some(p) = row.priced {
+                g.balance_min = Some(g.balance_min.map_or(p.balance, |b: f64| b.min(p.balance)));
+            }
         }
-        // What the host measures: the monitor's counts against the port's rate.
-        #[allow(clippy::cast_precision_loss)]
-        let link_util = bits / (self.link.bits_per_sec as f64 * iv as f64 / 1e9);
-        self.price(i, now, usage, link_util)?;
-        if self.cfg.series && i.is_multiple_of(self.cfg.report_every.max(1)) {
+        if self.cfg.series && period {
             self.point(now);
         }
         Ok(())
+    }
+
+    /// Applies the caps due at `now`; returns the guests (indices) whose cap changed.
+    pub(crate) fn apply_caps(&mut self, now: u64, mut changed: impl FnMut(usize, &mut Guest)) {
+        while let Some((id, cap)) = self.driver.pop_due(now) {
+            let Some(k) = usize::try_from(id.0).ok().and_then(|k| k.checked_sub(1)) else {
+                continue;
+            };
+            if let Some(g) = self.guests.get_mut(k) {
+                changed(k, g);
+                g.server.vcpu.set_cap(cap);
+            }
+        }
     }
 
     /// Appends one series point (the report period that ends at `now`).
@@ -552,6 +343,7 @@ impl LabHost {
         #[allow(clippy::cast_precision_loss)]
         series.t_s.push(now as f64 / 1e9);
         let mut bits = 0.0;
+        let engine = self.driver.core().engine();
         for (g, vs) in self.guests.iter_mut().zip(&mut series.vms) {
             let d = g.counted - g.at_point;
             g.at_point = g.counted;
@@ -559,83 +351,20 @@ impl LabHost {
             let (data, pkts) = (d.tx_bytes as f64 * 8.0, d.tx_packets as f64);
             bits += data + pkts * header * 8.0;
             let has = g.period.count > 0;
-            #[allow(clippy::cast_precision_loss)]
             vs.lat_mean_us.push(has.then(|| g.period.mean_ns / 1000.0));
             #[allow(clippy::cast_precision_loss)]
             vs.lat_p99_us
                 .push(has.then(|| g.period.p99_ns as f64 / 1000.0));
             vs.cap
-                .push(g.server.vcpu.cap().unwrap_or(100.0 * f64::from(g.vcpus)));
+                .push(g.server.vcpu.cap().unwrap_or_else(|| g.info.full_cap()));
             vs.mbps.push(data / secs / 1e6);
-            let rate = self
-                .engine
-                .as_ref()
-                .and_then(|e| e.account(VmId(g.id)))
-                .map_or(1.0, |a| a.rate);
+            let rate = engine.and_then(|e| e.account(g.id)).map_or(1.0, |a| a.rate);
             vs.rate.push(rate);
         }
         #[allow(clippy::cast_precision_loss)]
         series
             .link_util
             .push(bits / (self.link.bits_per_sec as f64 * secs));
-    }
-
-    /// The pricing part of the end of interval `i`.
-    fn price(
-        &mut self,
-        i: u64,
-        now: u64,
-        mut usage: Vec<VmUsage>,
-        link_util: f64,
-    ) -> Result<(), LabError> {
-        let Some(engine) = &mut self.engine else {
-            return Ok(());
-        };
-        for g in &mut self.guests {
-            if now <= g.start_ns {
-                continue;
-            }
-            // A reporting VM joins once its quiet latency is learned (the daemon's rule: the
-            // mean of its first ten reports); the others when they start.
-            let ready = !g.reports || g.learner.baseline().is_some();
-            if ready && !g.in_engine {
-                engine.add_vm(
-                    VmSpec {
-                        id: VmId(g.id),
-                        name: g.name.clone(),
-                        vcpus: g.vcpus,
-                        weight: g.weight,
-                        sla_threshold: g.sla,
-                        baseline: g.learner.baseline(),
-                    },
-                    i,
-                )?;
-                g.in_engine = true;
-            }
-        }
-        usage.retain(|u| self.guests.iter().any(|g| g.id == u.vm.0 && g.in_engine));
-        let out = engine.step(&IntervalInput {
-            interval: i,
-            link_util: Some(link_util),
-            usage: &usage,
-        })?;
-        for row in &out.rows {
-            if let Some(g) = self.guests.iter_mut().find(|g| g.id == row.vm.0) {
-                g.balance_min = Some(
-                    g.balance_min
-                        .map_or(row.balance, |b: f64| b.min(row.balance)),
-                );
-            }
-        }
-        for d in &out.decisions {
-            if let Some(gi) = self.guests.iter().position(|g| g.id == d.vm.0) {
-                let full = 100.0 * f64::from(self.guests[gi].vcpus);
-                let cap = (d.cap_pct < full - 1e-9).then_some(d.cap_pct);
-                self.caps
-                    .push_back((now + self.cfg.actuator_delay_ns, gi, cap));
-            }
-        }
-        Ok(())
     }
 
     fn result(&mut self, duration_s: f64) -> LabResult {
@@ -673,7 +402,7 @@ impl LabHost {
                     cap_min: if g.cap_min.is_finite() {
                         g.cap_min
                     } else {
-                        100.0 * f64::from(g.vcpus)
+                        g.info.full_cap()
                     },
                     balance_min: g.balance_min,
                     queue_us: split.map(|s| s.0),

@@ -9,12 +9,17 @@
 //!
 //! - [`vcpu`]: the vCPU under a cap (credit2-like: cap% of each 10 ms period, parked when spent).
 //! - [`server`]: the BenchEx server model.
-//! - [`host`]: the lab host and its loop.
+//! - [`guest`]: one guest: its memory, server, mailbox, registration and figures.
+//! - [`host`]: the lab host; [`events`]: the loops that move virtual time.
+//! - [`driver`]: the lab's driver of the host core (`resex_core`, the one resexd runs).
 //! - [`result`]: what a run reports.
 //! - [`paper`]: the ResEx paper's experiments as lab runs.
 //! - [`compare`]: policies side by side on the same scenarios.
 
 pub mod compare;
+pub mod driver;
+pub mod events;
+pub mod guest;
 pub mod host;
 pub mod paper;
 pub mod result;

@@ -1,0 +1,40 @@
+//! The one host core: what resexd and the lab both run.
+//!
+//! Given the registered VMs, their guest memories, CPU-time samples from a backend and the time
+//! `now`, one [`HostCore::step`] scans every VM's rings (IBMon), drains their latency mailboxes,
+//! turns counters into usage, measures the link's utilisation from IBMon's exact byte counts,
+//! runs the pricing engine and returns what to actuate (cap intents) with one row per VM. The
+//! core owns no thread, no clock and no I/O besides guest memory: `resexd` drives it from its
+//! 1 ms real-time loop, the lab from virtual time, so a policy result from the lab is what
+//! resexd would do on the same trace (a test feeds one trace through both drivers).
+//!
+//! - [`config`]: [`CoreConfig`] and the link the utilisation is measured against.
+//! - [`vm`]: what the driver tells the core about a VM ([`VmInfo`]) and what the core keeps.
+//! - [`rings`]: one VM's monitors: registrations installed, live rings attached at their
+//!   present position, the budgeted scan.
+//! - [`cpu`]: CPU percent from successive CPU-time samples.
+//! - [`output`]: a step's result: per-VM rows and [`CapIntent`]s.
+//! - [`host`]: [`HostCore`]: the VM table, membership in pricing, pins, policy changes.
+//! - [`step`]: the step itself.
+//! - [`snapshot`]: the API's [`resex_api::Snapshot`] built from the core's state.
+//!
+//! Every VM is priced from the interval after the driver adds it (resexd: when discovery
+//! finds it; the lab: when its guest starts), registered or not: CPU is charged from the
+//! start, I/O once its rings are known. Its quiet latency is learned from its reports
+//! whatever the policy and handed to every new policy.
+
+pub mod config;
+pub mod cpu;
+pub mod host;
+pub mod output;
+pub mod rings;
+pub mod snapshot;
+pub mod step;
+pub mod vm;
+
+pub use config::{CoreConfig, LinkSpec};
+pub use cpu::CpuSample;
+pub use host::{CoreError, HostCore, NamedPolicy};
+pub use output::{CapCause, CapIntent, Priced, StepOutput, VmRow};
+pub use resex_common::VmId;
+pub use vm::{VmInfo, VmView};

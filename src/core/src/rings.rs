@@ -1,0 +1,244 @@
+//! One VM's rings: the monitors its registrations created, and the budgeted scan.
+//!
+//! Registrations arrive again whenever the guest creates queue pairs. QPs already monitored
+//! keep their cursors; new QPs get a monitor of their own, starting from the indices the guest
+//! gave, so nothing is counted twice. A new QP that shares a CQ with a monitored one cannot be
+//! split off: then every ring is re-attached from its present position (counts in flight at
+//! that moment are lost, never doubled) and the event is logged.
+//!
+//! Attaching to rings that are already live (a guest that ran before this host process started,
+//! or re-registered after a restart with the indices its rings were created with) starts at the
+//! present position when the registration's start indices can no longer be counted from: when
+//! a CQ's consumer index is a whole ring or more past its start, or an SQ's producer counter
+//! more than a ring past its start. Counting then starts now (one INFO line), with no anomaly:
+//! the reused slots behind the present position are not the guest's fault. Otherwise (a fresh
+//! ring, or one less than a lap along) every completion since the start is counted exactly.
+//!
+//! The present position is exact too: each CQ cursor at the guest's consumer index, each SQ
+//! cursor just after the WQE named by the last requester CQE the guest consumed for that QP
+//! (looked up at most one ring back; its slot must still hold it), so the unsignalled WQEs of
+//! the next batch are counted. Only a QP whose last CQE is gone resynchronises on its next one
+//! (losing the unsignalled WQEs before it, never inventing any).
+
+use resex_guestmem::GuestMemory;
+use resex_ibmon::cq::{ahead, peek, INDEX_MASK};
+use resex_ibmon::registry::{
+    validate, CqLayout, Layout, Limits, MailboxLayout, RegistrationError, SqLayout,
+};
+use resex_ibmon::{Counters, VmMonitor};
+use resex_mlx5::consts::cqe_op;
+use resex_mlx5::dbrec::{read_cq_ci, read_sq_pi};
+use resex_mlx5::wqe::CtrlSeg;
+use resex_mlx5::SEND_WQE_BB;
+use resex_proto::{QpRegistration, Registration};
+use std::collections::{HashMap, HashSet};
+
+struct Watch {
+    cq_dbrecs: HashSet<u64>,
+    mon: VmMonitor,
+    /// Not scanned yet: decide at the first scan whether to count from the registration's
+    /// start indices or from the present position.
+    fresh: bool,
+    /// Start at the present position whatever the indices (a re-attachment).
+    from_now: bool,
+}
+
+/// One VM's monitors.
+#[derive(Default)]
+pub(crate) struct Rings {
+    watches: Vec<Watch>,
+    known: HashMap<u32, QpRegistration>,
+    /// The mailbox, once registered.
+    pub(crate) mailbox: Option<MailboxLayout>,
+    retired: Counters,
+    prev_total: Counters,
+    /// Re-attachments that may have lost counts (a new QP on a monitored CQ).
+    pub(crate) reattached: u64,
+    /// Monitors started at the rings' present position because they were already live.
+    pub(crate) attached_live: u64,
+}
+
+fn cq_dbrecs(q: &QpRegistration) -> impl Iterator<Item = u64> + '_ {
+    std::iter::once(q.send_cq.dbrec).chain(q.recv_cq.as_ref().map(|c| c.dbrec))
+}
+
+/// True when the rings of `layout` are too far past their start indices to count from them.
+fn past_start<M: GuestMemory + ?Sized>(layout: &Layout, mem: &M) -> bool {
+    let cq_lapped = layout.cqs.iter().any(|cq| {
+        read_cq_ci(mem, cq.dbrec).is_ok_and(|ci| {
+            ahead(ci & INDEX_MASK, cq.start & INDEX_MASK).is_some_and(|d| d >= cq.cqe_cnt())
+        })
+    });
+    let sq_lapped = layout.qps.iter().any(|q| {
+        read_sq_pi(mem, q.sq.dbrec).is_ok_and(|pi| {
+            // The producer counter is 16 bits of the basic-block counter.
+            #[allow(clippy::cast_possible_truncation)]
+            let start = q.sq.start as u16;
+            u32::from(pi.wrapping_sub(start)) > q.sq.wqe_cnt
+        })
+    });
+    cq_lapped || sq_lapped
+}
+
+/// The last requester CQE for `qpn` before index `ci` (at most a ring back): its WQE index.
+fn last_request<M: GuestMemory + ?Sized>(mem: &M, cq: &CqLayout, ci: u32, qpn: u32) -> Option<u16> {
+    for back in 1..=cq.cqe_cnt() {
+        let j = ci.wrapping_sub(back) & INDEX_MASK;
+        match peek(mem, cq, j) {
+            Ok(Some(t)) if t.qpn == qpn && t.opcode == cqe_op::REQ => return Some(t.wqe_counter),
+            Ok(Some(_)) => {}
+            // Overwritten by a newer lap, never written, or unreadable: nothing older is valid.
+            Ok(None) | Err(_) => return None,
+        }
+    }
+    None
+}
+
+/// The basic blocks of the WQE at index `w` of `sq`, if its slot still holds it.
+fn wqe_bbs<M: GuestMemory + ?Sized>(mem: &M, sq: &SqLayout, w: u16, qpn: u32) -> Option<u32> {
+    let off = u64::from(u32::from(w) & (sq.wqe_cnt - 1)) * SEND_WQE_BB;
+    let mut b = [0u8; 16];
+    sq.ring.read(mem, off, &mut b).ok()?;
+    let c = CtrlSeg::decode(&b);
+    (c.wqe_index == w && c.qpn == qpn && c.ds > 0).then(|| c.bbs())
+}
+
+/// Starts `mon` at the guest's present position (see the module's documentation).
+fn attach_now(mon: &mut VmMonitor, mem: &dyn GuestMemory) {
+    let layout = mon.layout();
+    let mut st = mon.state();
+    for (c, cq) in st.cqs.iter_mut().zip(&layout.cqs) {
+        if let Ok(ci) = read_cq_ci(mem, cq.dbrec) {
+            c.index = ci & INDEX_MASK;
+        }
+    }
+    for (s, q) in st.qps.iter_mut().zip(&layout.qps) {
+        let ci = st.cqs[q.send_cq].index;
+        let at = last_request(mem, &layout.cqs[q.send_cq], ci, q.qpn)
+            .and_then(|w| wqe_bbs(mem, &q.sq, w, q.qpn).map(|b| (w, b)));
+        s.sq.walk = None;
+        match at {
+            Some((w, bbs)) => {
+                s.sq.p = u32::from(w).wrapping_add(bbs);
+                s.sq.synced = true;
+                s.sq.after_overrun = false;
+            }
+            None => {
+                s.sq.synced = false;
+                s.sq.after_overrun = true;
+            }
+        }
+    }
+    // The state is the monitor's own, so it matches.
+    let _ = mon.restore(&st);
+}
+
+impl Rings {
+    /// Queue pairs monitored.
+    pub(crate) fn qps(&self) -> usize {
+        self.known.len()
+    }
+
+    /// Installs a registration with its validation against the VM's RAM (`full`). Only the
+    /// QPs new to this VM are validated again, as a document of their own, to give them a
+    /// monitor.
+    pub(crate) fn install(
+        &mut self,
+        name: &str,
+        doc: &Registration,
+        full: Layout,
+        ram_size: u64,
+        limits: &Limits,
+    ) -> Result<(), RegistrationError> {
+        let new: Vec<&QpRegistration> = doc
+            .qps
+            .iter()
+            .filter(|q| self.known.get(&q.qpn) != Some(*q))
+            .collect();
+        if new.is_empty() {
+            self.mailbox = full.mailbox;
+            return Ok(());
+        }
+        let watched: HashSet<u64> = self
+            .watches
+            .iter()
+            .flat_map(|w| w.cq_dbrecs.iter().copied())
+            .collect();
+        let clash = new
+            .iter()
+            .any(|q| self.known.contains_key(&q.qpn) || cq_dbrecs(q).any(|d| watched.contains(&d)));
+        if clash {
+            for w in self.watches.drain(..) {
+                self.retired += w.mon.total();
+            }
+            self.mailbox = full.mailbox.clone();
+            let mon = VmMonitor::new(full);
+            self.reattached += 1;
+            tracing::info!("{name}: rings re-attached from their present position");
+            self.watches.push(Watch {
+                cq_dbrecs: doc.qps.iter().flat_map(cq_dbrecs).collect(),
+                mon,
+                fresh: true,
+                from_now: true,
+            });
+            self.known = doc.qps.iter().map(|q| (q.qpn, q.clone())).collect();
+            return Ok(());
+        }
+        let sub = Registration {
+            version: doc.version,
+            vm: None,
+            path_mtu: doc.path_mtu,
+            qps: new.iter().map(|q| (*q).clone()).collect(),
+            mailbox: None,
+        };
+        let layout = validate(&sub, ram_size, limits)?;
+        self.mailbox = full.mailbox;
+        self.watches.push(Watch {
+            cq_dbrecs: sub.qps.iter().flat_map(cq_dbrecs).collect(),
+            mon: VmMonitor::new(layout),
+            fresh: true,
+            from_now: false,
+        });
+        for q in sub.qps {
+            self.known.insert(q.qpn, q);
+        }
+        Ok(())
+    }
+
+    /// Brings in what the next [`Self::scan`] reads first (see `VmMonitor::prefetch`).
+    pub(crate) fn prefetch(&self, mem: &dyn GuestMemory) {
+        for w in &self.watches {
+            w.mon.prefetch(mem);
+        }
+    }
+
+    /// Scans every monitor (the budget split between them) and returns what happened since
+    /// the last scan.
+    pub(crate) fn scan(&mut self, name: &str, mem: &dyn GuestMemory, budget: u32) -> Counters {
+        let n = u32::try_from(self.watches.len()).unwrap_or(u32::MAX).max(1);
+        let each = (budget / n).max(64);
+        let mut total = self.retired;
+        for w in &mut self.watches {
+            if w.fresh {
+                w.fresh = false;
+                if w.from_now {
+                    attach_now(&mut w.mon, mem);
+                } else if past_start(w.mon.layout(), mem) {
+                    attach_now(&mut w.mon, mem);
+                    self.attached_live += 1;
+                    tracing::info!("{name}: attached to rings already in use: counting starts now");
+                }
+            }
+            w.mon.scan(mem, each);
+            total += w.mon.total();
+        }
+        let delta = total - self.prev_total;
+        self.prev_total = total;
+        delta
+    }
+
+    /// Everything counted so far.
+    pub(crate) fn total(&self) -> Counters {
+        self.prev_total
+    }
+}

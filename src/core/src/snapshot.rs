@@ -1,0 +1,96 @@
+//! The API's snapshot, built from the core's state. Rates are over the time since the previous
+//! snapshot; the host's link utilisation is the mean over that time, from the monitors' counts.
+//! The driver fills in what only it knows (backend, uptime, tick lateness, scan time).
+
+use crate::host::HostCore;
+use resex_api::{HostSnap, Snapshot, VmSnap};
+
+impl HostCore {
+    /// A snapshot at `now_ns` (the start of the next period of rates).
+    pub fn snapshot(&mut self, now_ns: u64) -> Snapshot {
+        let dt_ns = now_ns.saturating_sub(self.snapshot_at_ns).max(1);
+        let dt = dt_ns as f64 / 1e9;
+        let link_util = self.cfg.link.utilisation(self.bits_since_snapshot, dt_ns);
+        self.bits_since_snapshot = 0.0;
+        self.snapshot_at_ns = now_ns;
+        let mut vms = Vec::with_capacity(self.vms.len());
+        let mut host_mtus = 0.0;
+        for i in 0..self.vms.len() {
+            let vm = &self.vms[i];
+            let total = vm.rings.total();
+            let cpu_now = vm.cpu.last();
+            let (prev, cpu_prev) = vm.at_snapshot.unwrap_or((total, cpu_now));
+            let d = total - prev;
+            let cpu_pct = match (cpu_prev, cpu_now) {
+                (Some(a), Some(b)) if b.at_ns > a.at_ns => {
+                    b.total_ns.saturating_sub(a.total_ns) as f64 * 100.0
+                        / (b.at_ns - a.at_ns) as f64
+                }
+                _ => vm.cpu.pct(),
+            };
+            let acc = self.engine.as_ref().and_then(|e| e.account(vm.id));
+            let interferer = acc
+                .and_then(|a| a.interferer)
+                .and_then(|id| self.index(id))
+                .map(|j| self.vms[j].info.name.clone());
+            let mtus_per_s = d.mtus as f64 / dt;
+            host_mtus += mtus_per_s;
+            let r = vm.last_report;
+            vms.push(VmSnap {
+                id: vm.id,
+                name: vm.info.name.clone(),
+                state: vm.state().into(),
+                vcpus: vm.info.vcpus,
+                cpu_pct,
+                cap_pct: vm.cap,
+                cap_mechanism: vm.info.cap_mechanism.clone(),
+                cap_reason: vm.cap_reason.clone(),
+                balance: acc.map(|a| a.balance),
+                allotment: acc.map(|a| a.allotment),
+                rate: acc.map(|a| a.rate),
+                mtus_per_s,
+                bytes_per_s: d.tx_bytes as f64 / dt,
+                wqes_per_s: d.wqes as f64 / dt,
+                lat_mean_us: r.map(|r| r.mean_ns / 1000.0),
+                lat_p50_us: r.map(|r| r.p50_ns / 1000.0),
+                lat_p99_us: r.map(|r| r.p99_ns / 1000.0),
+                intf_pct: acc.and_then(|a| a.intf),
+                interferer,
+                qps: vm.rings.qps(),
+                mtus_total: total.mtus,
+                tx_bytes_total: total.tx_bytes,
+                wqes_total: total.wqes,
+                errors: total.errors,
+                overruns: total.overruns,
+                anomalies: total.anomalies,
+                reports: vm.reports,
+                lat_requests_total: vm.lat_totals.0,
+                lat_sum_us: vm.lat_totals.1 / 1000.0,
+                lat_p99_sum_us: vm.lat_totals.2 / 1000.0,
+                bad_reports: vm.bad_reports,
+                rejected_registrations: vm.rejections,
+                last_error: vm.last_error.clone(),
+            });
+            self.vms[i].at_snapshot = Some((total, cpu_now));
+        }
+        let epoch_progress = match (&self.engine, self.last) {
+            (Some(e), Some(l)) => {
+                let per = e.config().intervals_per_epoch().max(1);
+                (l % per) as f64 / per as f64
+            }
+            _ => 0.0,
+        };
+        Snapshot {
+            uptime_ms: 0,
+            host: HostSnap {
+                policy: self.policy_name.clone(),
+                interval_ms: self.interval_ns / 1_000_000,
+                epoch_progress,
+                link_util,
+                mtus_per_s: host_mtus,
+                ..HostSnap::default()
+            },
+            vms,
+        }
+    }
+}

@@ -1,0 +1,149 @@
+//! The step: scan every VM, drain its mailbox, build usage, measure the link, price, decide.
+//!
+//! Per VM, in id order: its monitors are scanned (the VM two places ahead is prefetched
+//! meanwhile, so the cache misses of different VMs overlap), its mailbox drained (bounded by
+//! its block count), its CPU percent taken from its last samples. The link's utilisation is
+//! the bits the monitors counted (payload plus headers) over the link's capacity in the
+//! interval. Every VM's usage goes to the engine; its cap decisions become intents, except for VMs
+//! the admin pinned. No allocation once the VM set is stable (buffers are reused).
+
+use crate::host::{CoreError, HostCore};
+use crate::output::{CapCause, CapIntent, Priced, StepOutput, VmRow};
+use resex_ibmon::mailbox;
+use resex_pricing::{IntervalInput, VmUsage};
+
+impl HostCore {
+    /// Steps the interval that ends at `now_ns` (see [`HostCore::interval_at`]); intervals
+    /// skipped since the last step are gaps (nothing was measured in them: a late loop).
+    pub fn step(&mut self, now_ns: u64) -> Result<&StepOutput, CoreError> {
+        let interval = self.interval_at(now_ns);
+        if let Some(last) = self.last {
+            if interval <= last {
+                return Err(CoreError::NotAfter {
+                    now_ns,
+                    got: interval,
+                    last,
+                });
+            }
+        }
+        self.last = Some(interval);
+        let budget = self.cfg.scan_budget;
+        let link = self.cfg.link;
+        self.out.interval = interval;
+        self.out.rows.clear();
+        self.out.intents.clear();
+        self.usage.clear();
+        let mut bits = 0.0;
+        let n = self.vms.len();
+        for i in 0..n {
+            if let Some(ahead) = self.vms.get(i + 2) {
+                if let Some(m) = &ahead.mem {
+                    ahead.rings.prefetch(&**m);
+                }
+            }
+            let vm = &mut self.vms[i];
+            let mut row = VmRow {
+                vm: vm.id,
+                cpu_pct: vm.cpu.pct(),
+                delta: Default::default(),
+                report: None,
+                priced: None,
+                cap_set: None,
+            };
+            if let Some(mem) = &vm.mem {
+                row.delta = vm.rings.scan(&vm.info.name, &**mem, budget);
+                if let Some(mb) = &vm.rings.mailbox {
+                    let d = mailbox::drain(&**mem, mb);
+                    vm.reports += u64::from(d.valid);
+                    if d.bad > 0 {
+                        vm.bad_reports += u64::from(d.bad);
+                        if let Some(k) = vm.log_mailbox.hit() {
+                            tracing::warn!(
+                                "{}: {} mailbox blocks refused [{k}]",
+                                vm.info.name,
+                                d.bad
+                            );
+                        }
+                    }
+                    if let Some(r) = d.report {
+                        vm.take_report(r);
+                    }
+                    row.report = d.report;
+                }
+            }
+            bits += link.bits(&row.delta);
+            self.usage.push(VmUsage {
+                vm: vm.id,
+                cpu_pct: row.cpu_pct,
+                mtus: row.delta.mtus,
+                bytes: row.delta.tx_bytes,
+                report: row.report,
+            });
+            self.out.rows.push(row);
+        }
+        self.bits_since_snapshot += bits;
+        self.out.link_util = link.utilisation(bits, self.interval_ns);
+        self.price(interval);
+        Ok(&self.out)
+    }
+
+    /// The pricing part of a step: the engine's rows into the step's rows, its decisions into
+    /// intents.
+    fn price(&mut self, interval: u64) {
+        let Some(engine) = &mut self.engine else {
+            return;
+        };
+        let input = IntervalInput {
+            interval,
+            link_util: Some(self.out.link_util),
+            usage: &self.usage,
+        };
+        let out = match engine.step(&input) {
+            Ok(o) => o,
+            Err(err) => {
+                tracing::error!("pricing: {err}");
+                return;
+            }
+        };
+        // Both in id order: one merge walk.
+        let mut r = 0;
+        for er in &out.rows {
+            while r < self.out.rows.len() && self.out.rows[r].vm < er.vm {
+                r += 1;
+            }
+            if let Some(row) = self.out.rows.get_mut(r).filter(|row| row.vm == er.vm) {
+                row.priced = Some(Priced {
+                    balance: er.balance,
+                    allotment: er.allotment,
+                    rate: er.rate,
+                    cap: er.cap,
+                });
+            }
+        }
+        let mut r = 0;
+        for d in &out.decisions {
+            while r < self.vms.len() && self.vms[r].id < d.vm {
+                r += 1;
+            }
+            let Some(vm) = self.vms.get_mut(r).filter(|v| v.id == d.vm) else {
+                continue;
+            };
+            if vm.pinned.is_some() {
+                continue; // the admin's cap wins
+            }
+            let cap = (d.cap_pct < vm.info.full_cap() - 1e-9).then_some(d.cap_pct);
+            let intent = CapIntent {
+                vm: d.vm,
+                cap,
+                cause: CapCause::Policy(d.reason),
+            };
+            vm.cap = cap;
+            vm.cap_reason = Some(d.reason.to_string());
+            self.out.intents.push(intent);
+            // Rows and VMs are in the same order and of the same length.
+            if let Some(row) = self.out.rows.get_mut(r) {
+                row.cap_set = Some(intent);
+            }
+        }
+    }
+}

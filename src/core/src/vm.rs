@@ -1,0 +1,182 @@
+//! One VM as the core keeps it.
+
+use crate::cpu::CpuMeter;
+use crate::rings::Rings;
+use resex_common::{LatencyReport, LogLimiter, VmId};
+use resex_guestmem::GuestMemory;
+use resex_ibmon::Counters;
+use resex_pricing::{BaselineLearner, VmSpec};
+use std::sync::Arc;
+
+/// What the driver tells the core about a VM when it appears (from the backend or the
+/// scenario).
+#[derive(Debug, Clone, PartialEq)]
+pub struct VmInfo {
+    /// Name shown to people (the domain's name).
+    pub name: String,
+    /// Virtual CPUs.
+    pub vcpus: u32,
+    /// Guest RAM size, bytes: registrations are validated against it.
+    pub ram_size: u64,
+    /// Weight of its share of the link (1 unless configured).
+    pub weight: f64,
+    /// Its own SLA threshold (fraction), when configured.
+    pub sla_threshold: Option<f64>,
+    /// How its caps are enforced, for people.
+    pub cap_mechanism: String,
+}
+
+impl VmInfo {
+    /// A VM with weight 1, the policy's SLA and no mechanism named.
+    pub fn new(name: impl Into<String>, vcpus: u32, ram_size: u64) -> Self {
+        Self {
+            name: name.into(),
+            vcpus,
+            ram_size,
+            weight: 1.0,
+            sla_threshold: None,
+            cap_mechanism: String::new(),
+        }
+    }
+
+    /// The cap that means "uncapped": 100 x vCPUs.
+    pub fn full_cap(&self) -> f64 {
+        100.0 * f64::from(self.vcpus.max(1))
+    }
+}
+
+/// One VM.
+pub(crate) struct Vm {
+    pub(crate) id: VmId,
+    pub(crate) info: VmInfo,
+    pub(crate) mem: Option<Arc<dyn GuestMemory>>,
+    pub(crate) rings: Rings,
+    pub(crate) cpu: CpuMeter,
+    pub(crate) learner: BaselineLearner,
+    pub(crate) last_report: Option<LatencyReport>,
+    /// The cap the core decided (None: the original setting).
+    pub(crate) cap: Option<f64>,
+    /// The admin's pinned cap: policy decisions leave the VM alone.
+    pub(crate) pinned: Option<f64>,
+    /// Why the cap last changed.
+    pub(crate) cap_reason: Option<String>,
+    pub(crate) registrations: u64,
+    pub(crate) rejections: u64,
+    pub(crate) last_error: Option<String>,
+    pub(crate) reports: u64,
+    pub(crate) bad_reports: u64,
+    /// Requests, count x mean and count x p99 over all reports (ns).
+    pub(crate) lat_totals: (u64, f64, f64),
+    pub(crate) log_mailbox: LogLimiter,
+    /// Counters and CPU sample at the last snapshot.
+    pub(crate) at_snapshot: Option<(Counters, Option<crate::CpuSample>)>,
+}
+
+impl Vm {
+    pub(crate) fn new(id: VmId, info: VmInfo) -> Self {
+        Self {
+            id,
+            info,
+            mem: None,
+            rings: Rings::default(),
+            cpu: CpuMeter::default(),
+            learner: BaselineLearner::default(),
+            last_report: None,
+            cap: None,
+            pinned: None,
+            cap_reason: None,
+            registrations: 0,
+            rejections: 0,
+            last_error: None,
+            reports: 0,
+            bad_reports: 0,
+            lat_totals: (0, 0.0, 0.0),
+            log_mailbox: LogLimiter::default(),
+            at_snapshot: None,
+        }
+    }
+
+    /// The engine's view of this VM (its learned baseline included).
+    pub(crate) fn spec(&self) -> VmSpec {
+        VmSpec {
+            id: self.id,
+            name: self.info.name.clone(),
+            vcpus: self.info.vcpus.max(1),
+            weight: self.info.weight,
+            sla_threshold: self.info.sla_threshold,
+            baseline: self.learner.baseline(),
+        }
+    }
+
+    /// Takes a merged report.
+    pub(crate) fn take_report(&mut self, r: LatencyReport) {
+        self.last_report = Some(r);
+        self.learner.learn(&r);
+        let c = r.count as f64;
+        self.lat_totals.0 += r.count;
+        self.lat_totals.1 += c * r.mean_ns;
+        self.lat_totals.2 += c * r.p99_ns;
+    }
+
+    /// `registered`, `rejected` or `waiting`.
+    pub(crate) fn state(&self) -> &'static str {
+        if self.registrations > 0 {
+            "registered"
+        } else if self.rejections > 0 {
+            "rejected"
+        } else {
+            "waiting"
+        }
+    }
+}
+
+/// A read-only view of one VM.
+#[derive(Clone, Copy)]
+pub struct VmView<'a> {
+    pub(crate) vm: &'a Vm,
+}
+
+impl std::fmt::Debug for VmView<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "VmView({} {})", self.vm.id, self.vm.info.name)
+    }
+}
+
+impl<'a> VmView<'a> {
+    /// Its id.
+    pub fn id(&self) -> VmId {
+        self.vm.id
+    }
+    /// What the driver said about it.
+    pub fn info(&self) -> &'a VmInfo {
+        &self.vm.info
+    }
+    /// Everything its monitors counted.
+    pub fn total(&self) -> Counters {
+        self.vm.rings.total()
+    }
+    /// The cap the core decided (None: the original setting).
+    pub fn cap(&self) -> Option<f64> {
+        self.vm.cap
+    }
+    /// The admin's pinned cap.
+    pub fn pinned(&self) -> Option<f64> {
+        self.vm.pinned
+    }
+    /// Queue pairs monitored.
+    pub fn qps(&self) -> usize {
+        self.vm.rings.qps()
+    }
+    /// Reports accepted and mailbox blocks refused.
+    pub fn reports(&self) -> (u64, u64) {
+        (self.vm.reports, self.vm.bad_reports)
+    }
+    /// Monitors attached at the rings' present position (the rings were already live).
+    pub fn attached_live(&self) -> u64 {
+        self.vm.rings.attached_live
+    }
+    /// Its learned quiet latency.
+    pub fn baseline(&self) -> Option<resex_pricing::Baseline> {
+        self.vm.learner.baseline()
+    }
+}

@@ -1,0 +1,313 @@
+//! The host core on synthetic guests: exact counts per interval, link utilisation, reports,
+//! attaching to live rings, pins and policy changes, the time base.
+#![allow(missing_docs, clippy::cast_possible_truncation)]
+
+mod common;
+
+use common::{Guest, RAM};
+use resex_core::{CapCause, CoreConfig, CoreError, CpuSample, HostCore, LinkSpec, VmId, VmInfo};
+use resex_guestmem::GuestMemory;
+use resex_ibmon::Counters;
+use resex_pricing::PolicyConfig;
+use std::sync::Arc;
+
+const MS: u64 = 1_000_000;
+
+fn core_with(guests: &[&Guest]) -> HostCore {
+    let mut core = HostCore::new(CoreConfig::default());
+    for (i, g) in guests.iter().enumerate() {
+        let id = VmId(i as u32 + 1);
+        core.add_vm(id, VmInfo::new(format!("vm{}", i + 1), 1, RAM))
+            .unwrap();
+        core.set_memory(id, g.mem.clone()).unwrap();
+        core.register(id, &g.registration(), g.layout()).unwrap();
+    }
+    core
+}
+
+#[test]
+fn counts_exactly_what_each_guest_completed_interval_by_interval() {
+    let (mut a, mut b) = (Guest::new(1), Guest::new(2));
+    let mut core = core_with(&[&a, &b]);
+    let (mut seen_a, mut seen_b) = (Counters::default(), Counters::default());
+    for k in 1..=20u64 {
+        a.work((k % 2) as usize, (k % 5 + 1) as usize, 3000);
+        if k % 3 == 0 {
+            b.work(0, 7, 100_000);
+        }
+        let out = core.step(k * MS).unwrap();
+        assert_eq!(out.interval, k);
+        assert_eq!(out.rows.len(), 2);
+        seen_a += out.rows[0].delta;
+        seen_b += out.rows[1].delta;
+        assert_eq!(seen_a, a.truth(), "vm1 after interval {k}");
+        assert_eq!(seen_b, b.truth(), "vm2 after interval {k}");
+    }
+    let v = core.vm(VmId(1)).unwrap();
+    assert_eq!(v.total(), a.truth());
+    assert_eq!(v.qps(), 2);
+    assert_eq!(
+        v.attached_live(),
+        0,
+        "fresh rings are counted from their start"
+    );
+}
+
+#[test]
+fn link_utilisation_is_the_counted_bits_over_the_link_rate() {
+    let mut g = Guest::new(3);
+    let link = LinkSpec {
+        bits_per_sec: 8_000_000_000,
+        header_bytes: 58,
+    };
+    let mut core = HostCore::new(CoreConfig {
+        link,
+        ..CoreConfig::default()
+    });
+    core.add_vm(VmId(1), VmInfo::new("g", 1, RAM)).unwrap();
+    core.set_memory(VmId(1), g.mem.clone()).unwrap();
+    core.register(VmId(1), &g.registration(), g.layout())
+        .unwrap();
+    assert_eq!(core.step(MS).unwrap().link_util, 0.0, "nothing sent");
+    // 10 writes of 50 000 bytes at a 1024-byte MTU: 49 packets each.
+    g.work(0, 10, 50_000);
+    let out = core.step(2 * MS).unwrap();
+    let want = (500_000.0 + 490.0 * 58.0) * 8.0 / 8e6;
+    assert!(
+        (out.link_util - want).abs() < 1e-12,
+        "{} vs {want}",
+        out.link_util
+    );
+    assert_eq!(out.rows[0].delta.tx_packets, 490);
+    // The snapshot's figure is the mean since the previous snapshot (2 ms).
+    let snap = core.snapshot(2 * MS);
+    assert!((snap.host.link_util - want / 2.0).abs() < 1e-12);
+    assert_eq!(snap.vms[0].tx_bytes_total, 500_000);
+}
+
+#[test]
+fn reports_are_drained_merged_learned_and_garbage_refused() {
+    let mut g = Guest::new(4);
+    let mut core = core_with(&[&g]);
+    g.report(10, 100_000);
+    g.report(30, 200_000);
+    let out = core.step(MS).unwrap();
+    let r = out.rows[0].report.expect("two reports merged");
+    assert_eq!(r.count, 40);
+    assert!((r.mean_ns - 175_000.0).abs() < 1e-6);
+    assert_eq!(core.vm(VmId(1)).unwrap().reports(), (2, 0));
+    // A block with its status byte set and garbage in it: refused, freed, counted.
+    g.mem
+        .write(
+            resex_guestmem::GuestAddress(common::MAILBOX + 128 * 3),
+            &[1u8; 128],
+        )
+        .unwrap();
+    let out = core.step(2 * MS).unwrap();
+    assert_eq!(out.rows[0].report, None);
+    assert_eq!(core.vm(VmId(1)).unwrap().reports(), (2, 1));
+    // Ten reports teach the VM its quiet latency.
+    for k in 0..9 {
+        g.report(5, 100_000 + k);
+        core.step((3 + k) * MS).unwrap();
+    }
+    let b = core
+        .vm(VmId(1))
+        .unwrap()
+        .baseline()
+        .expect("learned after ten reports");
+    assert!(b.mean_ns > 100_000.0 && b.mean_ns < 200_000.0, "{b:?}");
+}
+
+#[test]
+fn a_guest_already_running_is_attached_at_its_present_position_without_faults() {
+    let mut g = Guest::new(5);
+    // Five laps of each 64-entry ring before the host looks.
+    for _ in 0..80 {
+        g.work(0, 4, 1000);
+        g.work(1, 4, 1000);
+    }
+    let before = g.truth();
+    let mut core = core_with(&[&g]);
+    let out = core.step(MS).unwrap();
+    assert_eq!(
+        out.rows[0].delta,
+        Counters::default(),
+        "counting starts now"
+    );
+    assert_eq!(core.vm(VmId(1)).unwrap().attached_live(), 1);
+    g.work(0, 3, 2000);
+    g.work(1, 5, 4000);
+    let out = core.step(2 * MS).unwrap();
+    let d = out.rows[0].delta;
+    let t = g.truth() - before;
+    assert_eq!(d, t, "everything after the attach, exactly");
+    let v = core.vm(VmId(1)).unwrap();
+    let total = v.total();
+    assert_eq!(
+        (total.anomalies, total.overruns, total.errors),
+        (0, 0, 0),
+        "no fault for a benign guest"
+    );
+}
+
+#[test]
+fn work_done_before_the_first_scan_is_counted_while_the_ring_has_not_lapped() {
+    let mut g = Guest::new(6);
+    let mut core = core_with(&[&g]);
+    g.work(0, 9, 5000);
+    g.work(1, 2, 100);
+    let out = core.step(MS).unwrap();
+    assert_eq!(out.rows[0].delta, g.truth());
+    assert_eq!(core.vm(VmId(1)).unwrap().attached_live(), 0);
+}
+
+fn policy(toml: &str) -> Option<resex_core::NamedPolicy> {
+    Some(("test".into(), PolicyConfig::from_toml(toml).unwrap()))
+}
+
+/// FreeMarket with a tiny budget: a VM that burns CPU runs low at once and is cut every
+/// actuation period (10 ms).
+const GREEDY: &str = r#"
+policy = "freemarket"
+[ledger]
+epoch_ms = 1000
+interval_ms = 1
+link_bytes_per_sec = 1048576
+path_mtu = 1024
+[caps]
+floor_pct = 10.0
+actuation_period_ms = 10
+[balance_rule]
+low_balance = 0.95
+min_epoch_left = 0.01
+cut_factor = 0.5
+"#;
+
+fn busy(core: &mut HostCore, id: VmId, k: u64) {
+    core.cpu_sample(
+        id,
+        CpuSample {
+            total_ns: k * MS,
+            at_ns: k * MS,
+        },
+    )
+    .unwrap();
+}
+
+#[test]
+fn the_policy_cuts_caps_pins_win_and_a_policy_change_restores() {
+    let (a, b) = (Guest::new(7), Guest::new(8));
+    let mut core = core_with(&[&a, &b]);
+    assert!(core.set_policy(policy(GREEDY), 0).is_empty());
+    let mut cut = None;
+    for k in 1..=200 {
+        busy(&mut core, VmId(1), k);
+        let out = core.step(k * MS).unwrap();
+        if let Some(i) = out.intents.first() {
+            cut = Some((k, *i));
+            break;
+        }
+    }
+    let (k, i) = cut.expect("a busy VM on a tiny budget is cut");
+    assert_eq!(i.vm, VmId(1));
+    assert!(matches!(i.cause, CapCause::Policy(_)));
+    assert!(i.cap.is_some_and(|c| c < 100.0));
+    assert_eq!(core.vm(VmId(1)).unwrap().cap(), i.cap);
+    assert_eq!(core.last_output().rows[0].cap_set, Some(i));
+    // The admin pins VM 1: later decisions leave it alone.
+    let (msg, pin) = core.pin("vm1", Some(55.0)).unwrap();
+    assert!(msg.contains("55"), "{msg}");
+    assert_eq!(pin.cap, Some(55.0));
+    for j in k + 1..k + 40 {
+        busy(&mut core, VmId(1), j);
+        let out = core.step(j * MS).unwrap();
+        assert!(out.intents.iter().all(|i| i.vm != VmId(1)), "pinned");
+    }
+    assert_eq!(core.vm(VmId(1)).unwrap().cap(), Some(55.0));
+    assert!(matches!(
+        core.pin("nobody", None),
+        Err(CoreError::UnknownName(_))
+    ));
+    assert!(matches!(
+        core.pin("vm1", Some(-3.0)),
+        Err(CoreError::BadCap(_))
+    ));
+    // Unpinned: the policy's cap for it is back in force.
+    let engine_cap = core.engine().unwrap().account(VmId(1)).unwrap().cap;
+    assert!(engine_cap < 100.0);
+    let (msg, un) = core.pin("vm1", None).unwrap();
+    assert_eq!(
+        (un.cap, un.cause),
+        (Some(engine_cap), CapCause::Unpinned),
+        "{msg}"
+    );
+    assert_eq!(core.vm(VmId(1)).unwrap().cap(), Some(engine_cap));
+    let j = k + 40;
+    let restores = core.set_policy(None, j * MS);
+    assert_eq!(restores.len(), 1);
+    assert_eq!(
+        (restores[0].vm, restores[0].cap, restores[0].cause),
+        (VmId(1), None, CapCause::PolicyChanged)
+    );
+    assert_eq!(core.policy_name(), "none");
+    assert!(core.restore_all().is_empty(), "nothing left in force");
+}
+
+#[test]
+fn intervals_follow_time_gaps_are_allowed_and_a_priced_interval_is_refused() {
+    let g = Guest::new(9);
+    let mut core = core_with(&[&g]);
+    assert_eq!(core.next_step_ns(), MS);
+    assert_eq!(core.step(MS).unwrap().interval, 1);
+    assert_eq!(core.next_step_ns(), 2 * MS);
+    // A late loop: intervals 2..4 are a gap.
+    assert_eq!(core.step(5 * MS + 300).unwrap().interval, 5);
+    assert_eq!(
+        core.step(5 * MS + 900).unwrap_err(),
+        CoreError::NotAfter {
+            now_ns: 5 * MS + 900,
+            got: 5,
+            last: 5
+        }
+    );
+    // A policy with a 2 ms interval re-bases time: the next step is 2 ms after the change.
+    let two = GREEDY.replace("interval_ms = 1", "interval_ms = 2");
+    core.set_policy(policy(&two), 5 * MS + 900);
+    assert_eq!(core.interval_ns(), 2 * MS);
+    assert_eq!(core.next_step_ns(), 7 * MS + 900);
+    assert_eq!(core.step(7 * MS + 900).unwrap().interval, 6);
+}
+
+#[test]
+fn vms_come_and_go_and_ids_are_checked() {
+    let g = Guest::new(10);
+    let mut core = core_with(&[&g]);
+    assert_eq!(
+        core.add_vm(VmId(1), VmInfo::new("again", 1, RAM)),
+        Err(CoreError::DuplicateVm(VmId(1)))
+    );
+    assert_eq!(
+        core.set_memory(VmId(9), Arc::new(resex_guestmem::VecMemory::new(4096))),
+        Err(CoreError::UnknownVm(VmId(9)))
+    );
+    core.set_policy(policy(GREEDY), 0);
+    core.add_vm(VmId(5), VmInfo::new("late", 2, RAM)).unwrap();
+    let out = core.step(MS).unwrap();
+    assert_eq!(
+        out.rows.iter().map(|r| r.vm).collect::<Vec<_>>(),
+        [VmId(1), VmId(5)]
+    );
+    assert!(
+        out.rows.iter().all(|r| r.priced.is_some()),
+        "every VM is priced"
+    );
+    assert_eq!(core.remove_vm(VmId(1)).unwrap().name, "vm1");
+    let out = core.step(2 * MS).unwrap();
+    assert_eq!(out.rows.len(), 1);
+    assert_eq!(core.engine().unwrap().accounts().len(), 1);
+    let snap = core.snapshot(2 * MS);
+    assert_eq!(snap.vms[0].name, "late");
+    assert_eq!(snap.vms[0].state, "waiting");
+    assert_eq!(snap.host.policy, "test");
+}

@@ -1,0 +1,310 @@
+//! The daemon's driver of the host core: what one tick of the real-time loop does, minus the
+//! waiting. It applies what came in since the last tick (admin commands, the sampler's
+//! domains, memories and CPU samples, the registrars' documents), steps the core at the
+//! loop's `now`, hands the cap intents to the actuator, writes the journal and, every
+//! `snapshot_ms`, publishes the API snapshot. It reads no clock for anything the core
+//! decides: the same inputs at the same times give the same decisions as the lab's driver.
+
+use crate::actuator::{Act, CapSink};
+use crate::api::Shared;
+use crate::journal::{Journal, Row};
+use crate::registrar::RegEvent;
+use crate::sampler::Sample;
+use resex_api::Snapshot;
+use resex_common::{LatencyRecorder, LogLimiter, VmId};
+use resex_core::{CapIntent, CoreError, HostCore, NamedPolicy, StepOutput};
+use std::collections::HashMap;
+use std::sync::mpsc::{Receiver, Sender};
+use std::sync::Arc;
+
+/// What the admin asks of the loop.
+pub enum Command {
+    /// Switch policy (every cap is first put back to its original setting).
+    Reload(Box<Option<NamedPolicy>>),
+    /// Pin (or unpin) a VM's cap; the answer goes back on the sender.
+    Pin(String, Option<f64>, Sender<Result<String, String>>),
+}
+
+/// Where the driver's inputs come from.
+pub struct Inputs {
+    /// The sampler.
+    pub samples: Receiver<Sample>,
+    /// The registrars.
+    pub regs: Receiver<RegEvent>,
+    /// The admin (API, signals).
+    pub cmds: Receiver<Command>,
+}
+
+/// The loop's own figures, for the snapshot.
+#[derive(Debug, Default)]
+pub struct LoopStats {
+    /// Ticks run.
+    pub ticks: u64,
+    /// Intervals skipped because the loop fell more than an interval behind.
+    pub skipped: u64,
+    /// Lateness since the last snapshot, and over the whole run.
+    pub late_window: LatencyRecorder,
+    /// Over the whole run.
+    pub late_all: LatencyRecorder,
+    /// p50, p99, max of the last window with ticks, us.
+    pub last_window: (f64, f64, f64),
+    /// Tick time (inputs, scan, pricing) since the last snapshot, ns.
+    pub scan_ns: u64,
+    /// Steps whose scan time was measured.
+    pub scan_steps: u64,
+}
+
+/// The driver.
+pub struct Driver {
+    /// The core.
+    pub core: HostCore,
+    inputs: Inputs,
+    caps: Box<dyn CapSink>,
+    /// Backend key and name of each VM (what the actuator sets caps by).
+    keys: HashMap<VmId, (String, String)>,
+    journal: Option<Journal>,
+    /// Where the snapshot is published, how often (ns), and when it last was.
+    shared: Option<(Shared, u64)>,
+    snap_at_ns: u64,
+    /// The loop's figures.
+    pub stats: LoopStats,
+    backend: &'static str,
+    log_step: LogLimiter,
+}
+
+impl std::fmt::Debug for Driver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Driver({:?})", self.core)
+    }
+}
+
+impl Driver {
+    /// A driver over `core`, fed by `inputs`, actuating through `caps`.
+    pub fn new(
+        core: HostCore,
+        inputs: Inputs,
+        caps: Box<dyn CapSink>,
+        journal: Option<Journal>,
+        backend: &'static str,
+    ) -> Self {
+        Self {
+            core,
+            inputs,
+            caps,
+            keys: HashMap::new(),
+            journal,
+            shared: None,
+            snap_at_ns: 0,
+            stats: LoopStats::default(),
+            backend,
+            log_step: LogLimiter::default(),
+        }
+    }
+
+    /// Publish a snapshot into `shared` every `every_ns`.
+    pub fn publish_to(&mut self, shared: Shared, every_ns: u64) {
+        self.shared = Some((shared, every_ns.max(1)));
+    }
+
+    fn act(&self, i: &CapIntent) {
+        let Some((key, name)) = self.keys.get(&i.vm) else {
+            return;
+        };
+        self.caps.act(match i.cap {
+            Some(pct) => Act::Set {
+                key: key.clone(),
+                name: name.clone(),
+                pct,
+            },
+            None => Act::Restore { key: key.clone() },
+        });
+    }
+
+    /// Applies a policy now (its restores go to the actuator).
+    pub fn set_policy(&mut self, p: Option<NamedPolicy>, now_ns: u64) {
+        for i in self.core.set_policy(p, now_ns) {
+            self.act(&i);
+        }
+    }
+
+    /// Everything that came in since the last tick.
+    fn apply_inputs(&mut self, now_ns: u64) {
+        while let Ok(c) = self.inputs.cmds.try_recv() {
+            match c {
+                Command::Reload(p) => self.set_policy(*p, now_ns),
+                Command::Pin(name, pct, reply) => {
+                    let r = self.core.pin(&name, pct).map(|(msg, intent)| {
+                        self.act(&intent);
+                        msg
+                    });
+                    let _ = reply.send(r.map_err(|e| e.to_string()));
+                }
+            }
+        }
+        while let Ok(s) = self.inputs.samples.try_recv() {
+            match s {
+                Sample::Added { id, key, info } => {
+                    let name = info.name.clone();
+                    if let Err(e) = self.core.add_vm(id, info) {
+                        tracing::error!("{name}: {e}");
+                        continue;
+                    }
+                    self.keys.insert(id, (key, name));
+                }
+                Sample::Memory { id, mem } => {
+                    let _ = self.core.set_memory(id, mem);
+                }
+                Sample::Removed { id } => {
+                    self.core.remove_vm(id);
+                    if let Some((key, _)) = self.keys.remove(&id) {
+                        self.caps.act(Act::Forget { key });
+                    }
+                }
+                Sample::Cpu(batch) => {
+                    for (id, s) in batch {
+                        // A VM removed since the batch was read: nothing to do.
+                        let _ = self.core.cpu_sample(id, s);
+                    }
+                }
+            }
+        }
+        while let Ok(ev) = self.inputs.regs.try_recv() {
+            let r = match ev {
+                RegEvent::Accepted { id, doc, layout } => self.core.register(id, &doc, layout),
+                RegEvent::Rejected { id, error } => self.core.registration_refused(id, error),
+            };
+            if let Err(e) = r {
+                if !matches!(e, CoreError::UnknownVm(_)) {
+                    tracing::warn!("registration: {e}");
+                }
+            }
+        }
+    }
+
+    /// One tick at `now_ns` (ns on the loop's clock): inputs, step, actuation, journal, and
+    /// the snapshot when one is due. Returns the step's output (None when the core refused
+    /// the time: an interval already stepped).
+    pub fn tick(&mut self, now_ns: u64) -> Option<&StepOutput> {
+        self.apply_inputs(now_ns);
+        let skipped = self
+            .core
+            .last_interval()
+            .map_or(0, |l| self.core.interval_at(now_ns).saturating_sub(l + 1));
+        self.stats.skipped += skipped;
+        self.stats.ticks += 1;
+        let stepped = match self.core.step(now_ns) {
+            Ok(_) => true,
+            Err(e) => {
+                if let Some(n) = self.log_step.hit() {
+                    tracing::warn!("step: {e} [{n}]");
+                }
+                false
+            }
+        };
+        if !stepped {
+            return None;
+        }
+        let out = self.core_output();
+        for i in &out.intents {
+            self.act(i);
+        }
+        self.write_journal();
+        if let Some((_, every)) = &self.shared {
+            if now_ns.saturating_sub(self.snap_at_ns) >= *every {
+                self.publish(now_ns);
+            }
+        }
+        Some(self.core_output())
+    }
+
+    /// The last step's output.
+    fn core_output(&self) -> &StepOutput {
+        self.core.last_output()
+    }
+
+    fn write_journal(&mut self) {
+        let Some(j) = &mut self.journal else {
+            return;
+        };
+        let out = self.core.last_output();
+        for (row, vm) in out.rows.iter().zip(self.core.vms()) {
+            let info = vm.info();
+            let _ = j.write(&Row {
+                interval: out.interval,
+                vm: &info.name,
+                vcpus: info.vcpus,
+                cpu_pct: row.cpu_pct,
+                mtus: row.delta.mtus,
+                bytes: row.delta.tx_bytes,
+                report: row.report,
+                link_util: Some(out.link_util),
+                weight: info.weight,
+                priced: row.priced.map(|p| (p.balance, p.rate, p.cap)),
+                cap_set: row.cap_set.map(|c| {
+                    (
+                        c.cap.unwrap_or_else(|| info.full_cap()),
+                        c.cause.to_string(),
+                    )
+                }),
+            });
+        }
+        if out.interval.is_multiple_of(1000) {
+            let _ = j.flush();
+        }
+    }
+
+    /// Builds and publishes the snapshot now.
+    pub fn publish(&mut self, now_ns: u64) {
+        let snap = self.snapshot(now_ns);
+        if let Some((shared, _)) = &self.shared {
+            *shared.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(snap);
+        }
+    }
+
+    /// The core's snapshot with the loop's own figures.
+    pub fn snapshot(&mut self, now_ns: u64) -> Snapshot {
+        self.snap_at_ns = now_ns;
+        let mut s = self.core.snapshot(now_ns);
+        let st = &mut self.stats;
+        let w = st.late_window.take_interval();
+        if w.count > 0 {
+            st.last_window = (
+                w.p50_ns as f64 / 1000.0,
+                w.p99_ns as f64 / 1000.0,
+                w.max_ns as f64 / 1000.0,
+            );
+        }
+        s.uptime_ms = now_ns / 1_000_000;
+        s.host.backend = self.backend.into();
+        s.host.tick_late_p50_us = st.last_window.0;
+        s.host.tick_late_p99_us = st.last_window.1;
+        s.host.tick_late_max_us = st.last_window.2;
+        s.host.ticks = st.ticks;
+        s.host.ticks_skipped = st.skipped;
+        s.host.scan_us = st.scan_ns as f64 / 1000.0 / st.scan_steps.max(1) as f64;
+        st.scan_ns = 0;
+        st.scan_steps = 0;
+        s
+    }
+
+    /// Every cap back to its original setting (the loop is stopping); returns how many
+    /// were in force.
+    pub fn restore_all(&mut self) -> usize {
+        let intents = self.core.restore_all();
+        for i in &intents {
+            self.act(i);
+        }
+        if let Some(j) = &mut self.journal {
+            let _ = j.flush();
+        }
+        intents.len()
+    }
+
+    /// Records how late a tick started and how long it took.
+    pub fn record(&mut self, late_ns: u64, took_ns: u64) {
+        self.stats.late_window.record(0, late_ns);
+        self.stats.late_all.record(0, late_ns);
+        self.stats.scan_ns += took_ns;
+        self.stats.scan_steps += 1;
+    }
+}
