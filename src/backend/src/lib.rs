@@ -7,6 +7,8 @@
 //!   SIGSTOP/SIGCONT duty cycle.
 //! - [`kvm`], libvirt's domains (feature `libvirt`): `global_quota` caps, `cpuTime`, the shared
 //!   RAM file, a virtio-serial registration channel.
+//! - [`memory`], domains whose RAM is memory in this process, with a delay or a gate on every
+//!   call: the daemon's tests and benchmark of a slow or hung backend.
 //! - [`cpu`], CPU-time sources for processes: cgroup v1 `cpuacct.usage`, cgroup v2 `cpu.stat`,
 //!   `/proc/PID/task/*/schedstat`.
 //!
@@ -16,6 +18,7 @@ pub mod cap;
 pub mod cpu;
 pub mod kvm;
 pub mod local;
+pub mod memory;
 pub mod xen;
 
 use resex_guestmem::GuestMemory;

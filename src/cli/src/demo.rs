@@ -3,7 +3,7 @@
 //! `interfered` (both, no policy), `freemarket` and `ioshares`. Prints a live table (the
 //! dashboard arrives with `resex top`) and, at the end, one line per phase.
 
-use crate::host::start_host;
+use crate::host::{scenario_link, start_host};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use resex_api::{Snapshot, VmSnap};
@@ -156,6 +156,7 @@ pub fn run(a: DemoArgs) -> Result<()> {
         state_dir: Some(run_dir.join("state")),
         api_socket: Some(run_dir.join("resexd.sock")),
         realtime: std::env::var_os("RESEX_NO_RT").is_none(),
+        link: Some(scenario_link(&scenario)),
         ..Default::default()
     };
     let d = resex_daemon::start(

@@ -99,6 +99,12 @@ pub fn scenario_policy(
     Ok(Some((s.policy.clone().unwrap_or_default(), cfg)))
 }
 
+/// The daemon's view of the embedded host's link (softhca's model of the scenario's port).
+pub fn scenario_link(s: &Scenario) -> resex_daemon::config::LinkConfig {
+    let l = s.link_config();
+    resex_daemon::config::LinkConfig::of(l.bits_per_sec, l.header_bytes)
+}
+
 pub fn run(a: HostArgs) -> Result<()> {
     let scenario = Scenario::load(&a.scenario)?;
     let run_dir = a.run_dir.clone().unwrap_or_else(default_run_dir);
@@ -106,6 +112,7 @@ pub fn run(a: HostArgs) -> Result<()> {
     let daemon = if a.daemon {
         let cfg = resex_daemon::config::Config {
             run_dir: Some(run_dir.clone()),
+            link: Some(scenario_link(&scenario)),
             ..Default::default()
         };
         let settings = resex_daemon::Settings {

@@ -293,6 +293,55 @@ count = 300
 }
 
 #[test]
+fn a_daemon_started_after_its_guests_attaches_at_their_present_position_without_faults() {
+    // What every restart of resexd does: guests have been running for seconds (their rings
+    // lapped many times) when the daemon first reads them.
+    let run = tempfile::tempdir().unwrap();
+    let s = Scenario::from_toml(
+        r#"
+name = "late"
+[[guest]]
+name = "a"
+ram = "32MiB"
+[guest.benchex]
+buffer = "64KiB"
+rate = 500.0
+[[guest]]
+name = "b"
+ram = "32MiB"
+[guest.benchex]
+buffer = "4KiB"
+rate = 2000.0
+"#,
+    )
+    .unwrap();
+    let mut host = EmbeddedHost::new(&s, host_config(run.path())).unwrap();
+    host.start_due(&s).unwrap();
+    let until = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < until {
+        host.check().unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let d = daemon(run.path(), None);
+    for name in ["a", "b"] {
+        wait_for(&d, &mut host, "counting", |v| {
+            v.name == name && v.state == "registered" && v.wqes_total > 500
+        });
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    for v in &d.snapshot().vms {
+        assert_eq!(
+            (v.errors, v.overruns, v.anomalies),
+            (0, 0, 0),
+            "a benign guest shows no fault: {v:#?}"
+        );
+        assert_eq!(v.rejected_registrations, 0, "{v:#?}");
+    }
+    d.stop();
+    host.stop();
+}
+
+#[test]
 fn resex_demo_headless_prints_four_phases_and_interference_shows() {
     let out = Command::new(env!("CARGO_BIN_EXE_resex"))
         .args(["demo", "--headless", "--duration", "12", "--json"])

@@ -61,7 +61,8 @@ impl std::fmt::Debug for Actuator {
 }
 
 impl Actuator {
-    /// Starts the thread; it owns the store.
+    /// Starts the thread; it owns the store, and first restores whatever caps the store holds
+    /// from a previous run.
     pub fn start(hv: Arc<dyn Hypervisor>, store: CapStore) -> std::io::Result<Actuator> {
         let (tx, rx) = mpsc::channel();
         let thread = std::thread::Builder::new()
@@ -122,6 +123,16 @@ fn key_of(a: &Act) -> &str {
 
 fn run(hv: Arc<dyn Hypervisor>, mut store: CapStore, rx: Receiver<Msg>) {
     let mut log = LogLimiter::default();
+    // First of all, whatever a previous run left behind (a crash, kill -9).
+    let (restored, forgotten, failed) = store.restore_all(&*hv);
+    if restored + forgotten > 0 {
+        tracing::warn!(
+            "restored {restored} caps left by a previous run ({forgotten} for domains that are gone)"
+        );
+    }
+    for f in &failed {
+        tracing::error!("could not restore a cap left by a previous run: {f}");
+    }
     while let Ok(first) = rx.recv() {
         // Coalesce what queued up: the latest request per VM wins.
         let mut pending: BTreeMap<String, Act> = BTreeMap::new();

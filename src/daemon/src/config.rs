@@ -84,6 +84,16 @@ pub struct LinkConfig {
     pub header_bytes: u32,
 }
 
+impl LinkConfig {
+    /// The configuration of a link known by its rate and header bytes.
+    pub fn of(bits_per_sec: u64, header_bytes: u32) -> Self {
+        Self {
+            gbps: bits_per_sec as f64 / 1e9,
+            header_bytes,
+        }
+    }
+}
+
 fn default_header() -> u32 {
     resex_core::LinkSpec::default().header_bytes
 }

@@ -167,14 +167,9 @@ pub fn core_config(cfg: &Config, limits: Limits) -> CoreConfig {
 /// Starts the daemon.
 pub fn start(settings: Settings, hv: Arc<dyn Hypervisor>) -> Result<DaemonHandle, DaemonError> {
     let cfg = settings.cfg.clone();
-    let mut store = CapStore::open(&cfg.state_dir())?;
-    let (restored, forgotten, failed) = store.restore_all(&*hv);
-    if restored + forgotten > 0 {
-        tracing::warn!("restored {restored} caps left by a previous run ({forgotten} for domains that are gone)");
-    }
-    for f in &failed {
-        tracing::error!("could not restore a cap left by a previous run: {f}");
-    }
+    // The caps a previous run left are put back by the actuator before anything else it does
+    // (on its thread: a backend that hangs cannot hold the start).
+    let store = CapStore::open(&cfg.state_dir())?;
     let stop = Arc::new(AtomicBool::new(false));
     let shared: Shared = Arc::new(RwLock::new(Arc::new(Snapshot::default())));
     let api_path = cfg.api_socket();

@@ -91,6 +91,9 @@ pub struct LabHost {
     pub(crate) driver: LabDriver,
     policy: String,
     series: Option<Series>,
+    /// The core's link utilisation summed over the intervals, and the intervals.
+    link_sum: f64,
+    stepped: u64,
 }
 
 impl std::fmt::Debug for LabHost {
@@ -228,6 +231,8 @@ impl LabHost {
             driver,
             policy,
             series: None,
+            link_sum: 0.0,
+            stepped: 0,
         })
     }
 
@@ -281,6 +286,8 @@ impl LabHost {
                 .filter(|g| g.started)
                 .map(|g| (g.id, g.cpu_total_ns)),
         )?;
+        self.link_sum += out.link_util;
+        self.stepped += 1;
         // Rows are in id order, and guest k has id k + 1: a merge walk.
         for row in &out.rows {
             let Some(g) = usize::try_from(row.vm.0)
@@ -369,7 +376,7 @@ impl LabHost {
 
     fn result(&mut self, duration_s: f64) -> LabResult {
         let us = |ns: f64| ns / 1000.0;
-        let mut link_bits = 0.0;
+        let mut wire_bits = 0.0;
         let vms = self
             .guests
             .iter()
@@ -381,10 +388,13 @@ impl LabHost {
                 let f = |x: u64| has.then(|| us(x as f64));
                 #[allow(clippy::cast_precision_loss)]
                 let tx_bits = g.counted.tx_bytes as f64 * 8.0;
-                #[allow(clippy::cast_precision_loss)]
-                {
-                    link_bits += tx_bits
-                        + g.counted.tx_packets as f64 * f64::from(self.link.header_bytes) * 8.0;
+                if let Some(w) = self.hca.stats(g.server.qpn()) {
+                    #[allow(clippy::cast_precision_loss)]
+                    {
+                        wire_bits += (w.tx_bytes as f64
+                            + w.tx_packets as f64 * f64::from(self.link.header_bytes))
+                            * 8.0;
+                    }
                 }
                 #[allow(clippy::cast_precision_loss)]
                 let n = g.intervals.max(1) as f64;
@@ -420,7 +430,9 @@ impl LabHost {
             duration_s,
             vms,
             host: HostResult {
-                link_util: link_bits / capacity,
+                #[allow(clippy::cast_precision_loss)]
+                link_util: self.link_sum / self.stepped.max(1) as f64,
+                wire_util: wire_bits / capacity,
             },
             series: self.series.clone(),
         }

@@ -41,8 +41,11 @@ pub struct VmResult {
 /// The host's figures.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct HostResult {
-    /// Mean utilisation of the monitored port's egress, 0-1 (payload and headers).
+    /// Mean utilisation of the monitored port's egress, 0-1 (payload and headers), as the host
+    /// core measured it from the monitor's counts, interval by interval (what policies see).
     pub link_util: f64,
+    /// The same from softhca's own record of what it put on the wire (the ground truth).
+    pub wire_util: f64,
 }
 
 /// A run.
