@@ -10,16 +10,18 @@
 //! - [`boot`], the bootstrap socket (Unix path or `tcp:HOST:PORT`).
 //! - [`clock`], the clock and idle backoff.
 //! - [`server`], [`client`]: the two roles, over any shim `Provider`.
-//! - [`opts`], the guest side of the command line: options, running the server.
+//! - [`opts`], the command line's options and running the server (what `resex-agent` uses).
+//! - [`cli`], the `benchex` command line; [`local`], what `benchex local` takes and gives (its
+//!   runner, on an in-process software HCA, is host-side: `resex_embedded::benchex_local`).
 //!
 //! This library runs inside guests (`resex-agent` links it): it depends on guest crates only.
-//! The `benchex` command line and its in-process `local` mode (server and clients on a software
-//! HCA, a host-side tool) live in `tools/benchex`.
 
 pub mod boot;
 pub mod bs;
+pub mod cli;
 pub mod client;
 pub mod clock;
+pub mod local;
 pub mod opts;
 pub mod server;
 pub mod size;

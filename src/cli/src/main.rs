@@ -90,9 +90,10 @@ fn main() -> ExitCode {
         Command::Agent { args } => {
             resex_agent::cli::main_with(std::iter::once("resex-agent".into()).chain(args))
         }
-        Command::Benchex { args } => {
-            benchex_tool::cli::main_with(std::iter::once("benchex".into()).chain(args))
-        }
+        Command::Benchex { args } => benchex::cli::main_with(
+            std::iter::once("benchex".into()).chain(args),
+            Some(&resex_embedded::benchex_local::run),
+        ),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -232,6 +232,7 @@ impl Driver {
             let _ = j.write(&Row {
                 interval: out.interval,
                 vm: &info.name,
+                id: vm.id(),
                 vcpus: info.vcpus,
                 cpu_pct: row.cpu_pct,
                 mtus: row.delta.mtus,

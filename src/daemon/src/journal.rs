@@ -1,12 +1,13 @@
 //! The journal: one CSV row per VM per interval in the trace format `resex price replay` reads
 //! (so a day on a host can be replayed under another policy), plus the pricing outcome and cap
-//! changes: `balance, rate, cap` (in force) and `cap_set, cap_reason` (when it changed).
+//! changes: `balance, rate, cap` (in force) and `cap_set, cap_reason` (when it changed), and
+//! the VM's id beside its name (`vm_id`: the id the API and the core use).
 
 use std::io::{BufWriter, Write};
 use std::path::Path;
 
 /// Columns, in order.
-pub const COLUMNS: &str = "interval,vm,vcpus,cpu_pct,mtus,bytes,lat_count,lat_mean_ns,lat_stddev_ns,lat_p50_ns,lat_p99_ns,lat_p999_ns,link_util,weight,balance,rate,cap,cap_set,cap_reason";
+pub const COLUMNS: &str = "interval,vm,vm_id,vcpus,cpu_pct,mtus,bytes,lat_count,lat_mean_ns,lat_stddev_ns,lat_p50_ns,lat_p99_ns,lat_p999_ns,link_util,weight,balance,rate,cap,cap_set,cap_reason";
 
 /// A journal file.
 pub struct Journal {
@@ -27,6 +28,8 @@ pub struct Row<'a> {
     pub interval: u64,
     /// VM name.
     pub vm: &'a str,
+    /// Its id (stable for the daemon's run).
+    pub id: resex_common::VmId,
     /// vCPUs.
     pub vcpus: u32,
     /// CPU percent.
@@ -89,9 +92,10 @@ impl Journal {
         };
         writeln!(
             self.w,
-            "{},{},{},{:.3},{},{},{lc},{lm},{ls},{l50},{l99},{l999},{},{},{bal},{rate},{cap},{cs},{why}",
+            "{},{},{},{},{:.3},{},{},{lc},{lm},{ls},{l50},{l99},{l999},{},{},{bal},{rate},{cap},{cs},{why}",
             r.interval,
             csv_text(r.vm),
+            r.id.0,
             r.vcpus,
             r.cpu_pct,
             r.mtus,

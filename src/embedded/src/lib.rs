@@ -9,7 +9,10 @@
 //!
 //! - [`cgroup`], per-guest cgroups and the cap mode.
 //! - [`host`], [`host::EmbeddedHost`]: start, stage, watch and stop the guests.
+//! - [`benchex_local`], `benchex local`: BenchEx's server and clients in one process on an
+//!   in-process softhca.
 
+pub mod benchex_local;
 pub mod cgroup;
 pub mod host;
 

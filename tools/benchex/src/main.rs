@@ -1,4 +1,5 @@
-//! `benchex`: see `benchex --help`.
+//! `benchex`: BenchEx's command line as a binary of its own (also `resex benchex`); see
+//! `benchex --help`.
 
 fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
@@ -7,5 +8,8 @@ fn main() -> anyhow::Result<()> {
         )
         .with_writer(std::io::stderr)
         .init();
-    benchex_tool::cli::main_with(std::env::args_os())
+    benchex::cli::main_with(
+        std::env::args_os(),
+        Some(&resex_embedded::benchex_local::run),
+    )
 }

@@ -1,31 +1,19 @@
-//! Server and clients in one process on an in-process softhca on the real clock: the quickest
-//! way to see BenchEx's figures (`benchex local`). The server sits on port 0, the clients on
-//! port 1, as in the paper's two machines.
+//! `benchex local`: BenchEx's server and clients in one process on an in-process softhca on
+//! the real clock. The server sits on port 0, the clients on port 1, as in the paper's two
+//! machines.
 
 use benchex::boot::Listener;
-use benchex::client::{self, ClientConfig, ClientResult};
-use benchex::server::{self, ServerConfig, ServerStats};
+use benchex::client::{self, ClientConfig};
+use benchex::local::LocalResult;
+use benchex::server::{self, ServerConfig};
 use benchex::BenchError;
 use resex_common::LatencyRecorder;
 use resex_guestmem::{GuestMemory, VecMemory};
 use resex_shim::{Provider, SoftProvider};
 use resex_softhca::{Clock, LinkConfig, MonotonicClock, PortId, SoftHca};
-use serde::Serialize;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-
-/// One local run's figures.
-#[derive(Debug, Clone, Serialize)]
-pub struct LocalResult {
-    /// The server's counters.
-    pub server: ServerStats,
-    /// The server's own per-order latency.
-    #[serde(serialize_with = "benchex::ser_summary")]
-    pub server_latency: resex_common::LatencySummary,
-    /// Each client's figures.
-    pub clients: Vec<ClientResult>,
-}
 
 fn provider(hca: &SoftHca, bytes: u64, port: u16) -> Result<Arc<dyn Provider>, BenchError> {
     let mem: Arc<dyn GuestMemory> = Arc::new(VecMemory::new(
@@ -40,13 +28,19 @@ fn provider(hca: &SoftHca, bytes: u64, port: u16) -> Result<Arc<dyn Provider>, B
     )?))
 }
 
-/// Runs `clients` clients against one server for the clients' duration.
+/// Runs `clients` clients against one server for the clients' duration, on the link preset
+/// `link` (`testbed`: 8 Gb/s, the ResEx testbed; `100g`).
 pub fn run(
-    link: LinkConfig,
+    link: &str,
     scfg: ServerConfig,
     ccfg: ClientConfig,
     clients: u32,
 ) -> Result<LocalResult, BenchError> {
+    let link = LinkConfig::preset(link).ok_or_else(|| {
+        BenchError::Invalid(format!(
+            "unknown link preset `{link}` (use testbed or 100g)"
+        ))
+    })?;
     let hca = SoftHca::new(link, 2);
     let per_conn = (scfg.buffer + 4096) * u64::from(scfg.blocks) * 2 + (1 << 20);
     let ram = (1 << 22) + per_conn * u64::from(clients.max(1));

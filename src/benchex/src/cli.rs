@@ -1,12 +1,11 @@
-//! The `benchex` command line (also reachable as `resex benchex`).
+//! The `benchex` command line (`resex benchex`, and the `benchex` binary in `tools/benchex`).
 
-use crate::local;
+use crate::client;
+use crate::local::LocalRunner;
+use crate::opts::{describe, serve, stop_on_signals, us, ClientOpts, MachineArgs, ServerOpts};
 use anyhow::{Context, Result};
-use benchex::client;
-use benchex::opts::{describe, serve, stop_on_signals, us, ClientOpts, MachineArgs, ServerOpts};
 use clap::{Args, Parser, Subcommand};
 use resex_common::LatencyRecorder;
-use resex_softhca::LinkConfig;
 use std::sync::{Arc, Mutex};
 
 /// BenchEx: an RDMA trading-exchange latency benchmark (the ResEx paper's, section IV).
@@ -62,8 +61,21 @@ struct ClientArgs {
 struct LocalArgs {
     #[command(flatten)]
     server: ServerOpts,
-    #[command(flatten)]
-    client: ClientOpts,
+    /// Orders per second per client (0: closed loop).
+    #[arg(long, default_value_t = 1000.0)]
+    rate: f64,
+    /// Outstanding orders per client in closed loop.
+    #[arg(long, default_value_t = 2)]
+    window: u64,
+    /// Clients (one connection each).
+    #[arg(long, default_value_t = 1)]
+    clients: u32,
+    /// Orders per client (0: until the duration ends).
+    #[arg(long, default_value_t = 0)]
+    count: u64,
+    /// Seconds to run (0: until the count is reached).
+    #[arg(long, default_value_t = 5.0)]
+    duration: f64,
     /// Link preset: testbed (8 Gb/s, the ResEx testbed) or 100g.
     #[arg(long, default_value = "testbed")]
     link: String,
@@ -72,14 +84,12 @@ struct LocalArgs {
     json: bool,
 }
 
-/// Parses a link preset name.
-pub fn link_preset(name: &str) -> Result<LinkConfig> {
-    LinkConfig::preset(name)
-        .ok_or_else(|| anyhow::anyhow!("unknown link preset `{name}` (use testbed or 100g)"))
-}
-
-/// Runs the `benchex` command line from `args` (the first is the program name).
-pub fn main_with<I: IntoIterator<Item = std::ffi::OsString>>(args: I) -> Result<()> {
+/// Runs the `benchex` command line from `args` (the first is the program name); `local` runs
+/// `benchex local` (a host-side runner; without one the subcommand says it is unavailable).
+pub fn main_with<I: IntoIterator<Item = std::ffi::OsString>>(
+    args: I,
+    local: Option<&LocalRunner>,
+) -> Result<()> {
     let cli = Cli::parse_from(args);
     match cli.cmd {
         Cmd::Server(a) => {
@@ -130,8 +140,26 @@ pub fn main_with<I: IntoIterator<Item = std::ffi::OsString>>(args: I) -> Result<
             }
         }
         Cmd::Local(a) => {
-            let link = link_preset(&a.link)?;
-            let r = local::run(link, a.server.config(), a.client.config(), a.client.clients)?;
+            let Some(run) = local else {
+                anyhow::bail!(
+                    "`benchex local` needs the host side: run it as `resex benchex local`"
+                );
+            };
+            let r = run(
+                &a.link,
+                a.server.config(),
+                ClientOpts {
+                    rate: a.rate,
+                    window: a.window,
+                    clients: a.clients,
+                    count: a.count,
+                    duration: a.duration,
+                    // One process: the clients wait as the server does (--polling).
+                    polling: a.server.polling,
+                }
+                .config(),
+                a.clients,
+            )?;
             if a.json {
                 println!("{}", serde_json::to_string(&r)?);
             } else {

@@ -1,0 +1,38 @@
+//! `resex benchex local`: server and clients on an in-process softhca, end to end.
+#![allow(missing_docs)]
+
+#[test]
+fn benchex_local_answers_every_order_and_prints_json() {
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_resex"))
+        .args([
+            "benchex",
+            "local",
+            "--buffer",
+            "4KiB",
+            "--rate",
+            "0",
+            "--count",
+            "50",
+            "--duration",
+            "0",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["server"]["requests"], 50, "{v}");
+    assert_eq!(v["clients"][0]["received"], 50, "{v}");
+    assert!(v["server_latency"]["count"].as_u64() == Some(50), "{v}");
+}
+
+#[test]
+fn an_unknown_link_preset_is_one_clear_error() {
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_resex"))
+        .args(["benchex", "local", "--link", "400g", "--count", "1"])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains("unknown link preset `400g`"), "{e}");
+}
