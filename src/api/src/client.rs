@@ -2,6 +2,7 @@
 
 use crate::request::{ErrorAnswer, PinAnswer, Request};
 use crate::Snapshot;
+use resex_common::TxLimit;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -76,10 +77,22 @@ impl ApiClient {
 
     /// Pins a VM's cap (percent of one CPU) or, with `None`, unpins it; the daemon's answer.
     pub fn pin(&mut self, vm: &str, pct: Option<f64>) -> Result<String, ApiError> {
-        let req = Request::Pin {
+        self.ask(&Request::Pin {
             vm: vm.to_owned(),
             pct,
-        };
+        })
+    }
+
+    /// Pins a VM's transmit limit or, with `None`, unpins it; the daemon's answer.
+    pub fn rate(&mut self, vm: &str, tx: Option<TxLimit>) -> Result<String, ApiError> {
+        self.ask(&Request::Rate {
+            vm: vm.to_owned(),
+            tx,
+        })
+    }
+
+    /// A request answered `{"ok": ...}` or `{"error": ...}`.
+    fn ask(&mut self, req: &Request) -> Result<String, ApiError> {
         self.w.write_all(req.to_line().as_bytes())?;
         self.line.clear();
         if self.r.read_line(&mut self.line)? == 0 {

@@ -4,10 +4,13 @@
 //! `{"cmd":"subscribe","interval_ms":500}` streams a snapshot every interval until the client
 //! goes away; `{"cmd":"pin","vm":"NAME","pct":30}` pins a VM's cap (the admin's cap wins over
 //! the policy's until `"pct":null` unpins it and puts its original setting back), answered
-//! `{"ok":"..."}`. Bare `status` and `subscribe` lines work too. Errors: `{"error":"..."}`.
+//! `{"ok":"..."}`; `{"cmd":"rate","vm":"NAME","tx":{"share_bps":500000000,"max_bps":2000000000}}`
+//! pins its transmit limit in the port's scheduler likewise (`"tx":null` unpins). Bare `status`
+//! and `subscribe` lines work too. Errors: `{"error":"..."}`.
 //!
 //! [`Snapshot`]: crate::Snapshot
 
+use resex_common::TxLimit;
 use serde::{Deserialize, Serialize};
 
 /// The default `subscribe` period, ms.
@@ -31,6 +34,13 @@ pub enum Request {
         vm: String,
         /// The cap; `None` (JSON null) unpins.
         pct: Option<f64>,
+    },
+    /// Pin a VM's transmit limit (the rate lever), or with `None` unpin it.
+    Rate {
+        /// The VM's name.
+        vm: String,
+        /// The limit; `None` (JSON null) unpins.
+        tx: Option<TxLimit>,
     },
 }
 
@@ -129,6 +139,17 @@ mod tests {
             Request::Pin {
                 vm: "b".into(),
                 pct: None,
+            },
+            Request::Rate {
+                vm: "c".into(),
+                tx: Some(TxLimit {
+                    share_bps: None,
+                    max_bps: Some(2_000_000_000),
+                }),
+            },
+            Request::Rate {
+                vm: "c".into(),
+                tx: None,
             },
         ] {
             let line = r.to_line();

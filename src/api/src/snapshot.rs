@@ -63,6 +63,18 @@ pub struct VmSnap {
     pub cap_mechanism: String,
     /// Why the cap last changed.
     pub cap_reason: Option<String>,
+    /// Its guaranteed transmit share, bits per second (the rate lever; None: no setting).
+    #[serde(default)]
+    pub tx_share_bps: Option<u64>,
+    /// Its transmit ceiling, bits per second (None: no setting).
+    #[serde(default)]
+    pub tx_max_bps: Option<u64>,
+    /// Its rate lever, for people (None: it has none).
+    #[serde(default)]
+    pub tx_lever: Option<String>,
+    /// Why its transmit limit last changed.
+    #[serde(default)]
+    pub tx_reason: Option<String>,
     /// Resos balance.
     pub balance: Option<f64>,
     /// Allotment this epoch.

@@ -12,11 +12,14 @@
 //! - [`cpu`], CPU-time sources for processes: cgroup v1 `cpuacct.usage`, cgroup v2 `cpu.stat`,
 //!   `/proc/PID/task/*/schedstat`.
 //!
+//! - [`lever`], the second lever: a VM's transmit share and ceiling ([`lever::RateLever`]).
+//!
 //! A cap is a percent of one physical CPU (Xen's unit); `None` is uncapped.
 
 pub mod cap;
 pub mod cpu;
 pub mod kvm;
+pub mod lever;
 pub mod local;
 pub mod memory;
 pub mod xen;
@@ -124,6 +127,10 @@ pub trait Hypervisor: Send + Sync {
     fn set_cap(&self, key: &str, pct: Option<f64>) -> Result<(), BackendError>;
     /// Puts back a setting from [`Hypervisor::save_cap`].
     fn restore_cap(&self, key: &str, saved: &serde_json::Value) -> Result<(), BackendError>;
+    /// The host's rate lever for these domains ([`lever::NoLever`] unless the backend has one).
+    fn rate_lever(self: Arc<Self>) -> Arc<dyn lever::RateLever> {
+        Arc::new(lever::NoLever)
+    }
 }
 
 #[cfg(test)]

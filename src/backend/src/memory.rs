@@ -4,7 +4,9 @@
 //! libvirt would: what the daemon's tests and benchmark use to prove that no backend call
 //! delays a tick. It is not a hypervisor; the real backends sit behind the same trait.
 
+use crate::lever::{tx_json, tx_of, RateLever};
 use crate::{BackendError, Channel, DomainInfo, Hypervisor};
+use resex_common::TxLimit;
 use resex_guestmem::GuestMemory;
 use resex_proto::channel::{read_msg, write_msg, GuestMsg, HostMsg, MAX_LINE};
 use resex_proto::Registration;
@@ -26,6 +28,8 @@ pub struct MemDomain {
     pub cpu_ns: AtomicU64,
     /// The cap in force.
     pub cap: Mutex<Option<f64>>,
+    /// The transmit limit in force (its rate lever).
+    pub tx: Mutex<TxLimit>,
 }
 
 impl MemDomain {
@@ -45,6 +49,7 @@ impl MemDomain {
             registration,
             cpu_ns: AtomicU64::new(0),
             cap: Mutex::new(None),
+            tx: Mutex::new(TxLimit::NONE),
         }
     }
 }
@@ -201,6 +206,53 @@ impl Hypervisor for MemoryBackend {
             .cap
             .lock()
             .unwrap_or_else(|p| p.into_inner()) = saved.as_f64();
+        Ok(())
+    }
+
+    fn rate_lever(self: Arc<Self>) -> Arc<dyn RateLever> {
+        self
+    }
+}
+
+impl RateLever for MemoryBackend {
+    fn kind(&self) -> &'static str {
+        "memory"
+    }
+
+    fn describe(&self, key: &str) -> Option<String> {
+        self.call();
+        self.domain(key)
+            .ok()
+            .map(|_| "a limit in memory".to_owned())
+    }
+
+    fn save(&self, key: &str) -> Result<serde_json::Value, BackendError> {
+        self.call();
+        let tx = *self
+            .domain(key)?
+            .tx
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        Ok(tx_json(tx))
+    }
+
+    fn set(&self, key: &str, tx: TxLimit) -> Result<(), BackendError> {
+        self.call();
+        *self
+            .domain(key)?
+            .tx
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = tx;
+        Ok(())
+    }
+
+    fn restore(&self, key: &str, saved: &serde_json::Value) -> Result<(), BackendError> {
+        self.call();
+        *self
+            .domain(key)?
+            .tx
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = tx_of(saved)?;
         Ok(())
     }
 }

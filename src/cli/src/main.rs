@@ -50,6 +50,9 @@ enum Command {
     Status(top::StatusArgs),
     /// Pin a VM's cap (percent of one CPU; `none` unpins): the admin's cap wins over the policy.
     Cap(top::CapArgs),
+    /// Pin a VM's transmit share and ceiling in its port's scheduler (`none` unpins): the
+    /// admin's limit wins over the policy.
+    Rate(top::RateArgs),
     /// KVM through libvirt: prepare a domain for resex.
     #[command(subcommand)]
     Kvm(kvm::KvmCommand),
@@ -86,6 +89,7 @@ fn main() -> ExitCode {
         Command::Top(a) => top::run(a),
         Command::Status(a) => top::status(a),
         Command::Cap(a) => top::cap(a),
+        Command::Rate(a) => top::rate(a),
         Command::Kvm(c) => kvm::run(c),
         Command::Agent { args } => {
             resex_agent::cli::main_with(std::iter::once("resex-agent".into()).chain(args))

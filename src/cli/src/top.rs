@@ -113,8 +113,8 @@ pub fn run(a: TopArgs) -> Result<()> {
 pub struct CapArgs {
     /// The VM (its name, as `resex status` shows it).
     pub vm: String,
-    /// The cap in percent of one physical CPU, or `none` to unpin (the original setting comes
-    /// back and the policy decides again).
+    /// The cap in percent of one physical CPU, or `none` to unpin (the policy decides again;
+    /// the original setting comes back when it holds no cap).
     pub pct: String,
     /// The daemon's API socket (default: the daemon's default, RUN_DIR/resexd.sock).
     #[arg(long, value_name = "SOCKET")]
@@ -137,6 +137,44 @@ pub fn cap(a: CapArgs) -> Result<()> {
     };
     let path = a.api.unwrap_or_else(default_socket);
     let msg = ApiClient::connect(&path)?.pin(&a.vm, pct)?;
+    println!("{}: {msg}", a.vm);
+    Ok(())
+}
+
+/// Options of `resex rate`.
+#[derive(Debug, Args)]
+pub struct RateArgs {
+    /// The VM (its name, as `resex status` shows it).
+    pub vm: String,
+    /// `none` unpins (the policy decides again; the original setting comes back when it holds
+    /// no limit).
+    pub none: Option<String>,
+    /// Guaranteed share of the port (e.g. 500Mbit, 2Gbit; tc units, decimal).
+    #[arg(long, value_parser = parse_rate)]
+    pub share: Option<u64>,
+    /// Ceiling (e.g. 2Gbit).
+    #[arg(long, value_parser = parse_rate)]
+    pub max: Option<u64>,
+    /// The daemon's API socket (default: the daemon's default, RUN_DIR/resexd.sock).
+    #[arg(long, value_name = "SOCKET")]
+    pub api: Option<PathBuf>,
+}
+
+fn parse_rate(s: &str) -> Result<u64, String> {
+    resex_common::parse_bits(s)
+}
+
+/// `resex rate VM --share R --max R | none`: the admin's own transmit limit in the VM's port
+/// scheduler (the rate lever), kept whatever the policy decides.
+pub fn rate(a: RateArgs) -> Result<()> {
+    let tx = match (a.none.as_deref(), a.share, a.max) {
+        (Some("none" | "off"), None, None) => None,
+        (Some(w), _, _) => bail!("`{w}`: use --share and --max, or `none` alone"),
+        (None, None, None) => bail!("give --share, --max or both, or `none` to unpin"),
+        (None, share_bps, max_bps) => Some(resex_common::TxLimit { share_bps, max_bps }),
+    };
+    let path = a.api.unwrap_or_else(default_socket);
+    let msg = ApiClient::connect(&path)?.rate(&a.vm, tx)?;
     println!("{}: {msg}", a.vm);
     Ok(())
 }

@@ -5,6 +5,7 @@
 //!   and the API.
 //! - [`LatencyReport`]: one interval's latency as a guest reported it (what the host reads out
 //!   of the mailbox and the pricing policies use).
+//! - [`TxLimit`]: a VM's share and ceiling in its port's transmit scheduler (the rate lever).
 //! - [`recorder`]: [`LatencyRecorder`], a per-interval log-linear latency histogram, and its
 //!   [`LatencySummary`].
 //! - [`limiter`]: [`LogLimiter`], clock-free rate limiting of logs a guest can trigger.
@@ -17,4 +18,4 @@ mod types;
 
 pub use limiter::LogLimiter;
 pub use recorder::{LatencyRecorder, LatencySummary};
-pub use types::{LatencyReport, VmId};
+pub use types::{parse_bits, LatencyReport, TxLimit, VmId};

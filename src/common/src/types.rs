@@ -44,6 +44,81 @@ pub struct LatencyReport {
     pub p999_ns: f64,
 }
 
+/// A VM's place in its NIC port's transmit scheduler, as mlx5 vport QoS has it (devlink rate
+/// `tx_share` / `tx_max`, or the legacy per-VF min/max rate): a guaranteed share and a ceiling,
+/// in bits per second. `None` in a field: no setting (work-conserving, uncapped).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct TxLimit {
+    /// Guaranteed share of the port, bits per second.
+    #[serde(default)]
+    pub share_bps: Option<u64>,
+    /// Ceiling, bits per second.
+    #[serde(default)]
+    pub max_bps: Option<u64>,
+}
+
+impl TxLimit {
+    /// No setting.
+    pub const NONE: TxLimit = TxLimit {
+        share_bps: None,
+        max_bps: None,
+    };
+
+    /// True when neither a share nor a ceiling is set.
+    pub fn is_none(&self) -> bool {
+        self.share_bps.is_none() && self.max_bps.is_none()
+    }
+}
+
+/// Parses a rate as admins write it (tc and devlink's units, decimal): `2Gbit`, `500mbit`,
+/// `100kbit`, `64000bit`, or a bare number of bits per second; `bps` is accepted for `bit`.
+pub fn parse_bits(s: &str) -> Result<u64, String> {
+    let t = s.trim().to_ascii_lowercase();
+    let t = t
+        .strip_suffix("bps")
+        .map_or_else(|| t.clone(), |x| format!("{x}bit"));
+    let (num, mult) = [
+        ("tbit", 1e12),
+        ("gbit", 1e9),
+        ("mbit", 1e6),
+        ("kbit", 1e3),
+        ("bit", 1.0),
+    ]
+    .iter()
+    .find_map(|(u, m)| t.strip_suffix(u).map(|n| (n.to_owned(), *m)))
+    .unwrap_or((t.clone(), 1.0));
+    let v: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{s}` is not a rate (e.g. 2Gbit, 500Mbit, 64000)"))?;
+    let bits = v * mult;
+    if !(bits.is_finite() && (1.0..=1e15).contains(&bits)) {
+        return Err(format!("`{s}` is not a rate between 1 bit/s and 1 Pbit/s"));
+    }
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    Ok(bits.round() as u64)
+}
+
+impl fmt::Display for TxLimit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let bits = |b: u64| {
+            if b >= 1_000_000_000 && b.is_multiple_of(1_000_000) {
+                format!("{:.3}Gbit", b as f64 / 1e9)
+            } else if b >= 1_000_000 {
+                format!("{:.1}Mbit", b as f64 / 1e6)
+            } else {
+                format!("{b}bit")
+            }
+        };
+        match (self.share_bps, self.max_bps) {
+            (None, None) => f.write_str("none"),
+            (Some(s), None) => write!(f, "share {}", bits(s)),
+            (None, Some(m)) => write!(f, "max {}", bits(m)),
+            (Some(s), Some(m)) => write!(f, "share {} max {}", bits(s), bits(m)),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -54,5 +129,34 @@ mod tests {
         assert_eq!(serde_json::from_str::<VmId>("7").unwrap(), VmId(7));
         assert_eq!(VmId(7).to_string(), "vm7");
         assert_eq!(VmId(7).index(), 7);
+    }
+
+    #[test]
+    fn tx_limits_read_as_people_write_them() {
+        assert_eq!(TxLimit::NONE.to_string(), "none");
+        assert!(TxLimit::default().is_none());
+        let t = TxLimit {
+            share_bps: Some(500_000_000),
+            max_bps: Some(2_000_000_000),
+        };
+        assert_eq!(t.to_string(), "share 500.0Mbit max 2.000Gbit");
+        let j = serde_json::to_string(&t).unwrap();
+        assert_eq!(serde_json::from_str::<TxLimit>(&j).unwrap(), t);
+        assert_eq!(
+            serde_json::from_str::<TxLimit>("{}").unwrap(),
+            TxLimit::NONE
+        );
+    }
+
+    #[test]
+    fn rates_parse_in_tc_units() {
+        assert_eq!(parse_bits("2Gbit"), Ok(2_000_000_000));
+        assert_eq!(parse_bits("500mbit"), Ok(500_000_000));
+        assert_eq!(parse_bits("1.5Gbps"), Ok(1_500_000_000));
+        assert_eq!(parse_bits("64000"), Ok(64_000));
+        assert_eq!(parse_bits(" 10kbit "), Ok(10_000));
+        for bad in ["", "fast", "0", "-1Gbit", "2Pbit", "1e30"] {
+            assert!(parse_bits(bad).is_err(), "{bad}");
+        }
     }
 }

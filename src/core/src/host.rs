@@ -2,10 +2,10 @@
 //! the core's time base (which interval a time falls in).
 
 use crate::config::CoreConfig;
-use crate::output::{CapCause, CapIntent, StepOutput};
+use crate::output::{CapCause, CapIntent, Intents, StepOutput, TxCause, TxIntent};
 use crate::vm::{Vm, VmInfo, VmView};
 use crate::CpuSample;
-use resex_common::VmId;
+use resex_common::{TxLimit, VmId};
 use resex_guestmem::GuestMemory;
 use resex_ibmon::registry::{Layout, RegistrationError};
 use resex_pricing::{Engine, PolicyConfig, VmUsage};
@@ -40,6 +40,12 @@ pub enum CoreError {
     /// A cap that is not a positive percent.
     #[error("cap {0} must be a positive percent of one CPU")]
     BadCap(f64),
+    /// A transmit limit whose share is above its ceiling, or zero.
+    #[error("transmit limit {0}: a share must be above 0 and at most the ceiling")]
+    BadTx(TxLimit),
+    /// The VM has no rate lever.
+    #[error("no rate lever for VM {0} (no VF known for it)")]
+    NoTxLever(String),
     /// A registration that does not fit the VM (new QPs are validated again on their own).
     #[error(transparent)]
     Registration(#[from] RegistrationError),
@@ -282,15 +288,24 @@ impl HostCore {
     /// original setting first, so a new policy starts from a clean host (the admin's pins
     /// excepted: they stay); the returned intents do that. Every VM joins the new engine
     /// from the next interval, with its learned baseline.
-    pub fn set_policy(&mut self, policy: Option<NamedPolicy>, now_ns: u64) -> Vec<CapIntent> {
-        let mut intents = Vec::new();
+    pub fn set_policy(&mut self, policy: Option<NamedPolicy>, now_ns: u64) -> Intents {
+        let mut intents = Intents::default();
         for vm in &mut self.vms {
             if vm.pinned.is_none() && vm.cap.take().is_some() {
                 vm.cap_reason = Some(CapCause::PolicyChanged.to_string());
-                intents.push(CapIntent {
+                intents.caps.push(CapIntent {
                     vm: vm.id,
                     cap: None,
                     cause: CapCause::PolicyChanged,
+                });
+            }
+            if vm.tx_pinned.is_none() && !vm.tx.is_none() {
+                vm.tx = TxLimit::NONE;
+                vm.tx_reason = Some(TxCause::PolicyChanged.to_string());
+                intents.tx.push(TxIntent {
+                    vm: vm.id,
+                    tx: TxLimit::NONE,
+                    cause: TxCause::PolicyChanged,
                 });
             }
         }
@@ -325,20 +340,82 @@ impl HostCore {
         intents
     }
 
-    /// Every cap the core set (pins included) back to its original setting: what a host
-    /// does when it stops.
-    pub fn restore_all(&mut self) -> Vec<CapIntent> {
-        let mut intents = Vec::new();
+    /// Every cap and transmit limit the core set (pins included) back to its original
+    /// setting: what a host does when it stops.
+    pub fn restore_all(&mut self) -> Intents {
+        let mut intents = Intents::default();
         for vm in &mut self.vms {
             vm.pinned = None;
+            vm.tx_pinned = None;
             if vm.cap.take().is_some() {
-                intents.push(CapIntent {
+                intents.caps.push(CapIntent {
                     vm: vm.id,
                     cap: None,
                     cause: CapCause::Shutdown,
                 });
             }
+            if !vm.tx.is_none() {
+                vm.tx = TxLimit::NONE;
+                intents.tx.push(TxIntent {
+                    vm: vm.id,
+                    tx: TxLimit::NONE,
+                    cause: TxCause::Shutdown,
+                });
+            }
         }
         intents
+    }
+
+    /// The admin's transmit limit: set (and kept whatever the policy decides) or, with `None`,
+    /// lifted: the policy's limit for the VM is in force again (none when the policy holds
+    /// none). A VM without a rate lever is refused.
+    pub fn pin_tx(
+        &mut self,
+        name: &str,
+        tx: Option<TxLimit>,
+    ) -> Result<(String, TxIntent), CoreError> {
+        if let Some(t) = tx {
+            let bad_share = t.share_bps == Some(0)
+                || matches!((t.share_bps, t.max_bps), (Some(s), Some(m)) if s > m);
+            if bad_share || t.max_bps == Some(0) {
+                return Err(CoreError::BadTx(t));
+            }
+        }
+        let id = self
+            .find(name)
+            .ok_or_else(|| CoreError::UnknownName(name.to_owned()))?;
+        let policy_tx = self
+            .engine
+            .as_ref()
+            .and_then(|e| e.account(id))
+            .map_or(TxLimit::NONE, |a| a.tx);
+        let vm = self.vm_mut(id)?;
+        if vm.info.tx_lever.is_none() {
+            return Err(CoreError::NoTxLever(name.to_owned()));
+        }
+        let (limit, cause, msg) = match tx {
+            Some(t) => (
+                t,
+                TxCause::Pinned,
+                format!("transmit {t}, pinned by the admin"),
+            ),
+            None => (
+                policy_tx,
+                TxCause::Unpinned,
+                format!("unpinned by the admin: transmit {policy_tx}"),
+            ),
+        };
+        vm.tx_pinned = tx;
+        vm.tx = limit;
+        vm.tx_reason = Some(msg.clone());
+        tracing::info!("{name}: {msg}");
+        Ok((
+            msg,
+            TxIntent {
+                vm: id,
+                tx: limit,
+                cause,
+            },
+        ))
     }
 }

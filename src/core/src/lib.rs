@@ -13,7 +13,8 @@
 //! - [`rings`]: one VM's monitors: registrations installed, live rings attached at their
 //!   present position, the budgeted scan.
 //! - [`cpu`]: CPU percent from successive CPU-time samples.
-//! - [`output`]: a step's result: per-VM rows and [`CapIntent`]s.
+//! - [`output`]: a step's result: per-VM rows, [`CapIntent`]s and [`TxIntent`]s (the rate
+//!   lever: a VM's share and ceiling in its port's transmit scheduler).
 //! - [`host`]: [`HostCore`]: the VM table, membership in pricing, pins, policy changes.
 //! - [`step`]: the step itself.
 //! - [`snapshot`]: the API's [`resex_api::Snapshot`] built from the core's state.
@@ -35,6 +36,7 @@ pub mod vm;
 pub use config::{CoreConfig, LinkSpec};
 pub use cpu::CpuSample;
 pub use host::{CoreError, HostCore, NamedPolicy};
-pub use output::{CapCause, CapIntent, Priced, StepOutput, VmRow};
+pub use output::{CapCause, CapIntent, Intents, Priced, StepOutput, TxCause, TxIntent, VmRow};
+pub use resex_common::TxLimit;
 pub use resex_common::VmId;
 pub use vm::{VmInfo, VmView};

@@ -1,8 +1,8 @@
 //! What a step returns: one row per VM and the caps to actuate.
 
-use resex_common::{LatencyReport, VmId};
+use resex_common::{LatencyReport, TxLimit, VmId};
 use resex_ibmon::Counters;
-use resex_pricing::CapReason;
+use resex_pricing::{CapReason, TxReason};
 use std::fmt;
 
 /// Why a cap changes.
@@ -43,6 +43,60 @@ pub struct CapIntent {
     pub cause: CapCause,
 }
 
+/// Why a transmit limit changes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum TxCause {
+    /// The policy decided it.
+    Policy(TxReason),
+    /// The admin pinned it (`resex rate VM ...`).
+    Pinned,
+    /// The admin lifted a pin (the policy's limit, or none, is back).
+    Unpinned,
+    /// A new policy starts from the VMs' original settings.
+    PolicyChanged,
+    /// The host is stopping: every limit goes back to its original setting.
+    Shutdown,
+}
+
+impl fmt::Display for TxCause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TxCause::Policy(r) => r.fmt(f),
+            TxCause::Pinned => f.write_str("pinned by the admin"),
+            TxCause::Unpinned => f.write_str("unpinned by the admin"),
+            TxCause::PolicyChanged => f.write_str("policy changed: original setting"),
+            TxCause::Shutdown => f.write_str("stopping: original setting"),
+        }
+    }
+}
+
+/// A transmit limit to set on a VM's port (the rate lever).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TxIntent {
+    /// Which VM.
+    pub vm: VmId,
+    /// The limit; [`TxLimit::NONE`]: the VM's original setting.
+    pub tx: TxLimit,
+    /// Why.
+    pub cause: TxCause,
+}
+
+/// What to actuate outside a step (a policy change, the host stopping).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Intents {
+    /// Caps.
+    pub caps: Vec<CapIntent>,
+    /// Transmit limits.
+    pub tx: Vec<TxIntent>,
+}
+
+impl Intents {
+    /// True when there is nothing to do.
+    pub fn is_empty(&self) -> bool {
+        self.caps.is_empty() && self.tx.is_empty()
+    }
+}
+
 /// A VM's line in the pricing engine after a step.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Priced {
@@ -71,6 +125,8 @@ pub struct VmRow {
     pub priced: Option<Priced>,
     /// A cap changed this interval.
     pub cap_set: Option<CapIntent>,
+    /// A transmit limit changed this interval.
+    pub tx_set: Option<TxIntent>,
 }
 
 /// The result of one step.
@@ -84,4 +140,6 @@ pub struct StepOutput {
     pub rows: Vec<VmRow>,
     /// Caps to set, in id order.
     pub intents: Vec<CapIntent>,
+    /// Transmit limits to set, in id order.
+    pub tx_intents: Vec<TxIntent>,
 }

@@ -8,7 +8,7 @@
 //! the admin pinned. No allocation once the VM set is stable (buffers are reused).
 
 use crate::host::{CoreError, HostCore};
-use crate::output::{CapCause, CapIntent, Priced, StepOutput, VmRow};
+use crate::output::{CapCause, CapIntent, Priced, StepOutput, TxCause, TxIntent, VmRow};
 use resex_ibmon::mailbox;
 use resex_pricing::{IntervalInput, VmUsage};
 
@@ -32,6 +32,7 @@ impl HostCore {
         self.out.interval = interval;
         self.out.rows.clear();
         self.out.intents.clear();
+        self.out.tx_intents.clear();
         self.usage.clear();
         let mut bits = 0.0;
         let n = self.vms.len();
@@ -49,6 +50,7 @@ impl HostCore {
                 report: None,
                 priced: None,
                 cap_set: None,
+                tx_set: None,
             };
             if let Some(mem) = &vm.mem {
                 row.delta = vm.rings.scan(&vm.info.name, &**mem, budget);
@@ -143,6 +145,29 @@ impl HostCore {
             // Rows and VMs are in the same order and of the same length.
             if let Some(row) = self.out.rows.get_mut(r) {
                 row.cap_set = Some(intent);
+            }
+        }
+        let mut r = 0;
+        for d in &out.tx_decisions {
+            while r < self.vms.len() && self.vms[r].id < d.vm {
+                r += 1;
+            }
+            let Some(vm) = self.vms.get_mut(r).filter(|v| v.id == d.vm) else {
+                continue;
+            };
+            if vm.tx_pinned.is_some() || vm.info.tx_lever.is_none() {
+                continue; // the admin's limit wins; a VM without a lever has none to set
+            }
+            let intent = TxIntent {
+                vm: d.vm,
+                tx: d.tx,
+                cause: TxCause::Policy(d.reason),
+            };
+            vm.tx = d.tx;
+            vm.tx_reason = Some(d.reason.to_string());
+            self.out.tx_intents.push(intent);
+            if let Some(row) = self.out.rows.get_mut(r) {
+                row.tx_set = Some(intent);
             }
         }
     }

@@ -2,7 +2,7 @@
 
 use crate::cpu::CpuMeter;
 use crate::rings::Rings;
-use resex_common::{LatencyReport, LogLimiter, VmId};
+use resex_common::{LatencyReport, LogLimiter, TxLimit, VmId};
 use resex_guestmem::GuestMemory;
 use resex_ibmon::Counters;
 use resex_pricing::{BaselineLearner, VmSpec};
@@ -24,6 +24,8 @@ pub struct VmInfo {
     pub sla_threshold: Option<f64>,
     /// How its caps are enforced, for people.
     pub cap_mechanism: String,
+    /// Its rate lever, for people (`None`: the VM has none: no VF, no scheduler).
+    pub tx_lever: Option<String>,
 }
 
 impl VmInfo {
@@ -36,6 +38,7 @@ impl VmInfo {
             weight: 1.0,
             sla_threshold: None,
             cap_mechanism: String::new(),
+            tx_lever: None,
         }
     }
 
@@ -60,6 +63,12 @@ pub(crate) struct Vm {
     pub(crate) pinned: Option<f64>,
     /// Why the cap last changed.
     pub(crate) cap_reason: Option<String>,
+    /// The transmit limit the core decided ([`TxLimit::NONE`]: the original setting).
+    pub(crate) tx: TxLimit,
+    /// The admin's pinned limit: policy decisions leave the VM's limit alone.
+    pub(crate) tx_pinned: Option<TxLimit>,
+    /// Why the limit last changed.
+    pub(crate) tx_reason: Option<String>,
     pub(crate) registrations: u64,
     pub(crate) rejections: u64,
     pub(crate) last_error: Option<String>,
@@ -85,6 +94,9 @@ impl Vm {
             cap: None,
             pinned: None,
             cap_reason: None,
+            tx: TxLimit::NONE,
+            tx_pinned: None,
+            tx_reason: None,
             registrations: 0,
             rejections: 0,
             last_error: None,
@@ -162,6 +174,10 @@ impl<'a> VmView<'a> {
     /// The admin's pinned cap.
     pub fn pinned(&self) -> Option<f64> {
         self.vm.pinned
+    }
+    /// The transmit limit the core decided.
+    pub fn tx(&self) -> TxLimit {
+        self.vm.tx
     }
     /// Queue pairs monitored.
     pub fn qps(&self) -> usize {

@@ -245,9 +245,11 @@ fn the_policy_cuts_caps_pins_win_and_a_policy_change_restores() {
     assert_eq!(core.vm(VmId(1)).unwrap().cap(), Some(engine_cap));
     let j = k + 40;
     let restores = core.set_policy(None, j * MS);
-    assert_eq!(restores.len(), 1);
+    assert_eq!(restores.caps.len(), 1);
+    assert!(restores.tx.is_empty());
+    let r = restores.caps[0];
     assert_eq!(
-        (restores[0].vm, restores[0].cap, restores[0].cause),
+        (r.vm, r.cap, r.cause),
         (VmId(1), None, CapCause::PolicyChanged)
     );
     assert_eq!(core.policy_name(), "none");
@@ -310,4 +312,55 @@ fn vms_come_and_go_and_ids_are_checked() {
     assert_eq!(snap.vms[0].name, "late");
     assert_eq!(snap.vms[0].state, "waiting");
     assert_eq!(snap.host.policy, "test");
+}
+
+#[test]
+fn transmit_limits_are_pinned_only_where_a_lever_exists_and_restored() {
+    let (a, b) = (Guest::new(11), Guest::new(12));
+    let mut core = HostCore::new(CoreConfig::default());
+    for (i, g) in [&a, &b].iter().enumerate() {
+        let id = VmId(i as u32 + 1);
+        let mut info = VmInfo::new(format!("vm{}", i + 1), 1, RAM);
+        if i == 0 {
+            info.tx_lever = Some("softhca port 0".into());
+        }
+        core.add_vm(id, info).unwrap();
+        core.set_memory(id, g.mem.clone()).unwrap();
+    }
+    let t = resex_core::TxLimit {
+        share_bps: Some(500_000_000),
+        max_bps: Some(2_000_000_000),
+    };
+    let (msg, i) = core.pin_tx("vm1", Some(t)).unwrap();
+    assert_eq!(
+        (i.vm, i.tx, i.cause),
+        (VmId(1), t, resex_core::TxCause::Pinned),
+        "{msg}"
+    );
+    assert_eq!(core.vm(VmId(1)).unwrap().tx(), t);
+    assert_eq!(
+        core.pin_tx("vm2", Some(t)).unwrap_err(),
+        CoreError::NoTxLever("vm2".into())
+    );
+    let upside_down = resex_core::TxLimit {
+        share_bps: Some(3),
+        max_bps: Some(2),
+    };
+    assert_eq!(
+        core.pin_tx("vm1", Some(upside_down)).unwrap_err(),
+        CoreError::BadTx(upside_down)
+    );
+    let snap = core.snapshot(0);
+    assert_eq!(snap.vms[0].tx_max_bps, Some(2_000_000_000));
+    assert_eq!(snap.vms[0].tx_lever.as_deref(), Some("softhca port 0"));
+    assert_eq!(snap.vms[1].tx_lever, None);
+    // A pin survives a policy change; the host stopping puts it back.
+    assert!(core.set_policy(policy(GREEDY), 0).tx.is_empty());
+    let end = core.restore_all();
+    assert_eq!(end.tx.len(), 1);
+    assert!(end.tx[0].tx.is_none());
+    // Unpinned without a policy limit: none.
+    core.pin_tx("vm1", Some(t)).unwrap();
+    let (_, un) = core.pin_tx("vm1", None).unwrap();
+    assert!(un.tx.is_none());
 }

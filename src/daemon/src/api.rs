@@ -13,8 +13,17 @@ use std::time::Duration;
 /// The shared snapshot.
 pub type Shared = Arc<RwLock<Arc<Snapshot>>>;
 
-/// Pins (or with `None` unpins) a VM's cap: answers what was done, or why not.
-pub type PinFn = Arc<dyn Fn(&str, Option<f64>) -> Result<String, String> + Send + Sync>;
+/// What the admin asks of the control loop through the API.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Admin {
+    /// Pin (or with `None` unpin) a VM's cap.
+    Pin(String, Option<f64>),
+    /// Pin (or with `None` unpin) a VM's transmit limit.
+    Rate(String, Option<resex_common::TxLimit>),
+}
+
+/// Carries an [`Admin`] request to the loop: answers what was done, or why not.
+pub type PinFn = Arc<dyn Fn(Admin) -> Result<String, String> + Send + Sync>;
 
 fn current(s: &Shared) -> Arc<Snapshot> {
     s.read().unwrap_or_else(|p| p.into_inner()).clone()
@@ -51,12 +60,14 @@ fn serve(
                 }
                 return Ok(());
             }
-            Ok(Request::Pin { vm, pct }) => {
-                let answer = match pct {
-                    Some(p) if !(p.is_finite() && p > 0.0) => {
+            Ok(req @ (Request::Pin { .. } | Request::Rate { .. })) => {
+                let answer = match req {
+                    Request::Pin { pct: Some(p), .. } if !(p.is_finite() && p > 0.0) => {
                         Err(format!("pct {p} must be a positive percent of one CPU"))
                     }
-                    _ => pin(&vm, pct),
+                    Request::Pin { vm, pct } => pin(Admin::Pin(vm, pct)),
+                    Request::Rate { vm, tx } => pin(Admin::Rate(vm, tx)),
+                    _ => unreachable!("matched above"),
                 };
                 match answer {
                     Ok(ok) => serde_json::to_writer(&mut w, &PinAnswer { ok })?,

@@ -4,12 +4,13 @@
 
 use crate::actuator::Actuator;
 use crate::api::{self, Shared};
-use crate::capstore::{CapStore, StoreError};
 use crate::config::Config;
-use crate::driver::{Command, Driver, Inputs};
+use crate::driver::{Command, Driver, Inputs, Sinks};
 use crate::journal::Journal;
+use crate::knob::{CapKnob, TxKnob};
 use crate::runloop::{Loop, RunSummary};
 use crate::sampler::{self, Periods};
+use crate::store::{Store, StoreError};
 use resex_api::Snapshot;
 use resex_backend::Hypervisor;
 use resex_core::{CoreConfig, HostCore};
@@ -88,6 +89,11 @@ impl DaemonHandle {
             .clone()
     }
 
+    /// Pins (or with `None` unpins) a VM's transmit limit; what was done, or why not.
+    pub fn pin_tx(&self, vm: &str, tx: Option<resex_common::TxLimit>) -> Result<String, String> {
+        ask(&self.cmd, api::Admin::Rate(vm.to_owned(), tx))
+    }
+
     /// Switches policy (every cap is first put back to its original setting).
     pub fn reload(&self, policy: Option<NamedPolicy>) {
         let _ = self.cmd.send(Command::Reload(Box::new(policy)));
@@ -131,27 +137,40 @@ impl Drop for DaemonHandle {
     }
 }
 
-/// Puts back every cap recorded in `state_dir` (what `resexd --restore` and every start do).
+/// Puts back every cap and transmit limit recorded in `state_dir` (what `resexd --restore`
+/// and every start do). Returns (restored, forgotten, failures).
 pub fn restore_stale(
-    hv: &dyn Hypervisor,
+    hv: Arc<dyn Hypervisor>,
     cfg: &Config,
 ) -> Result<(usize, usize, Vec<String>), StoreError> {
-    let mut store = CapStore::open(&cfg.state_dir())?;
-    Ok(store.restore_all(hv))
+    let caps = CapKnob(hv.clone());
+    let (r, f, mut e) = Store::open(&cfg.state_dir())?.restore_all(&caps);
+    let tx = TxKnob {
+        lever: hv.clone().rate_lever(),
+        hv,
+    };
+    let (r2, f2, e2) = Store::open(&cfg.state_dir())?.restore_all(&tx);
+    e.extend(e2);
+    Ok((r + r2, f + f2, e))
 }
 
-/// The pin function the API calls: a command to the loop, answered within 5 s.
+/// Sends an admin request to the loop and waits (5 s at most) for its answer.
+fn ask(cmd: &Sender<Command>, a: api::Admin) -> Result<String, String> {
+    let (rtx, rrx) = mpsc::channel();
+    let c = match a {
+        api::Admin::Pin(vm, pct) => Command::Pin(vm, pct, rtx),
+        api::Admin::Rate(vm, tx) => Command::PinTx(vm, tx, rtx),
+    };
+    cmd.send(c)
+        .map_err(|_| "the daemon is stopping".to_owned())?;
+    rrx.recv_timeout(Duration::from_secs(5))
+        .map_err(|_| "the control loop did not answer".to_owned())?
+}
+
+/// The admin function the API calls.
 fn pin_fn(cmd: Sender<Command>) -> api::PinFn {
     let tx = Mutex::new(cmd);
-    Arc::new(move |vm: &str, pct: Option<f64>| {
-        let (rtx, rrx) = mpsc::channel();
-        tx.lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .send(Command::Pin(vm.to_owned(), pct, rtx))
-            .map_err(|_| "the daemon is stopping".to_owned())?;
-        rrx.recv_timeout(Duration::from_secs(5))
-            .map_err(|_| "the control loop did not answer".to_owned())?
-    })
+    Arc::new(move |a| ask(&tx.lock().unwrap_or_else(|p| p.into_inner()), a))
 }
 
 /// The core's settings from the daemon's.
@@ -167,9 +186,11 @@ pub fn core_config(cfg: &Config, limits: Limits) -> CoreConfig {
 /// Starts the daemon.
 pub fn start(settings: Settings, hv: Arc<dyn Hypervisor>) -> Result<DaemonHandle, DaemonError> {
     let cfg = settings.cfg.clone();
-    // The caps a previous run left are put back by the actuator before anything else it does
-    // (on its thread: a backend that hangs cannot hold the start).
-    let store = CapStore::open(&cfg.state_dir())?;
+    // The caps and limits a previous run left are put back by the actuators before anything
+    // else they do (on their threads: a backend that hangs cannot hold the start).
+    let cap_store = Store::<CapKnob>::open(&cfg.state_dir())?;
+    let tx_store = Store::<TxKnob>::open(&cfg.state_dir())?;
+    let lever = hv.clone().rate_lever();
     let stop = Arc::new(AtomicBool::new(false));
     let shared: Shared = Arc::new(RwLock::new(Arc::new(Snapshot::default())));
     let api_path = cfg.api_socket();
@@ -213,6 +234,7 @@ pub fn start(settings: Settings, hv: Arc<dyn Hypervisor>) -> Result<DaemonHandle
     let (reg_tx, reg_rx) = mpsc::channel();
     let sampler = sampler::spawn(
         hv.clone(),
+        lever.clone(),
         settings.limits,
         Periods {
             discovery: Duration::from_millis(cfg.discovery_ms),
@@ -224,7 +246,15 @@ pub fn start(settings: Settings, hv: Arc<dyn Hypervisor>) -> Result<DaemonHandle
         stop.clone(),
     )
     .map_err(DaemonError::Thread)?;
-    let actuator = Actuator::start(hv.clone(), store).map_err(DaemonError::Thread)?;
+    let actuator = Actuator::start(CapKnob(hv.clone()), cap_store).map_err(DaemonError::Thread)?;
+    let tx_actuator = Actuator::start(
+        TxKnob {
+            lever,
+            hv: hv.clone(),
+        },
+        tx_store,
+    )
+    .map_err(DaemonError::Thread)?;
     let mut driver = Driver::new(
         HostCore::new(core_config(&cfg, settings.limits)),
         Inputs {
@@ -232,7 +262,10 @@ pub fn start(settings: Settings, hv: Arc<dyn Hypervisor>) -> Result<DaemonHandle
             regs: reg_rx,
             cmds: cmd_rx,
         },
-        Box::new(actuator.sender()),
+        Sinks {
+            caps: Box::new(actuator.sender()),
+            tx: Box::new(tx_actuator.sender()),
+        },
         journal,
         hv.kind(),
     );
@@ -241,6 +274,7 @@ pub fn start(settings: Settings, hv: Arc<dyn Hypervisor>) -> Result<DaemonHandle
     let lp = Loop {
         driver,
         actuator,
+        tx_actuator,
         clock,
         stop: stop.clone(),
         realtime: cfg.realtime,

@@ -5,14 +5,14 @@
 //! `snapshot_ms`, publishes the API snapshot. It reads no clock for anything the core
 //! decides: the same inputs at the same times give the same decisions as the lab's driver.
 
-use crate::actuator::{Act, CapSink};
+use crate::actuator::{Act, CapSink, TxSink};
 use crate::api::Shared;
 use crate::journal::{Journal, Row};
 use crate::registrar::RegEvent;
 use crate::sampler::Sample;
 use resex_api::Snapshot;
-use resex_common::{LatencyRecorder, LogLimiter, VmId};
-use resex_core::{CapIntent, CoreError, HostCore, NamedPolicy, StepOutput};
+use resex_common::{LatencyRecorder, LogLimiter, TxLimit, VmId};
+use resex_core::{CapIntent, CoreError, HostCore, Intents, NamedPolicy, StepOutput, TxIntent};
 use std::collections::HashMap;
 use std::sync::mpsc::{Receiver, Sender};
 use std::sync::Arc;
@@ -23,6 +23,8 @@ pub enum Command {
     Reload(Box<Option<NamedPolicy>>),
     /// Pin (or unpin) a VM's cap; the answer goes back on the sender.
     Pin(String, Option<f64>, Sender<Result<String, String>>),
+    /// Pin (or unpin) a VM's transmit limit; the answer goes back on the sender.
+    PinTx(String, Option<TxLimit>, Sender<Result<String, String>>),
 }
 
 /// Where the driver's inputs come from.
@@ -54,12 +56,20 @@ pub struct LoopStats {
     pub scan_steps: u64,
 }
 
+/// Where the driver's intents go.
+pub struct Sinks {
+    /// Caps.
+    pub caps: Box<CapSink>,
+    /// Transmit limits.
+    pub tx: Box<TxSink>,
+}
+
 /// The driver.
 pub struct Driver {
     /// The core.
     pub core: HostCore,
     inputs: Inputs,
-    caps: Box<dyn CapSink>,
+    sinks: Sinks,
     /// Backend key and name of each VM (what the actuator sets caps by).
     keys: HashMap<VmId, (String, String)>,
     journal: Option<Journal>,
@@ -79,18 +89,18 @@ impl std::fmt::Debug for Driver {
 }
 
 impl Driver {
-    /// A driver over `core`, fed by `inputs`, actuating through `caps`.
+    /// A driver over `core`, fed by `inputs`, actuating through `sinks`.
     pub fn new(
         core: HostCore,
         inputs: Inputs,
-        caps: Box<dyn CapSink>,
+        sinks: Sinks,
         journal: Option<Journal>,
         backend: &'static str,
     ) -> Self {
         Self {
             core,
             inputs,
-            caps,
+            sinks,
             keys: HashMap::new(),
             journal,
             shared: None,
@@ -110,21 +120,44 @@ impl Driver {
         let Some((key, name)) = self.keys.get(&i.vm) else {
             return;
         };
-        self.caps.act(match i.cap {
-            Some(pct) => Act::Set {
+        self.sinks.caps.act(match i.cap {
+            Some(value) => Act::Set {
                 key: key.clone(),
                 name: name.clone(),
-                pct,
+                value,
             },
             None => Act::Restore { key: key.clone() },
         });
     }
 
-    /// Applies a policy now (its restores go to the actuator).
-    pub fn set_policy(&mut self, p: Option<NamedPolicy>, now_ns: u64) {
-        for i in self.core.set_policy(p, now_ns) {
-            self.act(&i);
+    fn act_tx(&self, i: &TxIntent) {
+        let Some((key, name)) = self.keys.get(&i.vm) else {
+            return;
+        };
+        self.sinks.tx.act(if i.tx.is_none() {
+            Act::Restore { key: key.clone() }
+        } else {
+            Act::Set {
+                key: key.clone(),
+                name: name.clone(),
+                value: i.tx,
+            }
+        });
+    }
+
+    fn act_all(&self, intents: &Intents) {
+        for i in &intents.caps {
+            self.act(i);
         }
+        for i in &intents.tx {
+            self.act_tx(i);
+        }
+    }
+
+    /// Applies a policy now (its restores go to the actuators).
+    pub fn set_policy(&mut self, p: Option<NamedPolicy>, now_ns: u64) {
+        let intents = self.core.set_policy(p, now_ns);
+        self.act_all(&intents);
     }
 
     /// Everything that came in since the last tick.
@@ -135,6 +168,13 @@ impl Driver {
                 Command::Pin(name, pct, reply) => {
                     let r = self.core.pin(&name, pct).map(|(msg, intent)| {
                         self.act(&intent);
+                        msg
+                    });
+                    let _ = reply.send(r.map_err(|e| e.to_string()));
+                }
+                Command::PinTx(name, tx, reply) => {
+                    let r = self.core.pin_tx(&name, tx).map(|(msg, intent)| {
+                        self.act_tx(&intent);
                         msg
                     });
                     let _ = reply.send(r.map_err(|e| e.to_string()));
@@ -157,7 +197,8 @@ impl Driver {
                 Sample::Removed { id } => {
                     self.core.remove_vm(id);
                     if let Some((key, _)) = self.keys.remove(&id) {
-                        self.caps.act(Act::Forget { key });
+                        self.sinks.caps.act(Act::Forget { key: key.clone() });
+                        self.sinks.tx.act(Act::Forget { key });
                     }
                 }
                 Sample::Cpu(batch) => {
@@ -208,6 +249,9 @@ impl Driver {
         for i in &out.intents {
             self.act(i);
         }
+        for i in &out.tx_intents {
+            self.act_tx(i);
+        }
         self.write_journal();
         if let Some((_, every)) = &self.shared {
             if now_ns.saturating_sub(self.snap_at_ns) >= *every {
@@ -247,6 +291,7 @@ impl Driver {
                         c.cause.to_string(),
                     )
                 }),
+                tx_set: row.tx_set.map(|t| (t.tx, t.cause.to_string())),
             });
         }
         if out.interval.is_multiple_of(1000) {
@@ -288,17 +333,15 @@ impl Driver {
         s
     }
 
-    /// Every cap back to its original setting (the loop is stopping); returns how many
-    /// were in force.
-    pub fn restore_all(&mut self) -> usize {
+    /// Every cap and transmit limit back to its original setting (the loop is stopping);
+    /// returns how many of each were in force.
+    pub fn restore_all(&mut self) -> (usize, usize) {
         let intents = self.core.restore_all();
-        for i in &intents {
-            self.act(i);
-        }
+        self.act_all(&intents);
         if let Some(j) = &mut self.journal {
             let _ = j.flush();
         }
-        intents.len()
+        (intents.caps.len(), intents.tx.len())
     }
 
     /// Records how late a tick started and how long it took.

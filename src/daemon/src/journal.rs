@@ -1,13 +1,14 @@
 //! The journal: one CSV row per VM per interval in the trace format `resex price replay` reads
 //! (so a day on a host can be replayed under another policy), plus the pricing outcome and cap
-//! changes: `balance, rate, cap` (in force) and `cap_set, cap_reason` (when it changed), and
-//! the VM's id beside its name (`vm_id`: the id the API and the core use).
+//! changes: `balance, rate, cap` (in force), `cap_set, cap_reason` and the transmit limit
+//! `tx_share_bps, tx_max_bps, tx_reason` (when they changed), and the VM's id beside its name
+//! (`vm_id`: the id the API and the core use).
 
 use std::io::{BufWriter, Write};
 use std::path::Path;
 
 /// Columns, in order.
-pub const COLUMNS: &str = "interval,vm,vm_id,vcpus,cpu_pct,mtus,bytes,lat_count,lat_mean_ns,lat_stddev_ns,lat_p50_ns,lat_p99_ns,lat_p999_ns,link_util,weight,balance,rate,cap,cap_set,cap_reason";
+pub const COLUMNS: &str = "interval,vm,vm_id,vcpus,cpu_pct,mtus,bytes,lat_count,lat_mean_ns,lat_stddev_ns,lat_p50_ns,lat_p99_ns,lat_p999_ns,link_util,weight,balance,rate,cap,cap_set,cap_reason,tx_share_bps,tx_max_bps,tx_reason";
 
 /// A journal file.
 pub struct Journal {
@@ -48,6 +49,8 @@ pub struct Row<'a> {
     pub priced: Option<(f64, f64, f64)>,
     /// A cap set this interval, and why.
     pub cap_set: Option<(f64, String)>,
+    /// A transmit limit set this interval, and why.
+    pub tx_set: Option<(resex_common::TxLimit, String)>,
 }
 
 fn csv_text(s: &str) -> String {
@@ -90,9 +93,14 @@ impl Journal {
             Some((c, w)) => (format!("{c:.3}"), csv_text(w)),
             None => Default::default(),
         };
+        let opt = |v: Option<u64>| v.map(|b| b.to_string()).unwrap_or_default();
+        let (ts, tm, twhy) = match &r.tx_set {
+            Some((t, w)) => (opt(t.share_bps), opt(t.max_bps), csv_text(w)),
+            None => Default::default(),
+        };
         writeln!(
             self.w,
-            "{},{},{},{},{:.3},{},{},{lc},{lm},{ls},{l50},{l99},{l999},{},{},{bal},{rate},{cap},{cs},{why}",
+            "{},{},{},{},{:.3},{},{},{lc},{lm},{ls},{l50},{l99},{l999},{},{},{bal},{rate},{cap},{cs},{why},{ts},{tm},{twhy}",
             r.interval,
             csv_text(r.vm),
             r.id.0,

@@ -6,21 +6,23 @@
 //!   step (`resex_core`: scan, price, decide), actuation, journal, snapshot.
 //! - [`sampler`], every slow backend call (domains, memory, CPU time) on a thread of its own.
 //! - [`registrar`], the registration channel, host side.
-//! - [`capstore`], original cap settings, for crash safety; [`actuator`], applies caps off the loop.
+//! - [`knob`], what the daemon turns (caps, transmit limits); [`store`], their original
+//!   settings, for crash safety; [`actuator`], applies them off the loop.
 //! - [`api`], the local API socket (its messages: `resex_api`).
 //! - [`journal`], the usage and cap journal.
 
 pub mod actuator;
 pub mod api;
-pub mod capstore;
 pub mod config;
 pub mod control;
 pub mod driver;
 pub mod journal;
+pub mod knob;
 pub mod metrics;
 pub mod registrar;
 pub mod runloop;
 pub mod sampler;
+pub mod store;
 
 pub use control::{start, DaemonHandle, Settings};
 pub use runloop::RunSummary;

@@ -126,8 +126,10 @@ fn main() -> Result<()> {
     }
     let hv = backend(&cfg)?;
     if cli.restore {
-        let (restored, forgotten, failed) = restore_stale(&*hv, &cfg)?;
-        println!("restored {restored} caps; forgot {forgotten} for domains that are gone");
+        let (restored, forgotten, failed) = restore_stale(hv.clone(), &cfg)?;
+        println!(
+            "restored {restored} caps and transmit limits; forgot {forgotten} for domains that are gone"
+        );
         if !failed.is_empty() {
             bail!("could not restore: {}", failed.join("; "));
         }
@@ -173,12 +175,13 @@ fn main() -> Result<()> {
     }
     let s = d.stop();
     tracing::info!(
-        "stopped after {} ticks: lateness p50 {:.0} us, p99 {:.0} us, max {:.0} us; {} caps restored",
+        "stopped after {} ticks: lateness p50 {:.0} us, p99 {:.0} us, max {:.0} us; {} caps restored, {} transmit limits restored",
         s.ticks,
         s.late_p50_us,
         s.late_p99_us,
         s.late_max_us,
-        s.restored
+        s.restored,
+        s.restored_tx
     );
     Ok(())
 }

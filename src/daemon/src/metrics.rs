@@ -190,6 +190,24 @@ pub fn encode(s: &Snapshot, lm: &LoopMetrics) -> String {
     );
     gauge(
         &mut r,
+        "resex_vm_tx_share_bps",
+        "Guaranteed transmit share in the port's scheduler, bits per second (the rate lever; absent: none)",
+        &|v| v.tx_share_bps.map(|b| b as f64),
+    );
+    gauge(
+        &mut r,
+        "resex_vm_tx_max_bps",
+        "Transmit ceiling in the port's scheduler, bits per second (absent: none)",
+        &|v| v.tx_max_bps.map(|b| b as f64),
+    );
+    gauge(
+        &mut r,
+        "resex_vm_tx_bps",
+        "Transmit rate IBMon measured over the last snapshot, bits per second",
+        &|v| Some(v.bytes_per_s * 8.0),
+    );
+    gauge(
+        &mut r,
         "resex_vm_queue_pairs",
         "Queue pairs monitored",
         &|v| Some(v.qps as f64),
@@ -349,4 +367,40 @@ pub fn serve(
         thread: Some(thread),
         addr: bound,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transmit_limits_are_exported_only_where_set() {
+        let mut s = Snapshot::default();
+        let mut a = resex_api::VmSnap {
+            name: "a".into(),
+            tx_share_bps: Some(500_000_000),
+            tx_max_bps: Some(2_000_000_000),
+            bytes_per_s: 1000.0,
+            ..Default::default()
+        };
+        a.vcpus = 1;
+        let b = resex_api::VmSnap {
+            name: "b".into(),
+            vcpus: 1,
+            ..Default::default()
+        };
+        s.vms = vec![a, b];
+        let text = encode(&s, &LoopMetrics::default());
+        assert!(text.contains("# TYPE resex_vm_tx_max_bps gauge"), "{text}");
+        assert!(
+            text.contains("resex_vm_tx_max_bps{vm=\"a\"} 2000000000"),
+            "{text}"
+        );
+        assert!(
+            text.contains("resex_vm_tx_share_bps{vm=\"a\"} 500000000"),
+            "{text}"
+        );
+        assert!(!text.contains("resex_vm_tx_max_bps{vm=\"b\"}"), "{text}");
+        assert!(text.contains("resex_vm_tx_bps{vm=\"a\"} 8000"), "{text}");
+    }
 }

@@ -4,6 +4,7 @@
 
 use crate::actuator::Actuator;
 use crate::driver::Driver;
+use crate::knob::{CapKnob, TxKnob};
 use crate::metrics::LoopMetrics;
 use crate::sampler::ns_since;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -25,6 +26,8 @@ pub struct RunSummary {
     pub late_max_us: f64,
     /// Caps restored at exit.
     pub restored: usize,
+    /// Transmit limits restored at exit.
+    pub restored_tx: usize,
 }
 
 fn set_realtime() {
@@ -53,8 +56,10 @@ fn set_timer_slack() {
 pub struct Loop {
     /// The driver.
     pub driver: Driver,
-    /// The actuator (finished at the end: every recorded cap restored).
-    pub actuator: Actuator,
+    /// The cap actuator (finished at the end: every recorded cap restored).
+    pub actuator: Actuator<CapKnob>,
+    /// The transmit-limit actuator (likewise).
+    pub tx_actuator: Actuator<TxKnob>,
     /// Time zero of the core (shared with the sampler's CPU samples).
     pub clock: Instant,
     /// Set to stop.
@@ -100,10 +105,14 @@ impl Loop {
     fn shutdown(mut self) -> RunSummary {
         // VMs with a cap in force get their original setting back through the actuator; the
         // final pass then finds whatever the store still holds (none, normally).
-        let capped = self.driver.restore_all();
+        let (capped, limited) = self.driver.restore_all();
         let (leftover, failed) = self.actuator.finish();
         for f in failed {
             tracing::error!("could not restore a cap: {f}");
+        }
+        let (leftover_tx, failed) = self.tx_actuator.finish();
+        for f in failed {
+            tracing::error!("could not restore a transmit limit: {f}");
         }
         let st = &mut self.driver.stats;
         let run = st.late_all.take_interval();
@@ -114,6 +123,7 @@ impl Loop {
             late_p99_us: run.p99_ns as f64 / 1000.0,
             late_max_us: run.max_ns as f64 / 1000.0,
             restored: capped + leftover,
+            restored_tx: limited + leftover_tx,
         }
     }
 }

@@ -8,6 +8,7 @@
 //! the daemon runs) and starts the domain's registrar, which speaks to the loop in `VmId`s.
 
 use crate::registrar::{self, RegEvent};
+use resex_backend::lever::RateLever;
 use resex_backend::{DomainInfo, Hypervisor};
 use resex_common::{LogLimiter, VmId};
 use resex_core::{CpuSample, VmInfo};
@@ -76,6 +77,7 @@ struct Known {
 /// The sampler's state.
 struct Sampler {
     hv: Arc<dyn Hypervisor>,
+    lever: Arc<dyn RateLever>,
     limits: Limits,
     clock: Instant,
     out: Sender<Sample>,
@@ -133,6 +135,7 @@ impl Sampler {
         self.next_id += 1;
         let id = VmId(self.next_id);
         let mechanism = self.hv.cap_mechanism(&d.key);
+        let tx_lever = self.lever.describe(&d.key);
         tracing::info!(
             "{}: found ({} vCPUs, caps by {mechanism}) as {id}",
             d.name,
@@ -145,6 +148,7 @@ impl Sampler {
             weight: d.weight,
             sla_threshold: d.sla_threshold,
             cap_mechanism: mechanism,
+            tx_lever,
         };
         let stop = Arc::new(AtomicBool::new(false));
         let (hv, key, name, ram, limits, tx, st) = (
@@ -230,6 +234,7 @@ impl Sampler {
 #[allow(clippy::too_many_arguments)]
 pub fn spawn(
     hv: Arc<dyn Hypervisor>,
+    lever: Arc<dyn RateLever>,
     limits: Limits,
     periods: Periods,
     clock: Instant,
@@ -242,6 +247,7 @@ pub fn spawn(
         .spawn(move || {
             let mut s = Sampler {
                 hv,
+                lever,
                 limits,
                 clock,
                 out,

@@ -181,7 +181,9 @@ fn crash_and_recover(mode: CapMode) {
                 "{}",
                 String::from_utf8_lossy(&st.stderr)
             );
-            assert!(String::from_utf8_lossy(&st.stdout).contains("restored 1 caps"));
+            assert!(
+                String::from_utf8_lossy(&st.stdout).contains("restored 1 caps and transmit limits")
+            );
             assert!(!recorded());
             assert!(!throttled(&cg.cap, pid), "restore: nothing stays throttled");
         }

@@ -6,8 +6,8 @@
 
 use resex_common::{LatencySummary, VmId};
 use resex_core::{CoreConfig, CpuSample, HostCore, NamedPolicy, StepOutput, VmInfo};
-use resex_daemon::actuator::{Act, CapSink};
-use resex_daemon::driver::{Driver, Inputs};
+use resex_daemon::actuator::{Act, Sink};
+use resex_daemon::driver::{Driver, Inputs, Sinks};
 use resex_daemon::registrar::RegEvent;
 use resex_daemon::sampler::Sample;
 use resex_guestmem::{GuestAddress, GuestMemory, MemError, VecMemory};
@@ -197,8 +197,8 @@ fn decisions(out: &StepOutput) -> String {
 }
 
 struct Recorder(Arc<Mutex<Vec<String>>>);
-impl CapSink for Recorder {
-    fn act(&self, a: Act) {
+impl<V: std::fmt::Debug> Sink<V> for Recorder {
+    fn act(&self, a: Act<V>) {
         self.0.lock().unwrap().push(format!("{a:?}"));
     }
 }
@@ -216,7 +216,10 @@ fn through_resexd(t: &Trace, policy: Option<NamedPolicy>) -> (Vec<String>, Vec<S
             regs: rrx,
             cmds: crx,
         },
-        Box::new(Recorder(acts.clone())),
+        Sinks {
+            caps: Box::new(Recorder(acts.clone())),
+            tx: Box::new(Recorder(acts.clone())),
+        },
         None,
         "test",
     );

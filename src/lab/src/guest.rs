@@ -119,6 +119,7 @@ impl Guest {
                 weight: g.weight,
                 sla_threshold: g.sla_threshold,
                 cap_mechanism: "lab vCPU (credit2-like, 10 ms)".into(),
+                tx_lever: None,
             },
             report_scale: g.report_scale,
             #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]

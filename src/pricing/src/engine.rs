@@ -3,7 +3,7 @@
 use crate::config::PolicyConfig;
 use crate::ledger::{Account, Allotter, EpochClock};
 use crate::policy::{build, Ctx, Policy};
-use crate::types::{CapDecision, IntervalInput, StepOutput, VmId, VmRow, VmSpec};
+use crate::types::{CapDecision, IntervalInput, StepOutput, TxDecision, VmId, VmRow, VmSpec};
 use thiserror::Error;
 
 /// Input the engine refuses (the caller's bug or a corrupt trace; nothing is changed).
@@ -218,6 +218,7 @@ impl Engine {
             acc.intf = None;
             acc.interferer = None;
             acc.proposal = None;
+            acc.tx_proposal = None;
         }
         for (u, &i) in input.usage.iter().zip(&slots) {
             let acc = &mut self.accounts[i];
@@ -277,10 +278,23 @@ impl Engine {
             acc.charge();
         }
         self.out.decisions.clear();
+        self.out.tx_decisions.clear();
         if actuation {
             self.policy.actuate(&ctx, &mut self.accounts);
             let floor = self.cfg.caps.floor_pct;
             for acc in &mut self.accounts {
+                if let Some((tx, reason)) = acc.tx_proposal {
+                    if tx != acc.tx {
+                        acc.tx = tx;
+                        self.out.tx_decisions.push(TxDecision {
+                            vm: acc.id(),
+                            tx,
+                            reason,
+                        });
+                    } else {
+                        acc.tx_proposal = None;
+                    }
+                }
                 let Some((proposed, reason)) = acc.proposal else {
                     continue;
                 };

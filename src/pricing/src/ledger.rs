@@ -6,7 +6,7 @@
 //! started mid-epoch) gets that fraction of it. Leftovers are discarded at the epoch's end.
 
 use crate::config::{IoSplit, PolicyConfig};
-use crate::types::{Baseline, CapReason, LatencyReport, VmId, VmSpec};
+use crate::types::{Baseline, CapReason, LatencyReport, TxLimit, TxReason, VmId, VmSpec};
 
 /// Baseline learning state of one VM (IOShares).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -64,6 +64,10 @@ pub struct Account {
     pub rate_at_decision: f64,
     /// The policy's proposed cap at an actuation boundary (before clamping), and why.
     pub proposal: Option<(f64, CapReason)>,
+    /// The transmit limit in force (last decided).
+    pub tx: TxLimit,
+    /// The policy's proposed transmit limit at an actuation boundary, and why.
+    pub tx_proposal: Option<(TxLimit, TxReason)>,
     /// Set once this interval's usage was filled (catches duplicates).
     pub(crate) seen: bool,
 }
@@ -96,6 +100,8 @@ impl Account {
             named_by: None,
             rate_at_decision: 1.0,
             proposal: None,
+            tx: TxLimit::NONE,
+            tx_proposal: None,
             seen: false,
         }
     }

@@ -35,6 +35,6 @@ pub use engine::{Departure, Engine, PricingError};
 pub use ledger::Account;
 pub use policy::{Ctx, Policy};
 pub use types::{
-    Baseline, CapDecision, CapReason, IntervalInput, LatencyReport, StepOutput, VmId, VmRow,
-    VmSpec, VmUsage,
+    Baseline, CapDecision, CapReason, IntervalInput, LatencyReport, StepOutput, TxDecision,
+    TxLimit, TxReason, VmId, VmRow, VmSpec, VmUsage,
 };

@@ -27,8 +27,9 @@ pub struct Ctx<'a> {
 /// Per interval the engine records usage into the accounts, calls [`Policy::price`] (set each
 /// VM's rate; note interference), charges `cpu_pct x rate + mtus x rate`, and, at most once per
 /// actuation period, calls [`Policy::actuate`], where the policy proposes a cap and a reason per
-/// VM (`Account::proposal`). The engine clamps proposals to `[floor, 100 x vCPUs]` and emits the
-/// ones that change a cap. Accounts are always in VM-id order. Policies are pure: no I/O, no
+/// VM (`Account::proposal`) and, if it uses the rate lever, a transmit limit
+/// (`Account::tx_proposal`). The engine clamps cap proposals to `[floor, 100 x vCPUs]` and emits
+/// the ones that change a cap or a limit. Accounts are always in VM-id order. Policies are pure: no I/O, no
 /// clock, no randomness.
 pub trait Policy: Send + std::fmt::Debug {
     /// The name policy files use.

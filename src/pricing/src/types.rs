@@ -1,6 +1,6 @@
 //! What goes into one pricing step and what comes out of it.
 
-pub use resex_common::{LatencyReport, VmId};
+pub use resex_common::{LatencyReport, TxLimit, VmId};
 use serde::Serialize;
 use std::fmt;
 
@@ -131,6 +131,45 @@ impl fmt::Display for CapReason {
     }
 }
 
+/// Why a VM's transmit limit changed (the rate lever).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum TxReason {
+    /// A latency-sensitive VM gets a guaranteed share while it is active.
+    Protect {
+        /// The VM protected.
+        victim: VmId,
+    },
+    /// An aggressor gets a ceiling because shares were not enough for this victim.
+    Limit {
+        /// The VM whose latency asked for it.
+        victim: VmId,
+    },
+    /// The reason for the setting is gone: it is lifted.
+    Release,
+}
+
+impl fmt::Display for TxReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TxReason::Protect { victim } => write!(f, "share to protect {victim}"),
+            TxReason::Limit { victim } => write!(f, "ceiling for {victim}'s latency"),
+            TxReason::Release => f.write_str("released"),
+        }
+    }
+}
+
+/// A transmit limit the rate lever should set.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct TxDecision {
+    /// Which VM.
+    pub vm: VmId,
+    /// The limit ([`TxLimit::NONE`]: no setting).
+    pub tx: TxLimit,
+    /// Why.
+    pub reason: TxReason,
+}
+
 /// A cap the actuator should set.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct CapDecision {
@@ -178,4 +217,7 @@ pub struct StepOutput {
     pub rows: Vec<VmRow>,
     /// Caps that changed (only at actuation boundaries).
     pub decisions: Vec<CapDecision>,
+    /// Transmit limits that changed (only at actuation boundaries; only policies that use the
+    /// rate lever make them).
+    pub tx_decisions: Vec<TxDecision>,
 }

@@ -32,12 +32,16 @@ pub enum Column {
     P99,
     /// Interference the policy attributes to the VM, %.
     Intf,
+    /// Guaranteed transmit share in the port's scheduler (the rate lever), bits/s.
+    TxShare,
+    /// Transmit ceiling, bits/s.
+    TxMax,
     /// Monitor overruns plus anomalies plus refused reports.
     Faults,
 }
 
 /// Every column, in display order.
-pub const ALL: [Column; 14] = [
+pub const ALL: [Column; 16] = [
     Column::Name,
     Column::State,
     Column::Cpu,
@@ -51,6 +55,8 @@ pub const ALL: [Column; 14] = [
     Column::P50,
     Column::P99,
     Column::Intf,
+    Column::TxShare,
+    Column::TxMax,
     Column::Faults,
 ];
 
@@ -102,6 +108,8 @@ impl Column {
             Column::P50 => "P50",
             Column::P99 => "P99",
             Column::Intf => "INTF%",
+            Column::TxShare => "TXSHR",
+            Column::TxMax => "TXMAX",
             Column::Faults => "FAULTS",
         }
     }
@@ -122,6 +130,8 @@ impl Column {
             Column::P50 => '5',
             Column::P99 => '9',
             Column::Intf => 'i',
+            Column::TxShare => 'h',
+            Column::TxMax => 'x',
             Column::Faults => 'e',
         }
     }
@@ -144,8 +154,8 @@ impl Column {
         match self {
             Column::Name | Column::Cpu | Column::Cap | Column::Mtus | Column::P99 => 0,
             Column::Bytes | Column::P50 | Column::Balance | Column::Intf => 1,
-            Column::State | Column::Faults | Column::Rate => 2,
-            Column::Wqes | Column::Allotment => 3,
+            Column::State | Column::Faults | Column::Rate | Column::TxMax => 2,
+            Column::Wqes | Column::Allotment | Column::TxShare => 3,
         }
     }
 
@@ -165,6 +175,8 @@ impl Column {
             Column::P50 => opt(v.lat_p50_us, us),
             Column::P99 => opt(v.lat_p99_us, us),
             Column::Intf => opt(v.intf_pct, |i| format!("{i:.0}")),
+            Column::TxShare => opt(bits(v.tx_share_bps), si),
+            Column::TxMax => opt(bits(v.tx_max_bps), si),
             Column::Faults => faults(v).to_string(),
         }
     }
@@ -186,6 +198,8 @@ impl Column {
             Column::P50 => o(v.lat_p50_us),
             Column::P99 => o(v.lat_p99_us),
             Column::Intf => o(v.intf_pct),
+            Column::TxShare => o(bits(v.tx_share_bps)),
+            Column::TxMax => o(bits(v.tx_max_bps)),
             Column::Faults => faults(v).to_string(),
         }
     }
@@ -206,6 +220,8 @@ impl Column {
             Column::P50 => "lat_p50_us",
             Column::P99 => "lat_p99_us",
             Column::Intf => "intf_pct",
+            Column::TxShare => "tx_share_bps",
+            Column::TxMax => "tx_max_bps",
             Column::Faults => "faults",
         }
     }
@@ -234,6 +250,8 @@ impl Column {
             Column::P50 => num(|v| v.lat_p50_us),
             Column::P99 => num(|v| v.lat_p99_us),
             Column::Intf => num(|v| v.intf_pct),
+            Column::TxShare => num(|v| bits(v.tx_share_bps)),
+            Column::TxMax => num(|v| bits(v.tx_max_bps)),
             Column::Faults => faults(a).cmp(&faults(b)),
         };
         o.then_with(|| a.name.cmp(&b.name))
@@ -251,6 +269,12 @@ fn who(v: &VmSnap) -> String {
         .as_deref()
         .and_then(|r| r.split_whitespace().next())
         .map_or_else(|| "set".into(), |w| w.chars().take(5).collect())
+}
+
+/// A rate as a float (for the table and sorting).
+#[allow(clippy::cast_precision_loss)]
+fn bits(v: Option<u64>) -> Option<f64> {
+    v.map(|b| b as f64)
 }
 
 /// Monitor overruns, anomalies and refused reports.

@@ -161,7 +161,7 @@ fn draw_detail(f: &mut Frame, app: &App, area: Rect) {
         .of(&v.name)
         .map(|d| d.iter().copied().collect())
         .unwrap_or_default();
-    let [info, charts] = Layout::vertical([Constraint::Length(3), Constraint::Min(4)]).areas(area);
+    let [info, charts] = Layout::vertical([Constraint::Length(4), Constraint::Min(4)]).areas(area);
     let text = vec![
         Line::from(vec![
             Span::raw(format!("{} ", v.name)).bold(),
@@ -188,6 +188,16 @@ fn draw_detail(f: &mut Frame, app: &App, area: Rect) {
             v.anomalies,
             v.interferer.as_deref().unwrap_or("-"),
         )),
+        Line::raw(match &v.tx_lever {
+            None => "transmit: no rate lever".to_owned(),
+            Some(lever) => format!(
+                "transmit {}/s (share {}, max {}) by {lever}  reason: {}",
+                si(v.bytes_per_s * 8.0),
+                v.tx_share_bps.map_or("-".into(), |b| si(b as f64)),
+                v.tx_max_bps.map_or("-".into(), |b| si(b as f64)),
+                v.tx_reason.as_deref().unwrap_or("-")
+            ),
+        }),
         Line::raw(v.last_error.as_deref().map_or(String::new(), |e| format!("last error: {e}")))
             .fg(Color::Red),
     ];

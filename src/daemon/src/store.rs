@@ -1,9 +1,12 @@
-//! Crash safety for caps: before the daemon first touches a VM's cap it records the VM's original
-//! setting in `STATE_DIR/caps.json` (written to a temporary file, synced, renamed). Restoring puts
-//! every recorded VM back and forgets it. A restarted daemon restores before anything else, so a
-//! `kill -9` in the middle of throttling leaves nothing throttled once it runs again.
+//! Crash safety for every setting the daemon changes (caps, transmit limits): before the daemon
+//! first touches a VM's setting it records the VM's original in `STATE_DIR/<file>` (written to
+//! a temporary file, synced, renamed), and after each batch of changes it records what it
+//! applied. Restoring puts every recorded VM back and forgets it. A restarted daemon restores
+//! before anything else, so a `kill -9` in the middle of throttling leaves nothing throttled
+//! once it runs again.
 
-use resex_backend::{BackendError, Hypervisor};
+use crate::knob::Knob;
+use resex_backend::BackendError;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -11,31 +14,37 @@ use std::path::{Path, PathBuf};
 
 /// One VM's record.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CapRecord {
+pub struct Record<V> {
     /// Its name when recorded.
     pub name: String,
-    /// The backend that set it.
+    /// The backend (or lever) that set it.
     pub backend: String,
     /// The setting before the daemon touched it (backend-specific, exact).
     pub original: serde_json::Value,
-    /// The cap the daemon last set (percent; None: it put the original back).
-    pub current: Option<f64>,
+    /// The value the daemon last applied (None: none yet, or it put the original back).
+    pub current: Option<V>,
 }
 
-/// The store.
+/// A cap record (`caps.json`).
+pub type CapRecord = Record<f64>;
+
+/// The store of one knob.
 #[derive(Debug)]
-pub struct CapStore {
+pub struct Store<K: Knob> {
     path: PathBuf,
-    records: BTreeMap<String, CapRecord>,
+    records: BTreeMap<String, Record<K::Value>>,
     /// Records changed since the file was last written.
     dirty: bool,
 }
+
+/// The store of caps.
+pub type CapStore = Store<crate::knob::CapKnob>;
 
 /// The store could not be read or written.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     /// File I/O.
-    #[error("cap store {path}: {source}")]
+    #[error("state file {path}: {source}")]
     Io {
         /// The file.
         path: PathBuf,
@@ -43,7 +52,7 @@ pub enum StoreError {
         source: std::io::Error,
     },
     /// Not our JSON.
-    #[error("cap store {path} is corrupt: {message} (move it aside to start afresh; the VMs it names may still be capped)")]
+    #[error("state file {path} is corrupt: {message} (move it aside to start afresh; the VMs it names may still be throttled)")]
     Corrupt {
         /// The file.
         path: PathBuf,
@@ -55,10 +64,10 @@ pub enum StoreError {
     Backend(#[from] BackendError),
 }
 
-impl CapStore {
+impl<K: Knob> Store<K> {
     /// Opens (or starts) the store in `dir`.
-    pub fn open(dir: &Path) -> Result<CapStore, StoreError> {
-        let path = dir.join("caps.json");
+    pub fn open(dir: &Path) -> Result<Self, StoreError> {
+        let path = dir.join(K::FILE);
         let io = |source| StoreError::Io {
             path: path.clone(),
             source,
@@ -72,7 +81,7 @@ impl CapStore {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => BTreeMap::new(),
             Err(e) => return Err(io(e)),
         };
-        Ok(CapStore {
+        Ok(Self {
             path,
             records,
             dirty: false,
@@ -80,11 +89,11 @@ impl CapStore {
     }
 
     /// The records.
-    pub fn records(&self) -> &BTreeMap<String, CapRecord> {
+    pub fn records(&self) -> &BTreeMap<String, Record<K::Value>> {
         &self.records
     }
 
-    fn persist(&self) -> Result<(), StoreError> {
+    fn persist(&mut self) -> Result<(), StoreError> {
         let io = |source| StoreError::Io {
             path: self.path.clone(),
             source,
@@ -95,46 +104,40 @@ impl CapStore {
             .map_err(io)?;
         f.sync_all().map_err(io)?;
         std::fs::rename(&tmp, &self.path).map_err(io)?;
+        self.dirty = false;
         Ok(())
     }
 
-    /// Writes the records if a cap changed since they were last written (the caps in force,
-    /// as applied: what `current` says after a crash).
+    /// Writes the records if a value changed since they were last written (the values in
+    /// force, as applied: what `current` says after a crash).
     pub fn sync(&mut self) -> Result<(), StoreError> {
         if self.dirty {
             self.persist()?;
-            self.dirty = false;
         }
         Ok(())
     }
 
-    /// Sets a cap, first recording the original setting if this VM has none recorded (written
-    /// at once: a crash must find it); the cap applied is recorded by the next
-    /// [`CapStore::sync`].
-    pub fn set(
-        &mut self,
-        hv: &dyn Hypervisor,
-        key: &str,
-        name: &str,
-        pct: f64,
-    ) -> Result<(), StoreError> {
+    /// Sets a value, first recording the original setting if this VM has none recorded
+    /// (written at once: a crash must find it); the value applied is recorded by the next
+    /// [`Store::sync`].
+    pub fn set(&mut self, knob: &K, key: &str, name: &str, v: &K::Value) -> Result<(), StoreError> {
         if !self.records.contains_key(key) {
-            let original = hv.save_cap(key)?;
+            let original = knob.save(key)?;
             self.records.insert(
                 key.to_owned(),
-                CapRecord {
+                Record {
                     name: name.to_owned(),
-                    backend: hv.kind().to_owned(),
+                    backend: knob.kind().to_owned(),
                     original,
                     current: None,
                 },
             );
             self.persist()?;
         }
-        hv.set_cap(key, Some(pct))?;
+        knob.set(key, v)?;
         if let Some(r) = self.records.get_mut(key) {
-            if r.current != Some(pct) {
-                r.current = Some(pct);
+            if r.current.as_ref() != Some(v) {
+                r.current = Some(v.clone());
                 self.dirty = true;
             }
         }
@@ -142,14 +145,13 @@ impl CapStore {
     }
 
     /// Puts one VM back to its original setting and forgets it.
-    pub fn restore(&mut self, hv: &dyn Hypervisor, key: &str) -> Result<bool, StoreError> {
+    pub fn restore(&mut self, knob: &K, key: &str) -> Result<bool, StoreError> {
         let Some(r) = self.records.get(key) else {
             return Ok(false);
         };
-        hv.restore_cap(key, &r.original)?;
+        knob.restore(key, &r.original)?;
         self.records.remove(key);
         self.persist()?;
-        self.dirty = false;
         Ok(true)
     }
 
@@ -157,23 +159,21 @@ impl CapStore {
     pub fn forget(&mut self, key: &str) -> Result<(), StoreError> {
         if self.records.remove(key).is_some() {
             self.persist()?;
-            self.dirty = false;
         }
         Ok(())
     }
 
-    /// Restores every recorded VM that still exists on `hv` (others are forgotten: a domain
-    /// that is gone has no cap). Returns (restored, forgotten, failures).
-    pub fn restore_all(&mut self, hv: &dyn Hypervisor) -> (usize, usize, Vec<String>) {
-        let live: std::collections::HashSet<String> = hv
-            .domains()
-            .map(|d| d.into_iter().map(|d| d.key).collect())
-            .unwrap_or_default();
+    /// Restores every recorded VM that still exists (others are forgotten: a domain that is
+    /// gone has no setting). Returns (restored, forgotten, failures).
+    pub fn restore_all(&mut self, knob: &K) -> (usize, usize, Vec<String>) {
+        if self.records.is_empty() {
+            return (0, 0, Vec::new());
+        }
+        let live = knob.live().unwrap_or_default();
         let keys: Vec<String> = self.records.keys().cloned().collect();
         let (mut restored, mut forgotten, mut failed) = (0, 0, Vec::new());
         for k in keys {
-            let backend = self.records[&k].backend.clone();
-            if backend != hv.kind() {
+            if self.records[&k].backend != knob.kind() {
                 continue;
             }
             if !live.contains(&k) {
@@ -181,7 +181,7 @@ impl CapStore {
                 forgotten += 1;
                 continue;
             }
-            match self.restore(hv, &k) {
+            match self.restore(knob, &k) {
                 Ok(_) => restored += 1,
                 Err(e) => failed.push(format!("{k}: {e}")),
             }
@@ -193,7 +193,8 @@ impl CapStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use resex_backend::{BackendError, Channel, DomainInfo};
+    use crate::knob::CapKnob;
+    use resex_backend::{Channel, DomainInfo, Hypervisor};
     use resex_guestmem::GuestMemory;
     use std::sync::{Arc, Mutex};
 
@@ -247,15 +248,20 @@ mod tests {
         serde_json::from_slice(&std::fs::read(dir.join("caps.json")).unwrap()).unwrap()
     }
 
+    fn knob<H: Hypervisor + 'static>(hv: H) -> (Arc<H>, CapKnob) {
+        let hv = Arc::new(hv);
+        (hv.clone(), CapKnob(hv))
+    }
+
     #[test]
     fn the_file_records_the_cap_applied_last_not_the_first() {
         let dir = tempfile::tempdir().unwrap();
-        let hv = OneDomain::default();
+        let (hv, k) = knob(OneDomain::default());
         let mut store = CapStore::open(dir.path()).unwrap();
-        store.set(&hv, "k", "vm", 77.8).unwrap();
+        store.set(&k, "k", "vm", &77.8).unwrap();
         store.sync().unwrap();
         assert_eq!(on_disk(dir.path())["k"].current, Some(77.8));
-        store.set(&hv, "k", "vm", 10.0).unwrap();
+        store.set(&k, "k", "vm", &10.0).unwrap();
         store.sync().unwrap();
         let rec = &on_disk(dir.path())["k"];
         assert_eq!(rec.current, Some(10.0), "what a crash would find");
@@ -266,7 +272,7 @@ mod tests {
         );
         assert_eq!(*hv.cap.lock().unwrap(), Some(10.0));
         // A restarted daemon puts the original back.
-        let (restored, forgotten, failed) = CapStore::open(dir.path()).unwrap().restore_all(&hv);
+        let (restored, forgotten, failed) = CapStore::open(dir.path()).unwrap().restore_all(&k);
         assert_eq!((restored, forgotten, failed.len()), (1, 0, 0));
         assert_eq!(*hv.cap.lock().unwrap(), None);
         assert!(on_disk(dir.path()).is_empty());
@@ -305,9 +311,9 @@ mod tests {
             }
         }
         let dir = tempfile::tempdir().unwrap();
-        let hv = Refuses(OneDomain::default());
+        let (_hv, k) = knob(Refuses(OneDomain::default()));
         let mut store = CapStore::open(dir.path()).unwrap();
-        assert!(store.set(&hv, "k", "vm", 30.0).is_err());
+        assert!(store.set(&k, "k", "vm", &30.0).is_err());
         store.sync().unwrap();
         assert_eq!(on_disk(dir.path())["k"].current, None);
     }

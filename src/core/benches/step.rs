@@ -1,0 +1,136 @@
+//! The host core's step for a whole host: 1 024 VMs, 2 QPs each (an SQ and a shared CQ: 4
+//! rings per VM), each VM's RAM a file mapped as resexd maps guest RAM, the memory behind
+//! `Arc<dyn GuestMemory>` as backends hand it over. Before each measured step every QP gets 4
+//! new WQEs and one CQE (untimed); the step then scans, drains mailboxes, measures the link and,
+//! with a policy, prices. Prints a table; not a timed test.
+//!
+//! `cargo bench -p resex-core --bench step`
+
+#![allow(missing_docs, clippy::cast_possible_truncation)]
+
+use resex_core::{CoreConfig, HostCore, VmId, VmInfo};
+use resex_guestmem::{FileMemory, GuestMemory};
+use resex_ibmon::registry::{validate, Limits};
+use resex_ibmon::synth::{SynthConfig, SynthGuest, Wr};
+use resex_mlx5::consts::send_op;
+use resex_pricing::PolicyConfig;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+const VMS: usize = 1024;
+const RAM: u64 = 256 << 10;
+
+fn dir() -> PathBuf {
+    let base = if std::path::Path::new("/dev/shm").is_dir() {
+        PathBuf::from("/dev/shm")
+    } else {
+        std::env::temp_dir()
+    };
+    base.join(format!("resex-core-bench-{}", std::process::id()))
+}
+
+struct Host {
+    core: HostCore,
+    guests: Vec<(Arc<FileMemory>, SynthGuest)>,
+    k: u64,
+}
+
+fn host(policy: Option<&str>) -> Host {
+    let d = dir();
+    std::fs::create_dir_all(&d).unwrap();
+    let cfg = SynthConfig {
+        qps: 2,
+        shared_cq: true,
+        cqe_cnt: 256,
+        wqe_cnt: 256,
+        ..SynthConfig::default()
+    };
+    let mut core = HostCore::new(CoreConfig::default());
+    if let Some(p) = policy {
+        let path = format!("{}/../../policies/{p}.toml", env!("CARGO_MANIFEST_DIR"));
+        let text = std::fs::read_to_string(path).unwrap();
+        core.set_policy(Some((p.into(), PolicyConfig::from_toml(&text).unwrap())), 0);
+    }
+    let mut guests = Vec::new();
+    for i in 0..VMS {
+        let path = d.join(format!("g{i}-{}", policy.unwrap_or("none")));
+        let mem = Arc::new(FileMemory::create(&path, RAM).unwrap());
+        let _ = std::fs::remove_file(&path);
+        let g = SynthGuest::new(&*mem, &cfg).unwrap();
+        let id = VmId(i as u32 + 1);
+        core.add_vm(id, VmInfo::new(format!("vm{i}"), 1, RAM))
+            .unwrap();
+        let dynmem: Arc<dyn GuestMemory> = mem.clone();
+        core.set_memory(id, dynmem).unwrap();
+        let layout = validate(g.registration(), RAM, &Limits::default()).unwrap();
+        core.register(id, g.registration(), layout).unwrap();
+        guests.push((mem, g));
+    }
+    Host { core, guests, k: 0 }
+}
+
+fn work(h: &mut Host) {
+    for (mem, g) in &mut h.guests {
+        for qp in 0..2 {
+            for j in 0..4 {
+                let wr = Wr {
+                    opcode: send_op::RDMA_WRITE,
+                    sges: vec![4096],
+                    inline: false,
+                    signaled: j == 3,
+                };
+                g.post(&**mem, qp, &wr);
+            }
+            g.ring_doorbells(&**mem);
+            g.complete(&**mem, qp, usize::MAX, false);
+            g.poll(&**mem, qp, usize::MAX, None);
+        }
+    }
+}
+
+/// Median and best of `rounds` steps, us.
+fn measure(h: &mut Host, rounds: usize, busy: bool) -> (f64, f64) {
+    let mut v = Vec::with_capacity(rounds);
+    for _ in 0..rounds {
+        if busy {
+            work(h);
+        }
+        h.k += 1;
+        let t = Instant::now();
+        let out = h.core.step(h.k * 1_000_000).unwrap();
+        let ns = t.elapsed().as_nanos() as f64;
+        if busy {
+            assert!(
+                out.rows.iter().all(|r| r.delta.wqes == 8),
+                "every VM counted"
+            );
+        }
+        v.push(ns / 1000.0);
+    }
+    v.sort_by(f64::total_cmp);
+    (v[v.len() / 2], v[0])
+}
+
+fn main() {
+    println!("host core step, {VMS} VMs x 4 rings, RAM files behind Arc<dyn GuestMemory>");
+    println!(
+        "{:<44} {:>10} {:>10} target",
+        "case", "median us", "best us"
+    );
+    for policy in [None, Some("ioshares"), Some("governor")] {
+        let mut h = host(policy);
+        // Warm: every VM's first scan (attach) and the engine's first epoch.
+        measure(&mut h, 20, true);
+        let name = policy.unwrap_or("no policy");
+        let (m, b) = measure(&mut h, 101, false);
+        println!("{:<44} {m:>10.1} {b:>10.1}", format!("idle, {name}"));
+        let (m, b) = measure(&mut h, 101, true);
+        println!(
+            "{:<44} {m:>10.1} {b:>10.1} {}",
+            format!("busy (2 CQEs + 8 WQEs each), {name}"),
+            if policy.is_none() { "<= 150 us" } else { "" }
+        );
+    }
+    let _ = std::fs::remove_dir_all(dir());
+}
