@@ -15,6 +15,9 @@ mod fetch;
 mod flush;
 mod transmit;
 
+#[cfg(test)]
+mod tests;
+
 use crate::link::{Link, LinkConfig, PortId};
 use crate::mr::{GuestId, MrTable};
 use crate::objects::{Cq, Guest, Qp, QpStats, Wr};
