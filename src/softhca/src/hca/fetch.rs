@@ -110,6 +110,13 @@ impl HcaState {
             // Atomics and the rest: not implemented by softhca; refused clearly.
             _ => return Err((syndrome::LOCAL_QP_OP, bbs)),
         }
+        // The message size limit (2^31) first: up to 62 SGEs of 2 GiB each under a region with
+        // scattered pages would otherwise be translated into millions of spans (an allocation
+        // the guest's values drive) before being refused.
+        let len = wqe.payload.len();
+        if len > 1 << 31 {
+            return Err((syndrome::LOCAL_LENGTH, bbs));
+        }
         let mut local = Vec::new();
         let mut inline = None;
         match wqe.payload {
@@ -134,10 +141,6 @@ impl HcaState {
                         .map_err(|f| (fault_syndrome_local(f), bbs))?;
                 }
             }
-        }
-        let len = wqe.payload.len();
-        if len > 1 << 31 {
-            return Err((syndrome::LOCAL_LENGTH, bbs));
         }
         let (req_pkts, resp_pkts) = match opcode {
             send_op::NOP => (0, 0),

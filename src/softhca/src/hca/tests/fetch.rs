@@ -196,6 +196,18 @@ fn rkey_that_does_not_exist_is_a_remote_access_error() {
 }
 
 #[test]
+fn sges_adding_up_past_2_gib_are_a_local_length_error_before_any_translation() {
+    // Three SGEs of 2 GiB under a key that does not exist: the length is refused first, so no
+    // span list is ever built for them.
+    let mut rig = Rig::new();
+    let sges = [sge(0x7fff_ffff, NO_KEY, 0); 3];
+    let bbs = rig.write_spec(0, &write_to(MR, rig.keys.rkey, &sges));
+    rig.doorbell(u16::try_from(bbs).unwrap());
+    rig.run(20);
+    assert_one_error(&rig, 0, syndrome::LOCAL_LENGTH);
+}
+
+#[test]
 fn stale_wqe_index_is_a_local_qp_op_error() {
     // The slot still holds a WQE of the previous lap: index 16 where 0 is expected.
     let rig = post_raw(&ctrl(16, send_op::NOP, 1), 1);
