@@ -7,7 +7,8 @@
 //! - [`link`]: the link model (bandwidth per port and direction, MTU packets, round robin).
 //! - [`mr`]: memory regions (keys, page lists, rights, bounds).
 //! - [`objects`]: guests, CQs, QPs and work requests in flight.
-//! - [`hca`]: fetch, transmit, execute, complete; errors as error CQEs with flushes.
+//! - [`hca`]: the HCA's state and one poll: fetch, transmit, execute, complete (a file each);
+//!   errors as error CQEs with flushes.
 //! - [`control`]: [`GuestPort`], one guest's control path (`HcaControl`).
 
 #![cfg_attr(test, allow(clippy::cast_possible_truncation))]
