@@ -4,7 +4,7 @@
 //! nothing to what the core decides: the same trace through resexd's driver gives the same
 //! decisions (a test holds the two to that).
 
-use resex_common::VmId;
+use resex_common::{TxLimit, VmId};
 use resex_core::{CoreConfig, CpuSample, HostCore, NamedPolicy, StepOutput, VmInfo};
 use resex_guestmem::GuestMemory;
 use resex_ibmon::registry::validate;
@@ -28,13 +28,22 @@ pub enum DriverError {
     Core(#[from] resex_core::CoreError),
 }
 
+/// What the driver applies to a guest after the actuator delay.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Action {
+    /// A CPU cap (None: uncapped) on its vCPU.
+    Cap(Option<f64>),
+    /// A transmit limit on its port in softhca's scheduler.
+    Tx(TxLimit),
+}
+
 /// The driver.
 #[derive(Debug)]
 pub struct LabDriver {
     core: HostCore,
     delay_ns: u64,
-    /// Caps decided and not applied yet: (when, VM, cap).
-    pending: VecDeque<(u64, VmId, Option<f64>)>,
+    /// Caps and limits decided and not applied yet: (when, VM, what).
+    pending: VecDeque<(u64, VmId, Action)>,
     samples: Vec<(VmId, CpuSample)>,
 }
 
@@ -83,7 +92,7 @@ impl LabDriver {
     }
 
     /// The end of an interval at `now_ns`: each guest's total CPU time, read now, then the
-    /// core's step; its cap intents are queued for `now + delay`.
+    /// core's step; its cap and transmit-limit intents are queued for `now + delay`.
     pub fn interval_end(
         &mut self,
         now_ns: u64,
@@ -104,20 +113,23 @@ impl LabDriver {
             self.core.cpu_sample(id, s)?;
         }
         let out = self.core.step(now_ns)?;
+        let at = now_ns + self.delay_ns;
         for i in &out.intents {
-            self.pending
-                .push_back((now_ns + self.delay_ns, i.vm, i.cap));
+            self.pending.push_back((at, i.vm, Action::Cap(i.cap)));
+        }
+        for i in &out.tx_intents {
+            self.pending.push_back((at, i.vm, Action::Tx(i.tx)));
         }
         Ok(self.core.last_output())
     }
 
-    /// When the next queued cap takes effect.
-    pub fn next_cap_ns(&self) -> Option<u64> {
+    /// When the next queued action takes effect.
+    pub fn next_action_ns(&self) -> Option<u64> {
         self.pending.front().map(|p| p.0)
     }
 
-    /// The next cap due at `now_ns`, if any.
-    pub fn pop_due(&mut self, now_ns: u64) -> Option<(VmId, Option<f64>)> {
+    /// The next action due at `now_ns`, if any.
+    pub fn pop_due(&mut self, now_ns: u64) -> Option<(VmId, Action)> {
         if self.pending.front().is_some_and(|p| p.0 <= now_ns) {
             self.pending.pop_front().map(|p| (p.1, p.2))
         } else {

@@ -136,7 +136,7 @@ impl LabHost {
                     if let Some(d) = self.hca.next_due_ns() {
                         next = next.min(grid(d));
                     }
-                    if let Some(c) = self.driver.next_cap_ns() {
+                    if let Some(c) = self.driver.next_action_ns() {
                         next = next.min(grid(c));
                     }
                 }

@@ -12,6 +12,7 @@ use resex_scenario::GuestSpec;
 use resex_shim::mailbox::{Mailbox, DEFAULT_BLOCKS, DEFAULT_BLOCK_SIZE};
 use resex_shim::provider::{QpAddr, RemoteAddr};
 use resex_shim::{QueuePair, SoftProvider};
+use resex_softhca::mr::GuestId;
 use resex_softhca::{PortId, SoftHca};
 use std::sync::Arc;
 
@@ -30,6 +31,8 @@ pub(crate) struct Guest {
     pub(crate) lie_from_ns: u64,
     pub(crate) start_ns: u64,
     pub(crate) mem: Arc<VecMemory>,
+    /// Its port in softhca's transmit scheduler.
+    pub(crate) vport: GuestId,
     pub(crate) server: Server,
     pub(crate) mailbox: Option<Mailbox>,
     pub(crate) doc: Registration,
@@ -76,6 +79,11 @@ impl Guest {
         let mem = Arc::new(VecMemory::new(usize::try_from(ram).unwrap_or(usize::MAX)));
         let dynmem: Arc<dyn GuestMemory> = mem.clone();
         let port = b.hca.add_guest(dynmem.clone(), PortId(0));
+        // Its VF: its port in softhca's scheduler, with the scenario's own setting.
+        let vport = port.guest();
+        if !g.tx().is_none() {
+            b.hca.set_tx_limit(vport, g.tx(), 0);
+        }
         let p =
             SoftProvider::new(dynmem.clone(), HEAP, ram, Arc::new(port)).map_err(shim(&g.name))?;
         #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
@@ -119,13 +127,14 @@ impl Guest {
                 weight: g.weight,
                 sla_threshold: g.sla_threshold,
                 cap_mechanism: "lab vCPU (credit2-like, 10 ms)".into(),
-                tx_lever: None,
+                tx_lever: Some(format!("softhca vport {} (lab)", vport.0)),
             },
             report_scale: g.report_scale,
             #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
             lie_from_ns: (g.report_scale_from_s * 1e9) as u64,
             start_ns,
             mem,
+            vport,
             server,
             mailbox,
             doc,

@@ -3,7 +3,7 @@
 //! driven as resexd drives it) at the end of every interval, with caps applied to the vCPU
 //! models after the actuator delay. The loops that move virtual time are in [`crate::events`].
 
-use crate::driver::{DriverError, LabDriver};
+use crate::driver::{Action, DriverError, LabDriver};
 use crate::guest::{Build, Guest, HEAP};
 use crate::result::{HostResult, LabResult, Series, VmResult, VmSeries};
 use resex_core::{CoreConfig, LinkSpec};
@@ -313,15 +313,24 @@ impl LabHost {
         Ok(())
     }
 
-    /// Applies the caps due at `now`; returns the guests (indices) whose cap changed.
+    /// Applies the caps and transmit limits due at `now`; `changed` sees each guest whose
+    /// vCPU cap changes first (to bring it up to `now`).
     pub(crate) fn apply_caps(&mut self, now: u64, mut changed: impl FnMut(usize, &mut Guest)) {
-        while let Some((id, cap)) = self.driver.pop_due(now) {
+        while let Some((id, action)) = self.driver.pop_due(now) {
             let Some(k) = usize::try_from(id.0).ok().and_then(|k| k.checked_sub(1)) else {
                 continue;
             };
-            if let Some(g) = self.guests.get_mut(k) {
-                changed(k, g);
-                g.server.vcpu.set_cap(cap);
+            let Some(g) = self.guests.get_mut(k) else {
+                continue;
+            };
+            match action {
+                Action::Cap(cap) => {
+                    changed(k, g);
+                    g.server.vcpu.set_cap(cap);
+                }
+                Action::Tx(tx) => {
+                    self.hca.set_tx_limit(g.vport, tx, now);
+                }
             }
         }
     }

@@ -362,3 +362,35 @@ fn the_scale_scenario_runs_1024_guests() {
         "only {answered} guests answered an order"
     );
 }
+
+#[test]
+fn a_static_share_keeps_the_victim_near_alone_and_the_aggressor_its_work() {
+    // The compare pair, 4 s: a 64 KiB reporting VM and, from 2 s, a closed-loop 2 MiB one.
+    let pair = std::fs::read_to_string(format!(
+        "{}/../../tools/scenarios/compare/pair.toml",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap();
+    let cfg = || LabConfig {
+        duration_s: Some(4.0),
+        warmup_s: 2.0,
+        ..LabConfig::default()
+    };
+    let without = run(&pair, cfg());
+    let with = run(
+        &pair.replace("reports = true\n", "reports = true\ntx_share = \"2Gbit\"\n"),
+        cfg(),
+    );
+    let alone = run(ALONE, LabConfig::default()).vms[0].lat_mean_us.unwrap();
+    let (v0, v1) = (
+        without.vms[0].lat_mean_us.unwrap(),
+        with.vms[0].lat_mean_us.unwrap(),
+    );
+    assert!(
+        v0 > alone * 1.2,
+        "interference shows without a share: {v0} vs {alone}"
+    );
+    assert!(v1 < alone * 1.05, "with the share: {v1} vs alone {alone}");
+    let kept = with.vms[1].tx_mbps / without.vms[1].tx_mbps;
+    assert!(kept > 0.98, "the aggressor keeps its work: {kept}");
+}

@@ -16,6 +16,8 @@
 //! vcpus = 1
 //! ram = "64MiB"
 //! reports = true                 # its agent reports latency through the mailbox
+//! tx_share = "2Gbit"             # optional: its VF's transmit share and ceiling
+//! tx_max = "6Gbit"
 //! [guest.benchex]
 //! buffer = "64KiB"               # reply size
 //! rate = 1000.0                  # orders/s per client; 0 = closed loop
@@ -41,6 +43,27 @@ impl<'de> Deserialize<'de> for Size {
             Raw::N(n) => Ok(Size(n)),
             Raw::S(s) => benchex::size::parse_size(&s)
                 .map(Size)
+                .map_err(serde::de::Error::custom),
+        }
+    }
+}
+
+/// A rate written as admins write it (`2Gbit`, `500Mbit`, tc units) or in bits per second.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct BitRate(pub u64);
+
+impl<'de> Deserialize<'de> for BitRate {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            N(u64),
+            S(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::N(n) => Ok(BitRate(n)),
+            Raw::S(s) => resex_common::parse_bits(&s)
+                .map(BitRate)
                 .map_err(serde::de::Error::custom),
         }
     }
@@ -130,6 +153,13 @@ pub struct GuestSpec {
     /// paper's Figs. 3 and 4; a policy may change it). None: uncapped.
     #[serde(default)]
     pub cap: Option<f64>,
+    /// A fixed guaranteed transmit share in its port's scheduler, set when it starts (its VF's
+    /// own setting, as an admin configures vport QoS; a policy may change it).
+    #[serde(default)]
+    pub tx_share: Option<BitRate>,
+    /// A fixed transmit ceiling, set when it starts.
+    #[serde(default)]
+    pub tx_max: Option<BitRate>,
     /// Every latency its agent reports is multiplied by this: a lying guest (> 1) for
     /// experiments on what a policy trusts. Lab only: the embedded host refuses anything but 1.
     #[serde(default = "one_f")]
@@ -153,6 +183,16 @@ fn yes() -> bool {
 }
 fn default_ram() -> Size {
     Size(64 << 20)
+}
+
+impl GuestSpec {
+    /// Its fixed transmit limit ([`resex_common::TxLimit::NONE`] when the scenario sets none).
+    pub fn tx(&self) -> resex_common::TxLimit {
+        resex_common::TxLimit {
+            share_bps: self.tx_share.map(|r| r.0),
+            max_bps: self.tx_max.map(|r| r.0),
+        }
+    }
 }
 
 /// A BenchEx workload.
@@ -339,6 +379,14 @@ impl Scenario {
             if !(g.weight.is_finite() && g.weight > 0.0) {
                 return Err(at(format!("weight = {} must be > 0", g.weight)));
             }
+            if let (Some(s), Some(m)) = (g.tx_share, g.tx_max) {
+                if s.0 > m.0 {
+                    return Err(at(format!(
+                        "tx_share = {} bit/s is above tx_max = {} bit/s",
+                        s.0, m.0
+                    )));
+                }
+            }
         }
         Ok(())
     }
@@ -398,6 +446,25 @@ rate = 0
         assert!(e.to_string().contains("needs at least"), "{e}");
         let e = Scenario::from_toml(&PAIR.replace("\"pair\"", "\"a b\"")).unwrap_err();
         assert!(e.to_string().contains("name must be"), "{e}");
+    }
+
+    #[test]
+    fn transmit_limits_are_rates_with_units() {
+        let with = PAIR.replace(
+            "name = \"interfering\"",
+            "name = \"interfering\"\ntx_share = \"500Mbit\"\ntx_max = 2000000000",
+        );
+        let s = Scenario::from_toml(&with).unwrap();
+        let t = s.guests[1].tx();
+        assert_eq!(
+            (t.share_bps, t.max_bps),
+            (Some(500_000_000), Some(2_000_000_000))
+        );
+        assert!(s.guests[0].tx().is_none());
+        let e = Scenario::from_toml(&with.replace("500Mbit", "3Gbit")).unwrap_err();
+        assert!(e.to_string().contains("above tx_max"), "{e}");
+        let e = Scenario::from_toml(&with.replace("500Mbit", "fast")).unwrap_err();
+        assert!(e.to_string().contains("not a rate"), "{e}");
     }
 
     #[test]

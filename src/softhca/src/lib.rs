@@ -19,6 +19,7 @@ pub mod hca;
 pub mod link;
 pub mod mr;
 pub mod objects;
+mod sched;
 
 pub use clock::{Clock, MonotonicClock, VirtualClock};
 pub use control::GuestPort;
@@ -28,6 +29,7 @@ pub use objects::QpStats;
 
 use hca::HcaState;
 use objects::Guest;
+use resex_common::TxLimit;
 use resex_guestmem::GuestMemory;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -116,6 +118,27 @@ impl SoftHca {
     /// the last call (hint mode), and forgets them.
     pub fn take_retired(&self, out: &mut Vec<u32>) {
         out.append(&mut self.lock().retired);
+    }
+
+    /// Sets (or with [`TxLimit::NONE`] lifts) a guest's transmit limit in its port's
+    /// scheduler (its vport's share and ceiling), from `now_ns` on. False when the guest is
+    /// unknown.
+    pub fn set_tx_limit(&self, guest: GuestId, limit: TxLimit, now_ns: u64) -> bool {
+        let mut st = self.lock();
+        let Some(port) = st.guests.get(&guest).map(|g| g.port) else {
+            return false;
+        };
+        st.link
+            .set_limit(port, guest.0, limit, now_ns.saturating_mul(1000));
+        true
+    }
+
+    /// A guest's transmit limit.
+    pub fn tx_limit(&self, guest: GuestId) -> TxLimit {
+        let st = self.lock();
+        st.guests
+            .get(&guest)
+            .map_or(TxLimit::NONE, |g| st.link.limit(g.port, guest.0))
     }
 
     /// What the HCA executed on a QP.

@@ -1,11 +1,14 @@
 //! The link model: ports with a bandwidth in each direction, MTU-sized packets with a header
-//! overhead, store-and-forward through the receiving port's ingress, round-robin between the
-//! flows (QPs) with pending packets, and a base latency.
+//! overhead, store-and-forward through the receiving port's ingress, a base latency, and per
+//! port a transmit scheduler (`sched.rs`): round robin between the flows (QPs) with
+//! pending packets, or, once a vport (guest) of the port has a transmit limit, shares and
+//! ceilings per vport as mlx5 vport QoS has them.
 //!
 //! Times are picoseconds (exact for the bandwidths used here: 8 Gb/s is 1 000 ps per byte,
 //! 100 Gb/s 80).
 
-use std::collections::VecDeque;
+use crate::sched::PortQueue;
+use resex_common::TxLimit;
 
 /// Link parameters.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -90,7 +93,7 @@ pub type Flow = (u32, Dir);
 struct Port {
     egress_free: u64,
     ingress_free: u64,
-    rr: VecDeque<Flow>,
+    q: PortQueue,
 }
 
 /// Per-port schedules.
@@ -128,42 +131,76 @@ impl Link {
         u16::try_from(self.ports.len()).unwrap_or(u16::MAX)
     }
 
-    /// When `port`'s egress is next free (ps).
+    /// When `port`'s next packet can start at the earliest (ps): its egress free and, when
+    /// its transmit limits hold every waiting vport back, their tokens.
     pub fn egress_free(&self, port: PortId) -> u64 {
         self.ports
             .get(usize::from(port.0))
-            .map_or(0, |p| p.egress_free)
+            .map_or(0, |p| p.q.earliest(p.egress_free))
     }
 
-    /// Queues a flow on `port` (it must not be queued already).
-    pub fn activate(&mut self, port: PortId, flow: Flow) {
+    /// The wire size of a full packet, bits (the scheduler's unit).
+    fn packet_bits(&self) -> i128 {
+        i128::from(self.cfg.mtu + self.cfg.header_bytes) * 8
+    }
+
+    /// Queues a flow of `vport` (the guest whose port sends it) on `port` (it must not be
+    /// queued already).
+    pub fn activate(&mut self, port: PortId, flow: Flow, vport: u32) {
         if let Some(p) = self.ports.get_mut(usize::from(port.0)) {
-            p.rr.push_back(flow);
+            p.q.push(flow, vport);
         }
     }
 
     /// Drops every queued flow of QP `qpn` (QP destroyed or in error).
     pub fn forget(&mut self, qpn: u32) {
         for p in &mut self.ports {
-            p.rr.retain(|f| f.0 != qpn);
+            p.q.forget(qpn);
         }
     }
 
-    /// The port whose next packet starts earliest, if it starts at or before `now_ps`, with the
-    /// flow at the head of its round robin.
-    pub fn next_port(&self, now_ps: u64) -> Option<(PortId, Flow)> {
-        self.ports
-            .iter()
-            .enumerate()
-            .filter(|(_, p)| !p.rr.is_empty() && p.egress_free <= now_ps)
-            .min_by_key(|(i, p)| (p.egress_free, *i))
-            .and_then(|(i, p)| Some((PortId(u16::try_from(i).ok()?), *p.rr.front()?)))
+    /// Sets (or with [`TxLimit::NONE`] lifts) the transmit limit of `vport` on `port`, at
+    /// `now_ps`.
+    pub fn set_limit(&mut self, port: PortId, vport: u32, limit: TxLimit, now_ps: u64) {
+        let bits = self.packet_bits();
+        if let Some(p) = self.ports.get_mut(usize::from(port.0)) {
+            p.q.set_limit(vport, limit, now_ps, bits);
+        }
     }
 
-    /// Takes the head flow of `port` off the wire without sending (it has nothing ready).
+    /// The transmit limit of `vport` on `port`.
+    pub fn limit(&self, port: PortId, vport: u32) -> TxLimit {
+        self.ports
+            .get(usize::from(port.0))
+            .map_or(TxLimit::NONE, |p| p.q.limit(vport))
+    }
+
+    /// The port whose next packet starts earliest, if it starts at or before `now_ps`, with the
+    /// flow its scheduler picks to send it.
+    pub fn next_port(&mut self, now_ps: u64) -> Option<(PortId, Flow)> {
+        let quantum = i64::from(self.cfg.mtu + self.cfg.header_bytes);
+        let bits = self.packet_bits();
+        loop {
+            let (i, start) = self
+                .ports
+                .iter()
+                .enumerate()
+                .filter(|(_, p)| !p.q.is_empty())
+                .map(|(i, p)| (i, p.q.earliest(p.egress_free)))
+                .filter(|&(_, t)| t <= now_ps)
+                .min_by_key(|&(i, t)| (t, i))?;
+            let port = PortId(u16::try_from(i).ok()?);
+            if let Some(flow) = self.ports[i].q.pick(start, quantum, bits) {
+                return Some((port, flow));
+            }
+            // Every vport waiting there is out of tokens: the port's earliest moved on.
+        }
+    }
+
+    /// Takes the picked flow of `port` off the wire without sending (it has nothing ready).
     pub fn drop_head(&mut self, port: PortId) {
         if let Some(p) = self.ports.get_mut(usize::from(port.0)) {
-            p.rr.pop_front();
+            p.q.drop_head();
         }
     }
 
@@ -181,14 +218,15 @@ impl Link {
         let base = self.cfg.base_ps();
         let f = usize::from(from.0).min(self.ports.len() - 1);
         let t = usize::from(to.0).min(self.ports.len() - 1);
-        let start = self.ports[f].egress_free.max(ready_ps);
+        let start = self.ports[f]
+            .q
+            .earliest(self.ports[f].egress_free)
+            .max(ready_ps);
         let left = start + tx;
         self.ports[f].egress_free = left;
-        if let Some(flow) = self.ports[f].rr.pop_front() {
-            if more {
-                self.ports[f].rr.push_back(flow);
-            }
-        }
+        let wire_bits = (payload + u64::from(self.cfg.header_bytes)) * 8;
+        let bits = self.packet_bits();
+        self.ports[f].q.sent(start, wire_bits, more, bits);
         // Store and forward through the receiving port's ingress (the switch's egress to it).
         let in_start = self.ports[t].ingress_free.max(left);
         let in_end = in_start + tx;
@@ -218,8 +256,8 @@ mod tests {
         cfg.header_bytes = 0;
         cfg.base_latency_ns = 0;
         let mut link = Link::new(cfg, 2);
-        link.activate(PortId(0), (1, Dir::Request));
-        link.activate(PortId(0), (2, Dir::Request));
+        link.activate(PortId(0), (1, Dir::Request), 1);
+        link.activate(PortId(0), (2, Dir::Request), 2);
         let mut order = Vec::new();
         for _ in 0..4 {
             let (p, flow) = link.next_port(u64::MAX).unwrap();
@@ -243,8 +281,8 @@ mod tests {
         cfg.header_bytes = 0;
         cfg.base_latency_ns = 0;
         let mut link = Link::new(cfg, 3);
-        link.activate(PortId(0), (1, Dir::Request));
-        link.activate(PortId(1), (2, Dir::Request));
+        link.activate(PortId(0), (1, Dir::Request), 1);
+        link.activate(PortId(1), (2, Dir::Request), 2);
         let a = link.send(PortId(0), PortId(2), 1000, 0, false);
         let b = link.send(PortId(1), PortId(2), 1000, 0, false);
         assert_eq!(a.left_ps, b.left_ps);

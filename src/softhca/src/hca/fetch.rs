@@ -55,7 +55,7 @@ impl HcaState {
                     if q.state == QpState::Rts && has_packets && !q.req_active {
                         q.req_active = true;
                         let port = self.guests.get(&q.guest).map_or(PortId(0), |g| g.port);
-                        self.link.activate(port, (qpn, Dir::Request));
+                        self.link.activate(port, (qpn, Dir::Request), q.guest.0);
                     }
                 }
                 Err((syn, bbs)) => {

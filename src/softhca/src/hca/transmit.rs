@@ -13,15 +13,16 @@ impl HcaState {
                 break;
             }
             self.resp_pending.pop_first();
-            let remote_port = self
-                .qps
-                .get(&qpn)
-                .and_then(|q| q.remote)
-                .and_then(|r| self.port_of(r));
+            // Responses leave the remote QP's port, on its guest's (vport's) account.
+            let remote = self.qps.get(&qpn).and_then(|q| q.remote);
+            let remote_port = remote.and_then(|r| self.port_of(r));
+            let remote_guest = remote
+                .and_then(|r| self.qps.get(&r))
+                .map_or(u32::MAX, |r| r.guest.0);
             if let (Some(port), Some(q)) = (remote_port, self.qps.get_mut(&qpn)) {
                 if !q.resp_active && q.state == QpState::Rts {
                     q.resp_active = true;
-                    self.link.activate(port, (qpn, Dir::Response));
+                    self.link.activate(port, (qpn, Dir::Response), remote_guest);
                 }
             }
         }

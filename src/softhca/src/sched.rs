@@ -1,0 +1,282 @@
+//! One port's transmit scheduler, modelled on mlx5 vport QoS (the rate lever).
+//!
+//! With no limit set on any of the port's vports (guests), flows (a QP's requests, or the
+//! responses to its READs) take turns packet by packet, round robin: the link model as it
+//! always was. Once a vport of the port has a limit, the port schedules vports first and their
+//! flows round robin within each:
+//!
+//! - **Shares** (`tx_share`): deficit round robin between the vports with packets waiting,
+//!   each vport's quantum its weight times one MTU-sized packet. As mlx5 computes `bw_share`, a
+//!   vport's weight is its share relative to the largest share on the port, scaled to 1..100;
+//!   a vport without a share weighs 1. Two saturating vports with shares 3:1 get 75/25 of the
+//!   port; a vport alone gets all of it (work conserving); a small message from a vport with a
+//!   large share waits for at most one packet of another vport's large one.
+//! - **Ceilings** (`tx_max`): a token bucket per vport, filled at the ceiling, as deep as
+//!   100 us of it (at least two packets); a vport may send while it holds tokens (a packet may
+//!   take it into debt, repaid before the next), so its rate over any window longer than a
+//!   few hundred microseconds is the ceiling.
+//!
+//! Times are picoseconds; token amounts are in 10^-12 bits, so a ceiling of r bits/s fills
+//! exactly r units per picosecond and nothing is rounded.
+
+use crate::link::Flow;
+use resex_common::TxLimit;
+use std::collections::{BTreeMap, VecDeque};
+
+/// Units of token per bit.
+const UNITS_PER_BIT: i128 = 1_000_000_000_000;
+/// Bucket depth, ps of the ceiling.
+const DEPTH_PS: i128 = 100_000_000;
+
+#[derive(Debug, Clone, Default)]
+struct Vport {
+    limit: TxLimit,
+    weight: u64,
+    /// DRR deficit, bytes.
+    deficit: i64,
+    flows: VecDeque<Flow>,
+    /// Token bucket: the amount at `tokens_at` (ps).
+    tokens: i128,
+    tokens_at: u64,
+}
+
+impl Vport {
+    fn depth(&self, packet_bits: i128) -> i128 {
+        let r = i128::from(self.limit.max_bps.unwrap_or(0));
+        (r * DEPTH_PS).max(2 * packet_bits * UNITS_PER_BIT)
+    }
+
+    /// Tokens at `t`.
+    fn tokens(&self, t: u64, packet_bits: i128) -> i128 {
+        let r = i128::from(self.limit.max_bps.unwrap_or(0));
+        let dt = i128::from(t.saturating_sub(self.tokens_at));
+        (self.tokens + r * dt).min(self.depth(packet_bits))
+    }
+
+    /// The earliest time from `t` at which it may send.
+    fn ready_at(&self, t: u64, packet_bits: i128) -> u64 {
+        let Some(r) = self.limit.max_bps.filter(|&r| r > 0) else {
+            return t;
+        };
+        let have = self.tokens(t, packet_bits);
+        if have > 0 {
+            return t;
+        }
+        let r = i128::from(r);
+        let wait = (1 - have + r - 1) / r;
+        t.saturating_add(u64::try_from(wait).unwrap_or(u64::MAX))
+    }
+}
+
+/// One port's queue of flows waiting for the wire.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct PortQueue {
+    /// Flows in round-robin order with their vport (while no vport is limited).
+    rr: VecDeque<(Flow, u32)>,
+    /// Vports: every one with a limit, and (while limited) every one with flows waiting.
+    vports: BTreeMap<u32, Vport>,
+    /// Vports with flows waiting, in deficit-round-robin order (while limited).
+    active: VecDeque<u32>,
+    limited: bool,
+    /// The vport whose head flow was picked last (while limited).
+    selected: Option<u32>,
+    /// Nothing may start before this, ps: every waiting vport is out of tokens until then, or
+    /// the picked flow was picked for that time.
+    blocked_until: u64,
+}
+
+impl PortQueue {
+    /// True when no flow waits.
+    pub(crate) fn is_empty(&self) -> bool {
+        if self.limited {
+            self.active.is_empty()
+        } else {
+            self.rr.is_empty()
+        }
+    }
+
+    /// The earliest a packet may start, given when the egress is free.
+    pub(crate) fn earliest(&self, egress_free: u64) -> u64 {
+        egress_free.max(self.blocked_until)
+    }
+
+    /// Queues a flow of `vport` (it must not be queued already).
+    pub(crate) fn push(&mut self, flow: Flow, vport: u32) {
+        if !self.limited {
+            self.rr.push_back((flow, vport));
+            return;
+        }
+        let v = self.vports.entry(vport).or_insert_with(|| Vport {
+            weight: 1,
+            ..Vport::default()
+        });
+        v.flows.push_back(flow);
+        if !self.active.contains(&vport) {
+            self.active.push_back(vport);
+        }
+    }
+
+    /// Drops every queued flow of QP `qpn`.
+    pub(crate) fn forget(&mut self, qpn: u32) {
+        self.rr.retain(|(f, _)| f.0 != qpn);
+        for v in self.vports.values_mut() {
+            v.flows.retain(|f| f.0 != qpn);
+        }
+        let vports = &self.vports;
+        self.active
+            .retain(|id| vports.get(id).is_some_and(|v| !v.flows.is_empty()));
+    }
+
+    /// Picks the flow that sends the next packet if the port starts at `t` (ps): the head of
+    /// the round robin, or (while limited) of the vport deficit round robin chooses among
+    /// those with tokens. `None` when every waiting vport is out of tokens: then nothing starts
+    /// before [`PortQueue::earliest`].
+    pub(crate) fn pick(&mut self, t: u64, quantum: i64, packet_bits: i128) -> Option<Flow> {
+        if !self.limited {
+            return self.rr.front().map(|(f, _)| *f);
+        }
+        let n = self.active.len();
+        // At most two passes: one may only add quanta.
+        for _ in 0..2 * n.max(1) + 1 {
+            let id = *self.active.front()?;
+            let Some(v) = self.vports.get_mut(&id) else {
+                self.active.pop_front();
+                continue;
+            };
+            if v.ready_at(t, packet_bits) > t {
+                self.active.rotate_left(1);
+                continue;
+            }
+            if v.deficit <= 0 {
+                v.deficit += quantum * i64::try_from(v.weight).unwrap_or(1);
+                self.active.rotate_left(1);
+                continue;
+            }
+            self.selected = Some(id);
+            // The packet starts no earlier than the time it was picked for.
+            self.blocked_until = t;
+            return v.flows.front().copied();
+        }
+        // Every waiting vport is out of tokens.
+        self.blocked_until = self
+            .active
+            .iter()
+            .filter_map(|id| self.vports.get(id))
+            .map(|v| v.ready_at(t, packet_bits))
+            .min()
+            .unwrap_or(t);
+        self.selected = None;
+        None
+    }
+
+    /// The picked flow sent a packet of `wire_bits` starting at `start` (ps); `more`: it has
+    /// more to send.
+    pub(crate) fn sent(&mut self, start: u64, wire_bits: u64, more: bool, packet_bits: i128) {
+        if !self.limited {
+            if let Some(f) = self.rr.pop_front() {
+                if more {
+                    self.rr.push_back(f);
+                }
+            }
+            return;
+        }
+        self.blocked_until = 0;
+        let Some(id) = self.selected else { return };
+        let Some(v) = self.vports.get_mut(&id) else {
+            return;
+        };
+        v.tokens = v.tokens(start, packet_bits) - i128::from(wire_bits) * UNITS_PER_BIT;
+        v.tokens_at = start;
+        v.deficit -= i64::try_from(wire_bits / 8).unwrap_or(i64::MAX);
+        if let Some(f) = v.flows.pop_front() {
+            if more {
+                v.flows.push_back(f);
+            }
+        }
+        if v.flows.is_empty() {
+            v.deficit = 0;
+            self.active.retain(|&a| a != id);
+        }
+    }
+
+    /// Takes the picked flow off the wire without sending (it had nothing ready).
+    pub(crate) fn drop_head(&mut self) {
+        if !self.limited {
+            self.rr.pop_front();
+            return;
+        }
+        self.blocked_until = 0;
+        let Some(id) = self.selected.take() else {
+            return;
+        };
+        if let Some(v) = self.vports.get_mut(&id) {
+            v.flows.pop_front();
+            if v.flows.is_empty() {
+                v.deficit = 0;
+                self.active.retain(|&a| a != id);
+            }
+        }
+    }
+
+    /// Sets (or with [`TxLimit::NONE`] lifts) a vport's limit, at time `now` (ps).
+    pub(crate) fn set_limit(&mut self, vport: u32, limit: TxLimit, now: u64, packet_bits: i128) {
+        let v = self.vports.entry(vport).or_insert_with(|| Vport {
+            weight: 1,
+            ..Vport::default()
+        });
+        if v.limit.max_bps != limit.max_bps {
+            // A new bucket starts full.
+            v.limit = limit;
+            v.tokens = v.depth(packet_bits);
+            v.tokens_at = now;
+        }
+        v.limit = limit;
+        self.blocked_until = 0;
+        self.reweigh();
+        let limited = self.vports.values().any(|v| !v.limit.is_none());
+        if limited && !self.limited {
+            // Round robin to vports: each flow to its vport, vports in order of first flow.
+            self.limited = true;
+            for (f, id) in std::mem::take(&mut self.rr) {
+                self.push(f, id);
+            }
+        } else if !limited && self.limited {
+            self.limited = false;
+            self.selected = None;
+            for id in std::mem::take(&mut self.active) {
+                if let Some(v) = self.vports.get_mut(&id) {
+                    v.deficit = 0;
+                    for f in v.flows.drain(..) {
+                        self.rr.push_back((f, id));
+                    }
+                }
+            }
+        }
+        self.vports
+            .retain(|_, v| !v.limit.is_none() || !v.flows.is_empty());
+    }
+
+    /// The limit in force for `vport`.
+    pub(crate) fn limit(&self, vport: u32) -> TxLimit {
+        self.vports.get(&vport).map_or(TxLimit::NONE, |v| v.limit)
+    }
+
+    /// mlx5's `bw_share`: a share relative to the largest, scaled to 1..100; no share: 1.
+    fn reweigh(&mut self) {
+        let max = self
+            .vports
+            .values()
+            .filter_map(|v| v.limit.share_bps)
+            .max()
+            .unwrap_or(0);
+        for v in self.vports.values_mut() {
+            v.weight = match v.limit.share_bps {
+                Some(s) if max > 0 => {
+                    let w = (u128::from(s) * 100 + u128::from(max) / 2) / u128::from(max);
+                    u64::try_from(w).unwrap_or(100).clamp(1, 100)
+                }
+                _ => 1,
+            };
+        }
+    }
+}

@@ -1,0 +1,158 @@
+//! The port's transmit scheduler (mlx5 vport QoS's shares and ceilings) on the link model,
+//! packet by packet: shares split a saturated port by their ratio, a ceiling holds over every
+//! 100 ms window, a vport alone takes the whole port, and a small message with a large share
+//! passes a big one.
+#![allow(missing_docs, clippy::cast_precision_loss)]
+
+use resex_common::TxLimit;
+use resex_softhca::link::{Dir, Link, LinkConfig, PortId};
+
+const MS: u64 = 1_000_000_000; // ps
+
+fn link() -> Link {
+    // The ResEx testbed: 8 Gb/s, 1 KiB MTU, 30 header bytes.
+    Link::new(LinkConfig::resex_testbed(), 2)
+}
+
+/// Sends full packets from port 0 until `until_ps`; flows are (qpn, vport) and never run
+/// out. Returns, per packet, (vport, when its last bit left, payload bytes).
+fn saturate(l: &mut Link, flows: &[(u32, u32)], until_ps: u64) -> Vec<(u32, u64, u64)> {
+    for &(qpn, vport) in flows {
+        l.activate(PortId(0), (qpn, Dir::Request), vport);
+    }
+    let vport_of = |qpn: u32| flows.iter().find(|f| f.0 == qpn).map(|f| f.1).unwrap();
+    let mut out = Vec::new();
+    loop {
+        let (port, (qpn, _)) = l.next_port(u64::MAX).unwrap();
+        let s = l.send(port, PortId(1), 1024, 0, true);
+        if s.left_ps > until_ps {
+            return out;
+        }
+        out.push((vport_of(qpn), s.left_ps, 1024));
+    }
+}
+
+fn share(bps: u64) -> TxLimit {
+    TxLimit {
+        share_bps: Some(bps),
+        max_bps: None,
+    }
+}
+
+fn bytes_of(sent: &[(u32, u64, u64)], vport: u32, from: u64, to: u64) -> u64 {
+    sent.iter()
+        .filter(|(v, t, _)| *v == vport && *t > from && *t <= to)
+        .map(|p| p.2)
+        .sum()
+}
+
+#[test]
+fn two_saturating_vports_with_shares_3_to_1_get_75_and_25_percent() {
+    let mut l = link();
+    l.set_limit(PortId(0), 1, share(3_000_000_000), 0);
+    l.set_limit(PortId(0), 2, share(1_000_000_000), 0);
+    let sent = saturate(&mut l, &[(10, 1), (20, 2)], 100 * MS);
+    let (a, b) = (
+        bytes_of(&sent, 1, 0, 100 * MS) as f64,
+        bytes_of(&sent, 2, 0, 100 * MS) as f64,
+    );
+    let fa = a / (a + b);
+    assert!((fa - 0.75).abs() < 0.02, "vport 1 got {:.2}%", fa * 100.0);
+    // The port stays busy: together they fill it.
+    let wire = (a + b) / 1024.0 * 1054.0 * 8.0 / 0.1;
+    assert!((wire / 8e9 - 1.0).abs() < 0.01, "port use {}", wire / 8e9);
+}
+
+#[test]
+fn a_ceiling_holds_within_2_percent_over_every_100_ms_window() {
+    let mut l = link();
+    let max = 2_000_000_000;
+    l.set_limit(
+        PortId(0),
+        1,
+        TxLimit {
+            share_bps: None,
+            max_bps: Some(max),
+        },
+        0,
+    );
+    let sent = saturate(&mut l, &[(10, 1)], 1000 * MS);
+    for w in 0..10u64 {
+        let bytes = bytes_of(&sent, 1, w * 100 * MS, (w + 1) * 100 * MS);
+        // The ceiling counts what goes on the wire: payload and headers.
+        let bps = bytes as f64 / 1024.0 * 1054.0 * 8.0 / 0.1;
+        assert!(
+            (bps / max as f64 - 1.0).abs() < 0.02,
+            "window {w}: {:.3} Gb/s",
+            bps / 1e9
+        );
+    }
+}
+
+#[test]
+fn a_vport_alone_uses_the_whole_port_whatever_its_share() {
+    let mut l = link();
+    l.set_limit(PortId(0), 1, share(100_000_000), 0);
+    l.set_limit(PortId(0), 2, share(7_000_000_000), 0);
+    // Only vport 1 (the small share) has traffic.
+    let sent = saturate(&mut l, &[(10, 1)], 100 * MS);
+    let bps = bytes_of(&sent, 1, 0, 100 * MS) as f64 / 1024.0 * 1054.0 * 8.0 / 0.1;
+    assert!(bps / 8e9 > 0.99, "{:.3} Gb/s", bps / 1e9);
+}
+
+/// Sends one message of `len` bytes per flow, starting together; returns when each one's
+/// last packet left (ps), by qpn.
+fn messages(l: &mut Link, msgs: &[(u32, u32, u64)]) -> Vec<(u32, u64)> {
+    let mut left: Vec<(u32, u32, u64)> = msgs.to_vec();
+    for &(qpn, vport, _) in msgs {
+        l.activate(PortId(0), (qpn, Dir::Request), vport);
+    }
+    let mut done = Vec::new();
+    while let Some((port, (qpn, _))) = l.next_port(u64::MAX) {
+        let m = left.iter_mut().find(|m| m.0 == qpn).unwrap();
+        let payload = m.2.min(1024);
+        m.2 -= payload;
+        let s = l.send(port, PortId(1), payload, 0, m.2 > 0);
+        if m.2 == 0 {
+            done.push((qpn, s.left_ps));
+        }
+    }
+    done
+}
+
+#[test]
+fn a_small_message_with_a_large_share_is_not_queued_behind_a_big_one() {
+    let sizes = [(10, 1, 4 << 20), (20, 2, 64 << 10)];
+    // With vport 2 (the 64 KiB message) given a large share, its message leaves about as
+    // fast as if it were alone: 64 packets, with at most one of the other's between its own.
+    let mut l = link();
+    l.set_limit(PortId(0), 2, share(6_000_000_000), 0);
+    l.set_limit(PortId(0), 1, share(60_000_000), 0);
+    let done = messages(&mut l, &sizes);
+    let small = done.iter().find(|d| d.0 == 20).unwrap().1;
+    let alone = 64 * 1054 * 8 * 1000 / 8; // ps: 64 packets at 8 Gb/s
+    assert!(
+        small <= alone * 102 / 100,
+        "64 KiB done at {} us, alone {} us",
+        small / 1_000_000,
+        alone / 1_000_000
+    );
+    // Without settings (round robin, as always) it shares the port half and half.
+    let mut l = link();
+    let done = messages(&mut l, &sizes);
+    let small = done.iter().find(|d| d.0 == 20).unwrap().1;
+    assert!(small > alone * 19 / 10, "round robin halves it: {small}");
+}
+
+#[test]
+fn lifting_every_limit_gives_back_plain_round_robin() {
+    let mut l = link();
+    l.set_limit(PortId(0), 1, share(3_000_000_000), 0);
+    l.set_limit(PortId(0), 1, TxLimit::NONE, 0);
+    // Three flows of two vports: each flow gets a third (flows, not vports, take turns).
+    let sent = saturate(&mut l, &[(10, 1), (11, 1), (20, 2)], 30 * MS);
+    let a = bytes_of(&sent, 1, 0, 30 * MS) as f64;
+    let b = bytes_of(&sent, 2, 0, 30 * MS) as f64;
+    assert!((a / (a + b) - 2.0 / 3.0).abs() < 0.01, "{}", a / (a + b));
+    assert_eq!(l.limit(PortId(0), 1), TxLimit::NONE);
+}
