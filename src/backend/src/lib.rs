@@ -127,9 +127,15 @@ pub trait Hypervisor: Send + Sync {
     fn set_cap(&self, key: &str, pct: Option<f64>) -> Result<(), BackendError>;
     /// Puts back a setting from [`Hypervisor::save_cap`].
     fn restore_cap(&self, key: &str, saved: &serde_json::Value) -> Result<(), BackendError>;
-    /// The host's rate lever for these domains ([`lever::NoLever`] unless the backend has one).
-    fn rate_lever(self: Arc<Self>) -> Arc<dyn lever::RateLever> {
-        Arc::new(lever::NoLever)
+    /// Where the domain's transmit rate is scheduled (its VF), if it has one.
+    fn vf(&self, key: &str) -> Result<Option<lever::Vf>, BackendError> {
+        let _ = key;
+        Ok(None)
+    }
+    /// A rate lever of the backend's own, when it has one that [`lever::HostLever`] (VFs from
+    /// [`Hypervisor::vf`]) is not.
+    fn rate_lever(self: Arc<Self>) -> Option<Arc<dyn lever::RateLever>> {
+        None
     }
 }
 

@@ -43,6 +43,9 @@ pub struct DomainRecord {
     /// Its link weight.
     #[serde(default = "one")]
     pub weight: f64,
+    /// Its VF: where its transmit rate is scheduled (the rate lever), if anywhere.
+    #[serde(default)]
+    pub vf: Option<crate::lever::Vf>,
 }
 
 fn one() -> f64 {
@@ -237,6 +240,10 @@ impl Hypervisor for LocalBackend {
             .unwrap_or_else(|e| e.to_string())
     }
 
+    fn vf(&self, key: &str) -> Result<Option<crate::lever::Vf>, BackendError> {
+        Ok(self.record(key)?.vf)
+    }
+
     fn save_cap(&self, key: &str) -> Result<serde_json::Value, BackendError> {
         self.record(key)?.cap.save()
     }
@@ -272,6 +279,7 @@ mod tests {
             channel: run.path().join("none.sock"),
             sla_threshold: None,
             weight: 1.0,
+            vf: None,
         };
         publish(run.path(), &r).unwrap();
         r.name = "dead".into();

@@ -209,8 +209,8 @@ impl Hypervisor for MemoryBackend {
         Ok(())
     }
 
-    fn rate_lever(self: Arc<Self>) -> Arc<dyn RateLever> {
-        self
+    fn rate_lever(self: Arc<Self>) -> Option<Arc<dyn RateLever>> {
+        Some(self)
     }
 }
 

@@ -12,6 +12,7 @@ use crate::runloop::{Loop, RunSummary};
 use crate::sampler::{self, Periods};
 use crate::store::{Store, StoreError};
 use resex_api::Snapshot;
+use resex_backend::lever::{HostLever, RateLever};
 use resex_backend::Hypervisor;
 use resex_core::{CoreConfig, HostCore};
 use resex_ibmon::registry::Limits;
@@ -146,12 +147,20 @@ pub fn restore_stale(
     let caps = CapKnob(hv.clone());
     let (r, f, mut e) = Store::open(&cfg.state_dir())?.restore_all(&caps);
     let tx = TxKnob {
-        lever: hv.clone().rate_lever(),
+        lever: lever_of(&hv),
         hv,
     };
     let (r2, f2, e2) = Store::open(&cfg.state_dir())?.restore_all(&tx);
     e.extend(e2);
     Ok((r + r2, f + f2, e))
+}
+
+/// The host's rate lever: the backend's own, else each domain's VF (softhca's scheduler for
+/// the embedded host's guests).
+pub fn lever_of(hv: &Arc<dyn Hypervisor>) -> Arc<dyn RateLever> {
+    hv.clone()
+        .rate_lever()
+        .unwrap_or_else(|| Arc::new(HostLever::new(hv.clone(), None)))
 }
 
 /// Sends an admin request to the loop and waits (5 s at most) for its answer.
@@ -190,7 +199,7 @@ pub fn start(settings: Settings, hv: Arc<dyn Hypervisor>) -> Result<DaemonHandle
     // else they do (on their threads: a backend that hangs cannot hold the start).
     let cap_store = Store::<CapKnob>::open(&cfg.state_dir())?;
     let tx_store = Store::<TxKnob>::open(&cfg.state_dir())?;
-    let lever = hv.clone().rate_lever();
+    let lever = lever_of(&hv);
     let stop = Arc::new(AtomicBool::new(false));
     let shared: Shared = Arc::new(RwLock::new(Arc::new(Snapshot::default())));
     let api_path = cfg.api_socket();

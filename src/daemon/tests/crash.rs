@@ -8,6 +8,7 @@ use resex_backend::cap::CapHandle;
 use resex_backend::local::{publish, DomainRecord};
 use resex_embedded::cgroup::{CapMode, GuestCgroups, Mounts};
 use resex_guestmem::FileMemory;
+use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -117,6 +118,7 @@ fn crash_and_recover(mode: CapMode) {
             channel: dir.path().join("no-agent.sock"),
             sla_threshold: None,
             weight: 1.0,
+            vf: None,
         },
     )
     .unwrap();
@@ -191,4 +193,140 @@ fn crash_and_recover(mode: CapMode) {
     guest.kill().unwrap();
     guest.wait().unwrap();
     drop(cg);
+}
+
+/// The same for the rate lever: a transmit limit the admin pinned through resexd on the
+/// embedded host's softhca (its admin socket) outlives `kill -9`, and the restarted daemon,
+/// or `resexd --restore`, puts the guest port's own setting back; SIGTERM restores too.
+#[test]
+fn kill_dash_nine_then_restart_or_restore_puts_transmit_limits_back() {
+    use resex_common::TxLimit;
+    use resex_softhca::{LinkConfig, MonotonicClock, PortId, SoftHca};
+    use std::io::{BufRead, BufReader, Write};
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    let hca = SoftHca::new(LinkConfig::resex_testbed(), 2);
+    let ram = dir.path().join("g.ram");
+    let mem = Arc::new(FileMemory::create(&ram, 1 << 20).unwrap());
+    let port = hca.add_guest(mem, PortId(0));
+    let vport = port.guest();
+    // The VF's own setting, as its admin configured it.
+    let own = TxLimit {
+        share_bps: None,
+        max_bps: Some(6_000_000_000),
+    };
+    hca.set_tx_limit(vport, own, 0);
+    std::fs::create_dir_all(&run).unwrap();
+    let admin = dir.path().join("hca-admin.sock");
+    let stop = Arc::new(AtomicBool::new(false));
+    let server = resex_embedded::host::serve_admin(
+        &admin,
+        hca.clone(),
+        Arc::new(MonotonicClock::new()),
+        stop.clone(),
+    )
+    .unwrap();
+    // A sleeping process stands for the guest (its CPU is not what this test is about).
+    let mut guest = Command::new("sleep").arg("600").spawn().unwrap();
+    let pid = guest.id();
+    publish(
+        &run,
+        &DomainRecord {
+            id: 1,
+            name: "g".into(),
+            host: "rate-test".into(),
+            vcpus: 1,
+            ram_file: ram,
+            ram_size: 1 << 20,
+            pid,
+            cpu: resex_backend::cpu::CpuSource::Proc(pid),
+            cap: CapHandle::Sigstop(pid),
+            channel: dir.path().join("no-agent.sock"),
+            sla_threshold: None,
+            weight: 1.0,
+            vf: Some(resex_backend::lever::Vf::Soft {
+                socket: admin.clone(),
+                vport: vport.0,
+            }),
+        },
+    )
+    .unwrap();
+    let pinned = TxLimit {
+        share_bps: Some(1_000_000_000),
+        max_bps: Some(2_000_000_000),
+    };
+    let api = dir.path().join("api.sock");
+    let pin = || {
+        let t = Instant::now();
+        loop {
+            let answer = UnixStream::connect(&api).ok().and_then(|mut s| {
+                let req = serde_json::json!({"cmd": "rate", "vm": "g", "tx": pinned});
+                writeln!(s, "{req}").ok()?;
+                let mut line = String::new();
+                BufReader::new(s).read_line(&mut line).ok()?;
+                Some(line)
+            });
+            if answer.as_deref().is_some_and(|a| a.contains("\"ok\"")) {
+                return;
+            }
+            assert!(t.elapsed() < Duration::from_secs(20), "pin: {answer:?}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    let rates_file = dir.path().join("state/rates.json");
+    let recorded = || {
+        std::fs::read_to_string(&rates_file)
+            .map(|t| t.contains("rate-test"))
+            .unwrap_or(false)
+    };
+    let in_force = || hca.tx_limit(vport).unwrap();
+    for round in ["restart", "restore", "sigterm"] {
+        assert_eq!(in_force(), own, "{round}: starts with its own setting");
+        let mut d = resexd(dir.path(), &["--no-policy"]);
+        pin();
+        wait("the pinned limit in force", 20, || {
+            recorded() && in_force() == pinned
+        });
+        if round == "sigterm" {
+            // SAFETY: kill(2) with plain integers, on our own child.
+            unsafe { libc::kill(d.id() as i32, libc::SIGTERM) };
+            assert!(d.wait().unwrap().success());
+            assert_eq!(in_force(), own, "sigterm: the own setting is back");
+            assert!(!recorded());
+            continue;
+        }
+        d.kill().unwrap();
+        d.wait().unwrap();
+        assert!(recorded(), "{round}: the original setting is on disk");
+        assert_eq!(in_force(), pinned, "{round}: the limit outlived the daemon");
+        if round == "restart" {
+            let mut d = resexd(dir.path(), &["--no-policy"]);
+            wait("the restarted daemon restores", 10, || in_force() == own);
+            // SAFETY: kill(2) with plain integers, on our own child.
+            unsafe { libc::kill(d.id() as i32, libc::SIGTERM) };
+            assert!(d.wait().unwrap().success());
+        } else {
+            let st = Command::new(env!("CARGO_BIN_EXE_resexd"))
+                .args(["--backend", "local", "--restore", "--run-dir"])
+                .arg(&run)
+                .arg("--state-dir")
+                .arg(dir.path().join("state"))
+                .output()
+                .unwrap();
+            assert!(
+                st.status.success(),
+                "{}",
+                String::from_utf8_lossy(&st.stderr)
+            );
+            assert_eq!(in_force(), own, "restore: the own setting is back");
+        }
+        assert!(!recorded(), "{round}: nothing left on record");
+    }
+    stop.store(true, std::sync::atomic::Ordering::Release);
+    server.join().unwrap();
+    guest.kill().unwrap();
+    guest.wait().unwrap();
 }

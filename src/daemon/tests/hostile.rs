@@ -107,6 +107,7 @@ fn guest(dir: &Path, name: &str, id: u32, script: Vec<Vec<u8>>) -> Guest {
             channel: sock,
             sla_threshold: None,
             weight: 1.0,
+            vf: None,
         },
     )
     .unwrap();

@@ -5,10 +5,13 @@
 
 use crate::cgroup::{CapMode, GuestCgroups, Mounts};
 use resex_backend::cap::signal;
+use resex_backend::lever::Vf;
 use resex_backend::local::{publish, DomainRecord};
 use resex_guestmem::{FileMemory, GuestMemory};
+use resex_proto::hca_admin::{self, AdminRequest};
 use resex_proto::hca_wire;
 use resex_scenario::{GuestSpec, Scenario};
+use resex_softhca::mr::GuestId;
 use resex_softhca::{Clock, GuestPort, HcaThread, LinkConfig, MonotonicClock, PortId, SoftHca};
 use std::io::BufReader;
 use std::os::unix::net::UnixListener;
@@ -122,6 +125,13 @@ pub struct EmbeddedHost {
     pub host_id: String,
     cfg: HostConfig,
     hca: SoftHca,
+    clock: Arc<MonotonicClock>,
+    /// softhca's admin socket (the rate lever), its stop flag and its thread.
+    admin: (
+        PathBuf,
+        Arc<AtomicBool>,
+        Option<std::thread::JoinHandle<()>>,
+    ),
     _thread: HcaThread,
     mounts: Mounts,
     guests: Vec<RunningGuest>,
@@ -138,6 +148,62 @@ impl std::fmt::Debug for EmbeddedHost {
 /// The link a scenario asks for.
 pub fn link_of(s: &Scenario) -> LinkConfig {
     s.link_config()
+}
+
+/// Serves softhca's admin path (`hca_admin`: the rate lever's vport limits) on a Unix socket
+/// at `sock` (mode 0600), one thread per connection, until `stop`.
+pub fn serve_admin(
+    sock: &Path,
+    hca: SoftHca,
+    clock: Arc<MonotonicClock>,
+    stop: Arc<AtomicBool>,
+) -> Result<std::thread::JoinHandle<()>, HostError> {
+    use std::os::unix::fs::PermissionsExt;
+    let _ = std::fs::remove_file(sock);
+    let l = UnixListener::bind(sock).map_err(io(format!("binding {}", sock.display())))?;
+    std::fs::set_permissions(sock, std::fs::Permissions::from_mode(0o600))
+        .map_err(io(format!("securing {}", sock.display())))?;
+    l.set_nonblocking(true).map_err(io("socket"))?;
+    std::thread::Builder::new()
+        .name("hca-admin".into())
+        .spawn(move || {
+            while !stop.load(Ordering::Acquire) {
+                match l.accept() {
+                    Ok((s, _)) => {
+                        let (hca, clock) = (hca.clone(), clock.clone());
+                        std::thread::spawn(move || {
+                            let _ = s.set_nonblocking(false);
+                            let Ok(r) = s.try_clone() else { return };
+                            let mut w = s;
+                            let mut handle = |req: &AdminRequest| {
+                                let (vport, set) = match req {
+                                    AdminRequest::GetTx { vport } => (*vport, None),
+                                    AdminRequest::SetTx { vport, tx } => (*vport, Some(*tx)),
+                                };
+                                let g = GuestId(vport);
+                                if let Some(tx) = set {
+                                    hca.set_tx_limit(g, tx, clock.now_ns());
+                                }
+                                hca.tx_limit(g).ok_or_else(|| format!("no vport {vport}"))
+                            };
+                            if let Err(e) =
+                                hca_admin::serve(&mut BufReader::new(r), &mut w, &mut handle)
+                            {
+                                tracing::debug!("softhca admin session: {e}");
+                            }
+                        });
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                        std::thread::sleep(Duration::from_millis(10));
+                    }
+                    Err(e) => {
+                        tracing::warn!("softhca admin socket: {e}");
+                        std::thread::sleep(Duration::from_millis(100));
+                    }
+                }
+            }
+        })
+        .map_err(io("spawning a thread"))
 }
 
 /// Serves `port` (one guest's HCA control path, `hca_wire`) on a Unix socket at `sock`, one
@@ -192,14 +258,19 @@ impl EmbeddedHost {
         }
         let host_id = format!("{}-{}", scenario.name, std::process::id());
         let hca = SoftHca::new(link_of(scenario), 2);
-        let thread = hca.spawn(
-            Arc::new(MonotonicClock::new()) as Arc<dyn Clock>,
-            Duration::from_micros(20),
-        );
+        let clock = Arc::new(MonotonicClock::new());
+        let thread = hca.spawn(clock.clone() as Arc<dyn Clock>, Duration::from_micros(20));
+        let dir = cfg.run_dir.join("local").join(&host_id);
+        std::fs::create_dir_all(&dir).map_err(io(format!("creating {}", dir.display())))?;
+        let admin = dir.join("hca-admin.sock");
+        let admin_stop = Arc::new(AtomicBool::new(false));
+        let admin_thread = serve_admin(&admin, hca.clone(), clock.clone(), admin_stop.clone())?;
         Ok(Self {
             host_id,
             cfg,
             hca,
+            clock,
+            admin: (admin, admin_stop, Some(admin_thread)),
             _thread: thread,
             mounts: {
                 let m = Mounts::detect();
@@ -334,6 +405,12 @@ impl EmbeddedHost {
             &agent_args,
         )?;
         let pid = server.child.id();
+        // Its VF: its port in softhca's scheduler, with the scenario's own setting (the
+        // domain's original, which a daemon saves and restores).
+        let vport = server.port.guest();
+        if !g.tx().is_none() {
+            self.hca.set_tx_limit(vport, g.tx(), self.clock.now_ns());
+        }
         let cgroups = GuestCgroups::setup(
             &self.mounts,
             self.cfg.cap_mode,
@@ -396,6 +473,10 @@ impl EmbeddedHost {
             channel,
             sla_threshold: g.sla_threshold,
             weight: g.weight,
+            vf: Some(Vf::Soft {
+                socket: self.admin.0.clone(),
+                vport: vport.0,
+            }),
         };
         let record_path = publish(&self.cfg.run_dir, &record)?;
         self.guests.push(RunningGuest {
@@ -485,6 +566,11 @@ impl EmbeddedHost {
         for g in guests {
             self.teardown(g);
         }
+        self.admin.1.store(true, Ordering::Release);
+        if let Some(t) = self.admin.2.take() {
+            let _ = t.join();
+        }
+        let _ = std::fs::remove_file(&self.admin.0);
         let _ = std::fs::remove_dir(self.cfg.run_dir.join("local").join(&self.host_id));
     }
 }

@@ -133,12 +133,12 @@ impl SoftHca {
         true
     }
 
-    /// A guest's transmit limit.
-    pub fn tx_limit(&self, guest: GuestId) -> TxLimit {
+    /// A guest's transmit limit (`None`: no such guest).
+    pub fn tx_limit(&self, guest: GuestId) -> Option<TxLimit> {
         let st = self.lock();
         st.guests
             .get(&guest)
-            .map_or(TxLimit::NONE, |g| st.link.limit(g.port, guest.0))
+            .map(|g| st.link.limit(g.port, guest.0))
     }
 
     /// What the HCA executed on a QP.
