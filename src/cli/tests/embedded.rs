@@ -204,6 +204,17 @@ count = 300
     wait_for(&d, &mut host, "the unpinned cap", |v| {
         v.name == "srv" && v.cap_pct.is_none()
     });
+    // `resex rate`: the admin's transmit limit in the guest's port of softhca's scheduler.
+    assert!(v2.tx_lever.as_deref().is_some_and(|l| l.starts_with("softhca vport")), "{v2:#?}");
+    let rated = resex(&["rate", "srv", "--share", "100Mbit", "--max", "2Gbit"]);
+    assert!(rated.contains("pinned by the admin"), "{rated}");
+    wait_for(&d, &mut host, "the pinned transmit limit", |v| {
+        v.tx_max_bps == Some(2_000_000_000) && v.tx_share_bps == Some(100_000_000)
+    });
+    assert!(resex(&["rate", "srv", "none"]).contains("unpinned"));
+    wait_for(&d, &mut host, "the unpinned transmit limit", |v| {
+        v.name == "srv" && v.tx_max_bps.is_none()
+    });
     let o = std::process::Command::new(env!("CARGO_BIN_EXE_resex"))
         .args(["cap", "nosuch", "10", "--api"])
         .arg(&api)
