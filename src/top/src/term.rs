@@ -96,8 +96,10 @@ pub fn run(opts: &TopOptions) -> Result<Ended, TopError> {
         }
         Ok(if app.quit { Ended::User } else { Ended::Done })
     })();
-    ratatui::restore();
+    // The key thread stops first, while the terminal is still raw: a read it started after
+    // the restore would wait for a whole line (canonical mode) and hold the exit.
     stop.store(true, Ordering::Release);
     let _ = keys.join();
+    ratatui::restore();
     result
 }
