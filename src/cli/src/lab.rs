@@ -29,7 +29,7 @@ pub struct CompareArgs {
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "freemarket,ioshares,governor"
+        default_value = "freemarket,ioshares-paper,ioshares,governor-cpu,governor"
     )]
     pub policy: Vec<String>,
     /// Directory of policy files.
@@ -50,6 +50,10 @@ pub struct CompareArgs {
     /// Print the rows as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Write the trade-off plot (victim latency against the aggressors' work kept, one point
+    /// per policy and scenario) as DIR/tradeoff.svg.
+    #[arg(long, value_name = "DIR")]
+    pub plot: Option<PathBuf>,
 }
 
 /// Options of `resex lab paper`.

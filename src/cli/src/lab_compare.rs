@@ -85,6 +85,12 @@ pub fn compare(a: &CompareArgs) -> Result<()> {
     if tty {
         eprintln!();
     }
+    if let Some(dir) = &a.plot {
+        let path = crate::lab_tradeoff::tradeoff(&rows, dir)?;
+        if tty {
+            eprintln!("plot: {}", path.display());
+        }
+    }
     crate::lab::emit(a.json, &rows, |out| table(out, &rows, a))
 }
 
@@ -92,8 +98,9 @@ fn table(out: &mut dyn Write, rows: &[CompareRow], a: &CompareArgs) -> std::io::
     let x = |v: Option<f64>, d: usize| v.map_or("-".to_owned(), |v| format!("{v:.d$}"));
     writeln!(
         out,
-        "{} s virtual per run, seed {}; victim figures after the interference starts, over the \
-         victims alone; converged: the victim's 10-period mean within {:.0}% of base{}",
+        "{} s virtual per run, seed {}; latency from the first aggressor's start (the time before \
+         is the warm-up), over the victims alone; mean x and p99 x: the worst victim's; \
+         converged: every victim's 10-period mean within {:.0}% of its base{}",
         a.duration,
         a.seed,
         a.within * 100.0,
@@ -103,7 +110,7 @@ fn table(out: &mut dyn Write, rows: &[CompareRow], a: &CompareArgs) -> std::io::
     )?;
     writeln!(
         out,
-        "{:<16} {:<11} {:>8} {:>8} {:>10} {:>6} {:>7} {:>10} {:>8} {:>9} {:>8}",
+        "{:<16} {:<13} {:>7} {:>7} {:>9} {:>5} {:>7} {:>8} {:>6} {:>6} {:>7} {:>7}  victims: mean x / p99 x",
         "scenario",
         "policy",
         "mean x",
@@ -111,15 +118,21 @@ fn table(out: &mut dyn Write, rows: &[CompareRow], a: &CompareArgs) -> std::io::
         "aggr Mb/s",
         "kept",
         "aggr x",
-        "converge s",
+        "converge",
         "osc pp",
-        "cap mean",
-        "cap min"
+        "cap %",
+        "cap min",
+        "tx max%"
     )?;
     for r in rows {
+        let victims: Vec<String> = r
+            .victims
+            .iter()
+            .map(|v| format!("{} {}/{}", v.name, x(v.mean_x, 2), x(v.p99_x, 2)))
+            .collect();
         writeln!(
             out,
-            "{:<16} {:<11} {:>8} {:>8} {:>10.0} {:>6} {:>7} {:>10} {:>8.2} {:>9.1} {:>8.1}",
+            "{:<16} {:<13} {:>7} {:>7} {:>9.0} {:>5} {:>7} {:>8} {:>6.2} {:>6.1} {:>7.1} {:>7.1}  {}",
             r.scenario,
             r.policy,
             x(r.victim_mean_x, 3),
@@ -128,10 +141,12 @@ fn table(out: &mut dyn Write, rows: &[CompareRow], a: &CompareArgs) -> std::io::
             x(r.aggressor_kept, 2),
             x(r.aggressor_lat_x, 2),
             r.converge_s
-                .map_or("never".to_owned(), |c| format!("{c:.2}")),
-            r.cap_osc_pp,
+                .map_or("never".to_owned(), |c| format!("{c:.2}s")),
+            r.cap_osc_pp.max(r.rate_osc_pp),
             r.aggressor_cap_mean,
-            r.aggressor_cap_min
+            r.aggressor_cap_min,
+            r.aggressor_tx_mean_pct,
+            victims.join(", ")
         )?;
     }
     Ok(())

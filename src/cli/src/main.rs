@@ -12,6 +12,7 @@ mod kvm;
 mod lab;
 mod lab_compare;
 mod lab_plot;
+mod lab_tradeoff;
 mod price;
 mod top;
 

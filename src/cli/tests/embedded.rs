@@ -205,7 +205,12 @@ count = 300
         v.name == "srv" && v.cap_pct.is_none()
     });
     // `resex rate`: the admin's transmit limit in the guest's port of softhca's scheduler.
-    assert!(v2.tx_lever.as_deref().is_some_and(|l| l.starts_with("softhca vport")), "{v2:#?}");
+    assert!(
+        v2.tx_lever
+            .as_deref()
+            .is_some_and(|l| l.starts_with("softhca vport")),
+        "{v2:#?}"
+    );
     let rated = resex(&["rate", "srv", "--share", "100Mbit", "--max", "2Gbit"]);
     assert!(rated.contains("pinned by the admin"), "{rated}");
     wait_for(&d, &mut host, "the pinned transmit limit", |v| {

@@ -322,6 +322,7 @@ impl HostCore {
         match policy {
             Some((name, cfg)) => {
                 let mut e = Engine::new(cfg);
+                e.set_link_bps(self.cfg.link.bits_per_sec);
                 let from = self.last.map_or(1, |l| l + 1);
                 for vm in &self.vms {
                     if let Err(err) = e.add_vm(vm.spec(), from) {

@@ -2,16 +2,20 @@
 //! seed and duration, and the figures that tell policies apart.
 //!
 //! In a scenario the reporting guests are the victims and the others the aggressors; the
-//! interference starts when the first aggressor does. Per (scenario, policy):
-//! - victim mean and p99 over base: the first victim's latency after the interference starts,
-//!   over its latency in the same window with the aggressors removed (no policy);
+//! interference starts when the first aggressor does, and every latency figure is measured from
+//! then to the end (the time before is the warm-up). Per (scenario, policy):
+//! - per victim, mean and p99 over base: its latency after the interference starts, over its
+//!   latency in the same window with the aggressors removed (no policy); the row's
+//!   `victim_mean_x` and `victim_p99_x` are the worst victim's;
 //! - aggressor throughput kept: the aggressors' Mb/s under the policy over their Mb/s with no
 //!   policy (work conservation: 1 is everything kept), and their own latency over theirs with no
 //!   policy (what a cap costs an open-loop aggressor, whose throughput it may not change);
-//! - time to converge: from the interference's start, the time after which the victim's
-//!   latency, averaged over the last 10 report periods, stays within `converge_within` of base;
-//! - cap oscillation: the aggressors' mean absolute cap change per report period over the second
-//!   half of the interference, in percentage points.
+//! - time to converge: from the interference's start, the time after which every victim's
+//!   latency, averaged over the last 10 report periods, stays within `converge_within` of its
+//!   base;
+//! - oscillation: the aggressors' mean absolute cap change per report period over the second
+//!   half of the interference, in percentage points of one CPU, and likewise their transmit
+//!   ceilings', in percentage points of the link.
 
 use crate::host::{LabConfig, LabError, LabHost};
 use crate::result::{LabResult, Series};
@@ -22,6 +26,19 @@ use serde::Serialize;
 /// Periods in the convergence test's moving average.
 const WINDOW: usize = 10;
 
+/// One victim's figures in a (scenario, policy) line.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct VictimRow {
+    /// The victim.
+    pub name: String,
+    /// Its mean latency over base.
+    pub mean_x: Option<f64>,
+    /// Its p99 over base.
+    pub p99_x: Option<f64>,
+    /// Seconds from the interference's start until it stays within bounds.
+    pub converge_s: Option<f64>,
+}
+
 /// One (scenario, policy) line.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CompareRow {
@@ -29,10 +46,12 @@ pub struct CompareRow {
     pub scenario: String,
     /// The policy (`none`: no policy).
     pub policy: String,
-    /// Victim mean latency over base (after the interference starts).
+    /// The worst victim's mean latency over base (after the interference starts).
     pub victim_mean_x: Option<f64>,
-    /// Victim p99 over base.
+    /// The worst victim's p99 over base.
     pub victim_p99_x: Option<f64>,
+    /// Every victim.
+    pub victims: Vec<VictimRow>,
     /// Aggressors' throughput, Mb/s (whole run).
     pub aggressor_mbps: f64,
     /// That over the same with no policy.
@@ -40,12 +59,18 @@ pub struct CompareRow {
     /// The aggressors' own mean latency over theirs with no policy (what a cap costs an
     /// open-loop VM, whose throughput it may not change).
     pub aggressor_lat_x: Option<f64>,
-    /// Seconds from the interference's start until the victim stays within bounds (`None`:
-    /// never within the run).
+    /// Seconds from the interference's start until every victim stays within bounds (`None`:
+    /// some victim never does within the run).
     pub converge_s: Option<f64>,
     /// Aggressors' mean absolute cap change per report period, percentage points (second half
     /// of the interference).
     pub cap_osc_pp: f64,
+    /// Aggressors' mean absolute transmit-ceiling change per report period, percentage points
+    /// of the link (second half of the interference).
+    pub rate_osc_pp: f64,
+    /// Aggressors' mean transmit ceiling after the interference starts, % of the link (100:
+    /// none).
+    pub aggressor_tx_mean_pct: f64,
     /// Aggressors' mean cap, %.
     pub aggressor_cap_mean: f64,
     /// Aggressors' lowest cap, %.
@@ -113,7 +138,36 @@ fn converge(series: &Series, victim: usize, start_s: f64, limit_us: f64) -> Opti
     since.map(|k| (series.t_s[k] - start_s).max(0.0))
 }
 
-fn oscillation(series: &Series, aggressors: &[usize], start_s: f64) -> f64 {
+/// Mean of the aggressors' series `of` from the interference's start.
+fn mean_after(
+    series: &Series,
+    aggressors: &[usize],
+    start_s: f64,
+    of: fn(&crate::result::VmSeries) -> &Vec<f64>,
+) -> f64 {
+    let first = series
+        .t_s
+        .iter()
+        .position(|&t| t > start_s)
+        .unwrap_or(series.t_s.len());
+    let xs: Vec<f64> = aggressors
+        .iter()
+        .filter_map(|&a| series.vms.get(a))
+        .flat_map(|v| of(v).iter().skip(first).copied())
+        .collect();
+    if xs.is_empty() {
+        100.0
+    } else {
+        xs.iter().sum::<f64>() / xs.len() as f64
+    }
+}
+
+fn oscillation(
+    series: &Series,
+    aggressors: &[usize],
+    start_s: f64,
+    of: fn(&crate::result::VmSeries) -> &Vec<f64>,
+) -> f64 {
     let first = series
         .t_s
         .iter()
@@ -124,8 +178,9 @@ fn oscillation(series: &Series, aggressors: &[usize], start_s: f64) -> f64 {
     let mut n = 0usize;
     for &a in aggressors {
         let Some(v) = series.vms.get(a) else { continue };
-        for k in from.max(1)..v.cap.len() {
-            sum += (v.cap[k] - v.cap[k - 1]).abs();
+        let x = of(v);
+        for k in from.max(1)..x.len() {
+            sum += (x[k] - x[k - 1]).abs();
             n += 1;
         }
     }
@@ -147,12 +202,12 @@ pub fn run(
     let mut rows = Vec::new();
     for s in scenarios {
         let vs = victims(s);
-        let Some(&victim) = vs.first() else {
+        if vs.is_empty() {
             return Err(LabError::Invalid(format!(
                 "scenario `{}` has no reporting guest (a victim) to compare policies by",
                 s.name
             )));
-        };
+        }
         let aggressors: Vec<usize> = (0..s.guests.len()).filter(|i| !vs.contains(i)).collect();
         if aggressors.is_empty() {
             return Err(LabError::Invalid(format!(
@@ -171,7 +226,6 @@ pub fn run(
         let mut alone = s.clone();
         alone.guests.retain(|g| g.reports);
         let base = run_one(&alone, cfg, start, None)?;
-        let bv = &base.vms[0];
         progress(&s.name, "none");
         let none = run_one(s, cfg, start, None)?;
         let agg_mbps =
@@ -194,24 +248,56 @@ pub fn run(
             ));
         }
         for (name, r) in runs {
-            let v = &r.vms[victim];
             let ratio = |x: Option<f64>, b: Option<f64>| match (x, b) {
                 (Some(x), Some(b)) if b > 0.0 => Some(x / b),
                 _ => None,
             };
             let series = r.series.as_ref();
-            let limit = bv.lat_mean_us.unwrap_or(0.0) * (1.0 + cfg.converge_within);
+            // Victim k of the scenario is guest vs[k] here and guest k in the base run.
+            let victims: Vec<VictimRow> = vs
+                .iter()
+                .enumerate()
+                .map(|(k, &i)| {
+                    let (v, b) = (&r.vms[i], &base.vms[k]);
+                    let limit = b.lat_mean_us.unwrap_or(0.0) * (1.0 + cfg.converge_within);
+                    VictimRow {
+                        name: v.name.clone(),
+                        mean_x: ratio(v.lat_mean_us, b.lat_mean_us),
+                        p99_x: ratio(v.lat_p99_us, b.lat_p99_us),
+                        converge_s: series.and_then(|se| converge(se, i, start, limit)),
+                    }
+                })
+                .collect();
+            let worst = |f: fn(&VictimRow) -> Option<f64>| {
+                victims
+                    .iter()
+                    .filter_map(f)
+                    .fold(None, |m: Option<f64>, x| Some(m.map_or(x, |m| m.max(x))))
+            };
+            let converge_s = victims
+                .iter()
+                .map(|v| v.converge_s)
+                .collect::<Option<Vec<f64>>>()
+                .map(|c| c.into_iter().fold(0.0, f64::max));
             let n = aggressors.len() as f64;
             rows.push(CompareRow {
                 scenario: s.name.clone(),
                 policy: name,
-                victim_mean_x: ratio(v.lat_mean_us, bv.lat_mean_us),
-                victim_p99_x: ratio(v.lat_p99_us, bv.lat_p99_us),
+                victim_mean_x: worst(|v| v.mean_x),
+                victim_p99_x: worst(|v| v.p99_x),
+                victims,
                 aggressor_mbps: agg_mbps(&r),
                 aggressor_kept: (none_mbps > 0.0).then(|| agg_mbps(&r) / none_mbps),
                 aggressor_lat_x: ratio(agg_lat(&r), none_lat),
-                converge_s: series.and_then(|se| converge(se, victim, start, limit)),
-                cap_osc_pp: series.map_or(0.0, |se| oscillation(se, &aggressors, start)),
+                converge_s,
+                cap_osc_pp: series
+                    .map_or(0.0, |se| oscillation(se, &aggressors, start, |v| &v.cap)),
+                rate_osc_pp: series.map_or(0.0, |se| {
+                    oscillation(se, &aggressors, start, |v| &v.tx_max_pct)
+                }),
+                aggressor_tx_mean_pct: series.map_or(100.0, |se| {
+                    mean_after(se, &aggressors, start, |v| &v.tx_max_pct)
+                }),
                 aggressor_cap_mean: aggressors.iter().map(|&a| r.vms[a].cap_mean).sum::<f64>() / n,
                 aggressor_cap_min: aggressors
                     .iter()
@@ -269,8 +355,8 @@ mod tests {
             .map(|i| if i % 2 == 0 { 50.0 } else { 40.0 })
             .collect();
         let s = series(&[100.0; 40], &caps);
-        assert!((oscillation(&s, &[1], 0.0) - 10.0).abs() < 1e-9);
+        assert!((oscillation(&s, &[1], 0.0, |v| &v.cap) - 10.0).abs() < 1e-9);
         let s = series(&[100.0; 40], &[30.0; 40]);
-        assert_eq!(oscillation(&s, &[1], 0.0), 0.0);
+        assert_eq!(oscillation(&s, &[1], 0.0, |v| &v.cap), 0.0);
     }
 }

@@ -373,6 +373,13 @@ impl LabHost {
                 .push(has.then(|| g.period.p99_ns as f64 / 1000.0));
             vs.cap
                 .push(g.server.vcpu.cap().unwrap_or_else(|| g.info.full_cap()));
+            #[allow(clippy::cast_precision_loss)]
+            vs.tx_max_pct.push(
+                self.hca
+                    .tx_limit(g.vport)
+                    .and_then(|t| t.max_bps)
+                    .map_or(100.0, |m| 100.0 * m as f64 / self.link.bits_per_sec as f64),
+            );
             vs.mbps.push(data / secs / 1e6);
             let rate = engine.and_then(|e| e.account(g.id)).map_or(1.0, |a| a.rate);
             vs.rate.push(rate);

@@ -129,8 +129,17 @@ fn with_interferer(s: &Scenario, buffer: u64, cap: Option<f64>) -> Scenario {
     s
 }
 
-/// Runs every experiment; `policy(name)` gives a policy's configuration; `progress` is told
-/// each case as it starts.
+/// The policy file each of the paper's policies is run from: IOShares as the paper has it
+/// (`ioshares-paper`: the interval's top sender is the interferer), FreeMarket as shipped.
+pub fn paper_file(policy: &str) -> &str {
+    match policy {
+        "ioshares" => "ioshares-paper",
+        p => p,
+    }
+}
+
+/// Runs every experiment; `policy(file)` gives a policy's configuration by its file's name
+/// (see [`paper_file`]); `progress` is told each case as it starts.
 pub fn run(
     sc: &PaperScenarios,
     base: &LabConfig,
@@ -149,7 +158,7 @@ pub fn run(
         progress(figure, &case);
         let cfg = LabConfig {
             policy: match pol {
-                Some(p) => Some((p.to_owned(), policy(p)?)),
+                Some(p) => Some((p.to_owned(), policy(paper_file(p))?)),
                 None => None,
             },
             ..base.clone()

@@ -90,6 +90,8 @@ pub struct VmSeries {
     pub lat_p99_us: Vec<Option<f64>>,
     /// The cap in force at the period's end, %.
     pub cap: Vec<f64>,
+    /// The transmit ceiling in force at the period's end, % of the link (100: none).
+    pub tx_max_pct: Vec<f64>,
     /// Reply throughput the monitor counted in the period, Mb/s.
     pub mbps: Vec<f64>,
     /// Its pricing rate at the period's end (1 without a policy).

@@ -290,7 +290,8 @@ fn compare_governor_beats_ioshares_where_it_claims_to() {
         .iter()
         .map(|n| Scenario::load(std::path::Path::new(&format!("{dir}/{n}.toml"))).unwrap())
         .collect();
-    let policies: Vec<(String, PolicyConfig)> = ["ioshares", "governor"]
+    // The cap-only governor against the paper's IOShares, on the CPU lever both.
+    let policies: Vec<(String, PolicyConfig)> = ["ioshares-paper", "governor-cpu"]
         .iter()
         .map(|p| policy(p).unwrap())
         .collect();
@@ -309,12 +310,12 @@ fn compare_governor_beats_ioshares_where_it_claims_to() {
     };
     // Lying: IOShares believes the liar and caps the neighbour (its latency multiplies);
     // the governor sees a link that never fills and leaves it alone.
-    assert!(get("lying", "ioshares").aggressor_lat_x.unwrap() > 1.5);
-    assert!(get("lying", "ioshares").aggressor_cap_min < 50.0);
-    assert_eq!(get("lying", "governor").aggressor_cap_min, 100.0);
+    assert!(get("lying", "ioshares-paper").aggressor_lat_x.unwrap() > 1.5);
+    assert!(get("lying", "ioshares-paper").aggressor_cap_min < 50.0);
+    assert_eq!(get("lying", "governor-cpu").aggressor_cap_min, 100.0);
     // The victim is closer to its base under the governor in both interference scenarios.
     for s in ["pair", "two-aggressors"] {
-        let (i, g) = (get(s, "ioshares"), get(s, "governor"));
+        let (i, g) = (get(s, "ioshares-paper"), get(s, "governor-cpu"));
         assert!(
             g.victim_mean_x.unwrap() < i.victim_mean_x.unwrap(),
             "{s}: governor {:?} vs ioshares {:?}",
@@ -393,4 +394,131 @@ fn a_static_share_keeps_the_victim_near_alone_and_the_aggressor_its_work() {
     assert!(v1 < alone * 1.05, "with the share: {v1} vs alone {alone}");
     let kept = with.vms[1].tx_mbps / without.vms[1].tx_mbps;
     assert!(kept > 0.98, "the aggressor keeps its work: {kept}");
+}
+
+/// Runs `resex lab compare` on the shipped compare scenarios named, 4 s each (the aggressors
+/// start at 2 or 3 s), under `policies`.
+fn compare_rows(names: &[&str], policies: &[&str]) -> Vec<resex_lab::compare::CompareRow> {
+    use resex_lab::compare::{run as compare, CompareConfig};
+    let dir = format!(
+        "{}/../../tools/scenarios/compare",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let scenarios: Vec<Scenario> = names
+        .iter()
+        .map(|n| Scenario::load(std::path::Path::new(&format!("{dir}/{n}.toml"))).unwrap())
+        .collect();
+    let policies: Vec<(String, PolicyConfig)> =
+        policies.iter().map(|p| policy(p).unwrap()).collect();
+    let cfg = CompareConfig {
+        lab: LabConfig {
+            duration_s: Some(4.0),
+            ..LabConfig::default()
+        },
+        converge_within: 0.10,
+    };
+    compare(&scenarios, &policies, &cfg, |_, _| {}).unwrap()
+}
+
+#[test]
+fn the_two_lever_governor_meets_its_goals_on_every_compare_scenario() {
+    let names = [
+        "bursty",
+        "five-victims",
+        "lying",
+        "pair",
+        "three-victims",
+        "two-aggressors",
+    ];
+    let rows = compare_rows(&names, &["governor"]);
+    for r in rows.iter().filter(|r| r.policy == "governor") {
+        for v in &r.victims {
+            assert!(
+                v.mean_x.unwrap() <= 1.10 && v.p99_x.unwrap() <= 1.25,
+                "{}: victim {} at {:?} / {:?} of alone",
+                r.scenario,
+                v.name,
+                v.mean_x,
+                v.p99_x
+            );
+        }
+        assert!(
+            r.aggressor_kept.unwrap() >= 0.90,
+            "{}: kept {:?}",
+            r.scenario,
+            r.aggressor_kept
+        );
+        assert!(
+            r.cap_osc_pp <= 2.0 && r.rate_osc_pp <= 2.0,
+            "{}: oscillation {} / {}",
+            r.scenario,
+            r.cap_osc_pp,
+            r.rate_osc_pp
+        );
+        assert!(
+            r.converge_s.is_some_and(|c| c <= 1.0),
+            "{}: {:?}",
+            r.scenario,
+            r.converge_s
+        );
+        assert_eq!(
+            r.aggressor_cap_min, 100.0,
+            "{}: no cap was needed",
+            r.scenario
+        );
+        if r.scenario == "lying" {
+            // A liar on a quiet link gets its neighbour neither capped nor limited.
+            assert_eq!(r.aggressor_tx_mean_pct, 100.0);
+        }
+    }
+    // The scenarios do hurt without a policy (the comparison is not of quiet hosts).
+    for s in ["pair", "three-victims", "five-victims", "two-aggressors"] {
+        let none = rows
+            .iter()
+            .find(|r| r.scenario == s && r.policy == "none")
+            .unwrap();
+        assert!(
+            none.victim_mean_x.unwrap() > 1.3,
+            "{s}: {:?}",
+            none.victim_mean_x
+        );
+    }
+}
+
+#[test]
+fn ioshares_never_caps_an_innocent_small_guest_for_a_large_ones_traffic() {
+    // The three-victim shape: 4 KiB, 64 KiB and 256 KiB reporting VMs and a 4 MiB aggressor.
+    // The paper's rule names whichever VM sent most in an interval and caps small victims to
+    // the floor; the share attribution charges the aggressor only.
+    let rows = compare_rows(&["three-victims"], &["ioshares-paper", "ioshares"]);
+    let get = |p: &str| rows.iter().find(|r| r.policy == p).unwrap();
+    let (paper, fixed) = (get("ioshares-paper"), get("ioshares"));
+    let small = |r: &resex_lab::compare::CompareRow| r.victims[0].mean_x.unwrap();
+    assert!(
+        small(paper) > 5.0,
+        "the paper's rule hurts the small VM: {}",
+        small(paper)
+    );
+    assert!(small(fixed) < 1.2, "fixed: {}", small(fixed));
+    // Its caps: run the scenario itself and look at the victims' lowest caps.
+    let s = Scenario::load(std::path::Path::new(&format!(
+        "{}/../../tools/scenarios/compare/three-victims.toml",
+        env!("CARGO_MANIFEST_DIR")
+    )))
+    .unwrap();
+    for (p, capped) in [("ioshares", false), ("ioshares-paper", true)] {
+        let r = LabHost::new(
+            &s,
+            LabConfig {
+                duration_s: Some(4.0),
+                policy: policy(p),
+                ..LabConfig::default()
+            },
+        )
+        .unwrap()
+        .run(|_, _| {})
+        .unwrap();
+        let min = r.vms[..3].iter().map(|v| v.cap_min).fold(100.0, f64::min);
+        assert_eq!(min < 100.0, capped, "{p}: the victims' lowest cap {min}");
+    }
 }

@@ -29,6 +29,65 @@ pub enum IoSplit {
     Weight,
 }
 
+/// Which levers a policy acts through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Lever {
+    /// CPU caps only (the paper).
+    #[default]
+    Cpu,
+    /// Transmit limits only (each VM's share and ceiling in its port's scheduler).
+    Rate,
+    /// Both: the rate lever first, the CPU cap as the last resort.
+    Both,
+}
+
+impl Lever {
+    /// True when transmit limits are used.
+    pub fn rate(self) -> bool {
+        matches!(self, Lever::Rate | Lever::Both)
+    }
+    /// True when CPU caps are used.
+    pub fn cpu(self) -> bool {
+        matches!(self, Lever::Cpu | Lever::Both)
+    }
+    /// The default of a policy kind: the governor uses both, the paper's policies the CPU.
+    pub fn default_for(policy: PolicyKind) -> Self {
+        match policy {
+            PolicyKind::Governor => Lever::Both,
+            _ => Lever::Cpu,
+        }
+    }
+}
+
+/// How IOShares attributes a victim's interference.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum IoSharesMode {
+    /// To every other VM that is not itself a victim in the period, by its share of the
+    /// link's capacity while the victim waited (smoothed over intervals): an innocent small
+    /// VM is never charged for a large VM's traffic, and on a quiet link nobody much is.
+    #[default]
+    Share,
+    /// The paper's rule: to the other VM with the most MTUs in the interval, by its share of
+    /// all MTUs.
+    Paper,
+}
+
+/// `[rates]`: bounds of transmit-limit decisions (the rate lever).
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RatesConfig {
+    /// Lowest ceiling ever set, percent of the link's rate.
+    pub floor_pct: f64,
+}
+
+impl Default for RatesConfig {
+    fn default() -> Self {
+        Self { floor_pct: 5.0 }
+    }
+}
+
 /// `[ledger]`: epochs, intervals and the link that is priced.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
@@ -125,11 +184,19 @@ pub struct IoSharesConfig {
     /// When no VM reported for this long, rates decay anyway; before that, rates hold while
     /// reports are missing.
     pub report_timeout_ms: u64,
+    /// How interference is attributed: `share` (by share of the link while the victim
+    /// waited) or `paper` (the top sender of the interval).
+    pub mode: IoSharesMode,
+    /// In `share` mode, a VM's link share is smoothed over intervals: per interval it keeps
+    /// this much of its old value.
+    pub share_memory: f64,
 }
 
 impl Default for IoSharesConfig {
     fn default() -> Self {
         Self {
+            mode: IoSharesMode::Share,
+            share_memory: 0.9,
             sla_threshold: 0.10,
             baseline_reports: 10,
             baseline_follows_lower: true,
@@ -182,11 +249,22 @@ pub struct GovernorConfig {
     pub min_report_samples: u64,
     /// Interference is clamped to this.
     pub max_intf: f64,
+    /// With the rate lever: a reporting (latency-sensitive) VM's transmit share is this many
+    /// times its demand (its peak rate, decaying), ...
+    pub share_headroom: f64,
+    /// ... at least this many Mbit/s, rounded up to a power of two of Mbit/s (steady weights).
+    pub share_min_mbps: f64,
+    /// Per actuation period a VM's demand keeps this much of its peak (it follows a new
+    /// peak at once).
+    pub demand_memory: f64,
 }
 
 impl Default for GovernorConfig {
     fn default() -> Self {
         Self {
+            share_headroom: 2.0,
+            share_min_mbps: 128.0,
+            demand_memory: 0.99,
             sla_threshold: 0.10,
             setpoint: 0.05,
             congestion_util: 0.90,
@@ -212,6 +290,12 @@ impl Default for GovernorConfig {
 pub struct PolicyConfig {
     /// The algorithm.
     pub policy: PolicyKind,
+    /// The levers it acts through (default: `cpu`; the governor's: `both`).
+    #[serde(default)]
+    pub lever: Option<Lever>,
+    /// `[rates]`.
+    #[serde(default)]
+    pub rates: RatesConfig,
     /// `[ledger]`.
     #[serde(default)]
     pub ledger: LedgerConfig,
@@ -276,6 +360,8 @@ impl PolicyConfig {
     pub fn defaults(policy: PolicyKind) -> Self {
         Self {
             policy,
+            lever: Some(Lever::default_for(policy)),
+            rates: RatesConfig::default(),
             ledger: LedgerConfig::default(),
             caps: CapsConfig::default(),
             balance_rule: BalanceRule::default(),
@@ -294,6 +380,7 @@ impl PolicyConfig {
         if cfg.policy == PolicyKind::Governor && cfg.governor.is_none() {
             cfg.governor = Some(GovernorConfig::default());
         }
+        cfg.lever.get_or_insert(Lever::default_for(cfg.policy));
         cfg.validate()?;
         Ok(cfg)
     }
@@ -337,6 +424,12 @@ impl PolicyConfig {
             c.actuation_period_ms,
             (1..=60_000).contains(&c.actuation_period_ms),
             "1..=60000",
+        )?;
+        check(
+            "rates.floor_pct",
+            self.rates.floor_pct,
+            finite_in(self.rates.floor_pct, 0.1, 100.0),
+            "0.1..=100.0",
         )?;
         let b = &self.balance_rule;
         check(
@@ -391,6 +484,11 @@ impl PolicyConfig {
             _ => {}
         }
         Ok(())
+    }
+
+    /// The levers in force.
+    pub fn lever(&self) -> Lever {
+        self.lever.unwrap_or(Lever::default_for(self.policy))
     }
 
     /// Intervals per epoch.
@@ -462,6 +560,12 @@ impl IoSharesConfig {
             self.report_timeout_ms,
             (1..=3_600_000).contains(&self.report_timeout_ms),
             "1..=3600000",
+        )?;
+        check(
+            "ioshares.share_memory",
+            self.share_memory,
+            finite_in(self.share_memory, 0.0, 0.999),
+            "0.0..=0.999",
         )?;
         Ok(())
     }
@@ -554,6 +658,24 @@ impl GovernorConfig {
             self.max_intf,
             finite_in(self.max_intf, 0.01, 1000.0),
             "0.01..=1000.0",
+        )?;
+        check(
+            "governor.share_headroom",
+            self.share_headroom,
+            finite_in(self.share_headroom, 1.0, 100.0),
+            "1.0..=100.0",
+        )?;
+        check(
+            "governor.share_min_mbps",
+            self.share_min_mbps,
+            finite_in(self.share_min_mbps, 1.0, 1e6),
+            "1.0..=1000000.0",
+        )?;
+        check(
+            "governor.demand_memory",
+            self.demand_memory,
+            finite_in(self.demand_memory, 0.0, 1.0),
+            "0.0..=1.0",
         )?;
         if self.setpoint > self.sla_threshold {
             return Err(ConfigError::Inconsistent(format!(

@@ -67,6 +67,8 @@ pub struct Engine {
     out: StepOutput,
     /// Account index of each usage entry of the interval being filled (reused).
     slots: Vec<usize>,
+    /// The host link's rate, bits per second.
+    link_bps: f64,
 }
 
 impl Engine {
@@ -89,6 +91,21 @@ impl Engine {
             last: None,
             out: StepOutput::default(),
             slots: Vec::new(),
+            link_bps: 0.0,
+        }
+    }
+
+    /// The host link's rate, bits per second, transmit limits are set against (default: the
+    /// policy's `ledger.link_bytes_per_sec`).
+    pub fn set_link_bps(&mut self, bps: u64) {
+        self.link_bps = bps as f64;
+    }
+
+    fn link_bps(&self) -> f64 {
+        if self.link_bps > 0.0 {
+            self.link_bps
+        } else {
+            self.cfg.ledger.link_bytes_per_sec as f64 * 8.0
         }
     }
 
@@ -272,6 +289,7 @@ impl Engine {
             epoch_left: self.clock.left_after(i),
             link_util,
             total_mtus,
+            link_bps: self.link_bps(),
         };
         self.policy.price(&ctx, &mut self.accounts);
         for acc in &mut self.accounts {
@@ -281,6 +299,10 @@ impl Engine {
         self.out.tx_decisions.clear();
         if actuation {
             self.policy.actuate(&ctx, &mut self.accounts);
+            let lever = self.cfg.lever();
+            if lever.rate() && !self.policy.proposes_tx() {
+                as_ceilings(&ctx, lever, &mut self.accounts);
+            }
             let floor = self.cfg.caps.floor_pct;
             for acc in &mut self.accounts {
                 if let Some((tx, reason)) = acc.tx_proposal {
@@ -335,5 +357,46 @@ impl Engine {
             },
         }));
         Ok(&self.out)
+    }
+}
+
+/// A cap-deciding policy on the rate lever: each cap proposal becomes a ceiling at the same
+/// fraction of the link (none when uncapped; at least `rates.floor_pct`); with the rate lever
+/// alone the cap itself stays at its ceiling.
+fn as_ceilings(
+    ctx: &crate::policy::Ctx<'_>,
+    lever: crate::config::Lever,
+    accounts: &mut [Account],
+) {
+    use crate::types::{TxLimit, TxReason};
+    let floor = ctx.cfg.rates.floor_pct / 100.0;
+    for acc in accounts {
+        let Some((cap, reason)) = acc.proposal else {
+            continue;
+        };
+        let frac = if cap.is_finite() {
+            (cap / acc.max_cap).clamp(0.0, 1.0)
+        } else {
+            1.0
+        };
+        let tx = if frac >= 1.0 - 1e-9 {
+            TxLimit::NONE
+        } else {
+            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+            let max = (frac.max(floor) * ctx.link_bps).round() as u64;
+            TxLimit {
+                share_bps: None,
+                max_bps: Some(max.max(1)),
+            }
+        };
+        let why = if tx.is_none() {
+            TxReason::Release
+        } else {
+            TxReason::Ceiling(reason)
+        };
+        acc.tx_proposal = Some((tx, why));
+        if !lever.cpu() {
+            acc.proposal = Some((acc.max_cap, reason));
+        }
     }
 }

@@ -1,6 +1,19 @@
-//! IOShares (paper Algorithm 2): a VM whose reported latency rose above its SLA charges the
-//! neighbour that sent the most MTUs, in proportion to that neighbour's share of the link.
+//! IOShares (paper Algorithm 2): a VM whose reported latency rose above its SLA charges its
+//! neighbours for the interference.
 //!
+//! Two attributions (`mode`):
+//! - **`paper`**, the paper's rule, below: the neighbour with the most MTUs in the interval is
+//!   the interferer. With several latency-sensitive VMs this names whichever happened to send
+//!   most in that interval: a small innocent VM is charged (and capped to the floor) for a large
+//!   one's bursts. `policies/ioshares-paper.toml`, what `resex lab paper` runs.
+//! - **`share`** (the default): every neighbour that is not itself a victim in the actuation
+//!   period is charged `IntfPercent x` its share of the link's *capacity* while the victim
+//!   waited (its bytes over the link's rate, smoothed over intervals: `share_memory`). The
+//!   aggressor holding the link pays; a VM that sent little pays little; a VM that reports
+//!   interference pays nothing for that period; and on a quiet link every share is small, so
+//!   a report alone (a lying guest) cannot drive a neighbour's rate up much.
+//!
+//! The paper's rule, in detail.
 //! Per report (in VM-id order):
 //! `IntfPercent = max((mean - base_mean) / base_mean, (stddev - base_stddev) / base_stddev)`;
 //! above the VM's SLA threshold the interferer is the *other* VM with the most MTUs this interval
@@ -11,11 +24,12 @@
 //! towards rate 1 (`1 + (rate - 1) x decay`), unless reports have merely gone missing (then
 //! rates hold until `report_timeout_ms` passes without any report).
 
-use crate::config::IoSharesConfig;
+use crate::config::{IoSharesConfig, IoSharesMode};
 use crate::interference::{interference, valid_report, Measure};
 use crate::ledger::{Account, BaselineState};
 use crate::policy::{apply_balance_rule, balance_cap, Ctx, Policy};
 use crate::types::{CapReason, LatencyReport, VmId};
+use std::collections::BTreeSet;
 
 /// Rates within this distance of 1 snap to 1 (so decay ends).
 const RATE_EPSILON: f64 = 1e-3;
@@ -31,6 +45,10 @@ pub struct IoShares {
     reported_this_period: bool,
     /// (interferer index, victim, r') collected during a pass; reused.
     raises: Vec<(usize, VmId, f64)>,
+    /// `share` mode: each VM's smoothed share of the link's capacity.
+    link_share: std::collections::BTreeMap<VmId, f64>,
+    /// `share` mode: VMs whose reports showed interference above their SLA this period.
+    victims: BTreeSet<VmId>,
 }
 
 impl IoShares {
@@ -43,7 +61,26 @@ impl IoShares {
             last_report: None,
             reported_this_period: false,
             raises: Vec::new(),
+            link_share: std::collections::BTreeMap::new(),
+            victims: BTreeSet::new(),
         }
+    }
+
+    /// `share` mode: updates each VM's smoothed share of the link's capacity.
+    fn smooth_shares(&mut self, ctx: &Ctx<'_>, accounts: &[Account]) {
+        let capacity = ctx.link_bps * ctx.cfg.ledger.interval_ms as f64 / 1000.0;
+        let m = self.cfg.share_memory;
+        for acc in accounts {
+            let now = if capacity > 0.0 {
+                (acc.bytes as f64 * 8.0 / capacity).min(1.0)
+            } else {
+                0.0
+            };
+            let s = self.link_share.entry(acc.id()).or_insert(0.0);
+            *s = m * *s + (1.0 - m) * now;
+        }
+        self.link_share
+            .retain(|id, _| accounts.binary_search_by_key(id, Account::id).is_ok());
     }
 
     fn measure(&self) -> Measure {
@@ -89,6 +126,10 @@ impl Policy for IoShares {
     }
 
     fn price(&mut self, ctx: &Ctx<'_>, accounts: &mut [Account]) {
+        if self.cfg.mode == IoSharesMode::Share {
+            self.price_by_share(ctx, accounts);
+            return;
+        }
         let (first, second) = top_two(accounts);
         let mut raises = std::mem::take(&mut self.raises);
         raises.clear();
@@ -128,6 +169,7 @@ impl Policy for IoShares {
     }
 
     fn actuate(&mut self, ctx: &Ctx<'_>, accounts: &mut [Account]) {
+        self.victims.clear();
         let silent_too_long = match self.last_report {
             None => true,
             Some(t) => ctx.interval.saturating_sub(t) >= self.timeout_intervals,
@@ -161,6 +203,63 @@ impl Policy for IoShares {
             acc.proposal = Some((balance_cap(ctx, acc) / acc.rate, reason));
         }
         self.reported_this_period = false;
+    }
+}
+
+impl IoShares {
+    /// `share` mode's pricing pass.
+    fn price_by_share(&mut self, ctx: &Ctx<'_>, accounts: &mut [Account]) {
+        self.smooth_shares(ctx, accounts);
+        let mut raises = std::mem::take(&mut self.raises);
+        raises.clear();
+        let mut intfs = Vec::new();
+        let m = self.measure();
+        for (i, acc) in accounts.iter_mut().enumerate() {
+            let Some(report) = acc.report else {
+                continue;
+            };
+            if !valid_report(&report, self.cfg.min_report_samples) {
+                continue;
+            }
+            self.last_report = Some(ctx.interval);
+            self.reported_this_period = true;
+            let Some(intf) = interference(&m, &mut acc.baseline, &report) else {
+                continue;
+            };
+            acc.intf = Some(intf);
+            let sla = acc.spec.sla_threshold.unwrap_or(self.cfg.sla_threshold);
+            if intf > sla {
+                self.victims.insert(acc.id());
+                intfs.push((i, intf));
+            }
+        }
+        // Victims first (all of them), then their charges: a victim is never charged.
+        for &(i, intf) in &intfs {
+            let victim = accounts[i].id();
+            let mut top: Option<(usize, f64)> = None;
+            for (j, acc) in accounts.iter().enumerate() {
+                if j == i || self.victims.contains(&acc.id()) {
+                    continue;
+                }
+                let share = self.link_share.get(&acc.id()).copied().unwrap_or(0.0);
+                if share <= 0.0 {
+                    continue;
+                }
+                raises.push((j, victim, share * intf));
+                if top.is_none_or(|(_, s)| share > s) {
+                    top = Some((j, share));
+                }
+            }
+            if let Some((j, _)) = top {
+                accounts[i].interferer = Some(accounts[j].id());
+            }
+        }
+        for &(c, victim, r) in &raises {
+            let acc = &mut accounts[c];
+            acc.rate = (acc.rate + r).min(self.cfg.max_rate);
+            acc.named_by = Some(victim);
+        }
+        self.raises = raises;
     }
 }
 

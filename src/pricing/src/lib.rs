@@ -30,7 +30,7 @@ pub mod trace;
 pub mod types;
 
 pub use baseline::BaselineLearner;
-pub use config::{ConfigError, PolicyConfig, PolicyKind};
+pub use config::{ConfigError, IoSharesMode, Lever, PolicyConfig, PolicyKind};
 pub use engine::{Departure, Engine, PricingError};
 pub use ledger::Account;
 pub use policy::{Ctx, Policy};

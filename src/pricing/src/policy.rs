@@ -20,6 +20,8 @@ pub struct Ctx<'a> {
     pub link_util: f64,
     /// MTUs of all VMs in this interval.
     pub total_mtus: u64,
+    /// The host link's rate, bits per second (transmit limits are set against it).
+    pub link_bps: f64,
 }
 
 /// A pricing policy.
@@ -38,6 +40,11 @@ pub trait Policy: Send + std::fmt::Debug {
     fn price(&mut self, ctx: &Ctx<'_>, accounts: &mut [Account]);
     /// Proposes caps at an actuation boundary (after this interval's charges).
     fn actuate(&mut self, ctx: &Ctx<'_>, accounts: &mut [Account]);
+    /// True when the policy proposes transmit limits itself; otherwise, with the rate lever,
+    /// the engine turns its cap proposals into ceilings (the same fraction of the link).
+    fn proposes_tx(&self) -> bool {
+        false
+    }
 }
 
 /// The policy a configuration selects.
@@ -49,10 +56,13 @@ pub fn build(cfg: &PolicyConfig) -> Box<dyn Policy> {
             cfg.intervals_per_actuation(),
             cfg.ledger.interval_ms,
         )),
-        PolicyKind::Governor => Box::new(Governor::new(
-            cfg.governor.clone().unwrap_or_default(),
-            cfg.ledger.interval_ms,
-        )),
+        PolicyKind::Governor => Box::new(
+            Governor::new(
+                cfg.governor.clone().unwrap_or_default(),
+                cfg.ledger.interval_ms,
+            )
+            .with_lever(cfg.lever(), cfg.intervals_per_actuation()),
+        ),
     }
 }
 

@@ -147,6 +147,9 @@ pub enum TxReason {
     },
     /// The reason for the setting is gone: it is lifted.
     Release,
+    /// A policy that decides caps, acting through the rate lever: its cap as a ceiling, the
+    /// same fraction of the link.
+    Ceiling(CapReason),
 }
 
 impl fmt::Display for TxReason {
@@ -155,6 +158,7 @@ impl fmt::Display for TxReason {
             TxReason::Protect { victim } => write!(f, "share to protect {victim}"),
             TxReason::Limit { victim } => write!(f, "ceiling for {victim}'s latency"),
             TxReason::Release => f.write_str("released"),
+            TxReason::Ceiling(r) => write!(f, "{r} (as a ceiling)"),
         }
     }
 }

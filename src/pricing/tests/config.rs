@@ -30,7 +30,13 @@ fn shipped_files_are_the_documented_defaults() {
 #[test]
 fn every_key_is_explained_in_the_policies_readme() {
     let readme = shipped("README.md");
-    for file in ["freemarket.toml", "ioshares.toml", "governor.toml"] {
+    for file in [
+        "freemarket.toml",
+        "ioshares.toml",
+        "governor.toml",
+        "ioshares-paper.toml",
+        "governor-cpu.toml",
+    ] {
         for line in shipped(file).lines() {
             let line = line.trim();
             if line.starts_with('#') || line.starts_with('[') || line.is_empty() {
@@ -40,6 +46,29 @@ fn every_key_is_explained_in_the_policies_readme() {
             assert!(readme.contains(&format!("`{key}`")), "README lacks `{key}`");
         }
     }
+}
+
+#[test]
+fn the_variants_differ_from_the_defaults_in_one_key() {
+    let paper = PolicyConfig::from_toml(&shipped("ioshares-paper.toml")).unwrap();
+    let mut want = PolicyConfig::defaults(PolicyKind::Ioshares);
+    want.ioshares.as_mut().unwrap().mode = resex_pricing::IoSharesMode::Paper;
+    assert_eq!(paper, want);
+    let cpu = PolicyConfig::from_toml(&shipped("governor-cpu.toml")).unwrap();
+    let mut want = PolicyConfig::defaults(PolicyKind::Governor);
+    want.lever = Some(resex_pricing::Lever::Cpu);
+    assert_eq!(cpu, want);
+    assert_eq!(
+        PolicyConfig::defaults(PolicyKind::Governor).lever(),
+        resex_pricing::Lever::Both
+    );
+    assert_eq!(
+        PolicyConfig::from_toml("policy = \"freemarket\"\nlever = \"rate\"\n")
+            .unwrap()
+            .lever(),
+        resex_pricing::Lever::Rate
+    );
+    assert!(PolicyConfig::from_toml("policy = \"freemarket\"\nlever = \"nic\"\n").is_err());
 }
 
 #[test]

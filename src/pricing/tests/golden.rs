@@ -2,8 +2,8 @@
 #![allow(clippy::cast_possible_truncation)]
 
 use resex_pricing::{
-    Baseline, CapReason, Engine, IntervalInput, LatencyReport, PolicyConfig, PolicyKind,
-    StepOutput, VmId, VmSpec, VmUsage,
+    Baseline, CapReason, Engine, IntervalInput, IoSharesMode, LatencyReport, PolicyConfig,
+    PolicyKind, StepOutput, VmId, VmSpec, VmUsage,
 };
 
 fn step(e: &mut Engine, i: u64, usage: &[VmUsage]) -> StepOutput {
@@ -115,7 +115,8 @@ fn report(mean: f64, stddev: f64) -> Option<LatencyReport> {
 ///   at 140, 105 ms after the last report (timeout 100 ms), decay resumes: 1.459 27.
 #[test]
 fn ioshares_interference_episode_and_decay() {
-    let cfg = PolicyConfig::defaults(PolicyKind::Ioshares);
+    let mut cfg = PolicyConfig::defaults(PolicyKind::Ioshares);
+    cfg.ioshares.as_mut().unwrap().mode = IoSharesMode::Paper;
     let mut e = Engine::new(cfg);
     let mut victim = VmSpec::new(1, "vm64k", 1);
     victim.baseline = Some(Baseline {
@@ -188,6 +189,7 @@ fn ioshares_interference_episode_and_decay() {
 #[test]
 fn ioshares_learns_the_baseline_before_charging() {
     let mut cfg = PolicyConfig::defaults(PolicyKind::Ioshares);
+    cfg.ioshares.as_mut().unwrap().mode = IoSharesMode::Paper;
     cfg.ioshares.as_mut().unwrap().baseline_reports = 3;
     let mut e = Engine::new(cfg);
     e.add_vm(VmSpec::new(1, "victim", 1), 0).unwrap();
@@ -228,4 +230,67 @@ fn late_arrival_gets_a_prorated_allotment() {
     assert_eq!(out.rows[1].allotment, 624_288.0);
     let gone = e.remove_vm(VmId(2)).unwrap();
     assert_eq!(gone.allotment_used_period, 624_288.0 / 1000.0);
+}
+
+/// IOShares' `share` attribution by hand: the aggressor sends 500 000 bytes every 1 ms interval
+/// on a link of 1 GiB/s (8 589 934.592 bits per interval): 4 000 000 bits, a share of
+/// f = 0.465 66; smoothed with memory 0.9 from 0, after k intervals it is (1 - 0.9^k) f. A
+/// second reporting VM that sends 1 000 bytes a ms is innocent: at interval 5 the victim
+/// (IntfPercent 0.5) charges the aggressor 0.5 x (1 - 0.9^6) f and the small VM only
+/// 0.5 x (1 - 0.9^6) f / 500; when the small VM itself reports interference at interval 15 it
+/// is a victim of the period and pays nothing.
+#[test]
+fn ioshares_share_mode_charges_by_share_of_the_link_and_never_a_victim() {
+    let cfg = PolicyConfig::defaults(PolicyKind::Ioshares);
+    assert_eq!(cfg.ioshares.as_ref().unwrap().mode, IoSharesMode::Share);
+    let mut e = Engine::new(cfg);
+    let base = Some(Baseline {
+        mean_ns: 10_000.0,
+        stddev_ns: 1_000.0,
+    });
+    let mut victim = VmSpec::new(1, "victim", 1);
+    victim.baseline = base;
+    let mut small = VmSpec::new(2, "small", 1);
+    small.baseline = base;
+    e.add_vm(victim, 0).unwrap();
+    e.add_vm(small, 0).unwrap();
+    e.add_vm(VmSpec::new(3, "aggressor", 1), 0).unwrap();
+    let f = 4_000_000.0 / (8.0 * (1u64 << 30) as f64 / 1000.0);
+    let smoothed = |k: i32| (1.0 - 0.9f64.powi(k)) * f;
+    let mut prev = (1.0, 1.0);
+    for i in 0..20u64 {
+        let mut u1 = VmUsage::new(VmId(1), 10.0, 10);
+        let mut u2 = VmUsage::new(VmId(2), 10.0, 1);
+        let mut u3 = VmUsage::new(VmId(3), 90.0, 500);
+        u1.bytes = 10_000;
+        u2.bytes = 1_000;
+        u3.bytes = 500_000;
+        u1.report = (i == 5).then(|| report(15_000.0, 1_200.0)).flatten();
+        u2.report = (i == 15).then(|| report(15_000.0, 1_200.0)).flatten();
+        let out = step(&mut e, i, &[u1, u2, u3]);
+        match i {
+            5 => {
+                let raise = 0.5 * smoothed(6);
+                assert!(close(out.rows[2].rate, 1.0 + raise), "{}", out.rows[2].rate);
+                let small_share = smoothed(6) / 500.0;
+                assert!(close(out.rows[1].rate, 1.0 + 0.5 * small_share));
+                assert_eq!(out.rows[0].interferer, Some(VmId(3)));
+                assert!(close(out.rows[0].rate, 1.0), "a victim is never charged");
+            }
+            15 => {
+                assert_eq!(out.rows[1].interferer, Some(VmId(3)));
+                // The small VM is this period's victim: its rate does not rise; the
+                // aggressor's does.
+                assert!(
+                    close(out.rows[1].rate, prev.0),
+                    "{} {}",
+                    out.rows[1].rate,
+                    prev.0
+                );
+                assert!(out.rows[2].rate > prev.1 + 0.1);
+            }
+            _ => {}
+        }
+        prev = (out.rows[1].rate, out.rows[2].rate);
+    }
 }

@@ -1,14 +1,19 @@
-//! The governor: congestion gate, split by share, back-off, and a closed loop that settles.
+//! The governor on the CPU lever alone (`lever = "cpu"`, the cap-only governor): congestion
+//! gate, split by share, back-off, and a closed loop that settles. Its two-lever behaviour is in
+//! `governor_levers.rs`.
 #![allow(clippy::cast_possible_truncation)]
 
 use resex_pricing::{
-    Baseline, Engine, IntervalInput, LatencyReport, PolicyConfig, PolicyKind, VmId, VmSpec, VmUsage,
+    Baseline, Engine, IntervalInput, LatencyReport, Lever, PolicyConfig, PolicyKind, VmId, VmSpec,
+    VmUsage,
 };
 
 const BASE_NS: f64 = 100_000.0;
 
 fn engine(n: u32) -> Engine {
-    let mut e = Engine::new(PolicyConfig::defaults(PolicyKind::Governor));
+    let mut cfg = PolicyConfig::defaults(PolicyKind::Governor);
+    cfg.lever = Some(Lever::Cpu);
+    let mut e = Engine::new(cfg);
     for id in 1..=n {
         let mut spec = VmSpec::new(id, format!("vm{id}"), 1);
         if id == 1 {

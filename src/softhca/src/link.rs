@@ -1,8 +1,8 @@
 //! The link model: ports with a bandwidth in each direction, MTU-sized packets with a header
 //! overhead, store-and-forward through the receiving port's ingress, a base latency, and per
 //! port a transmit scheduler (`sched.rs`): round robin between the flows (QPs) with
-//! pending packets, or, once a vport (guest) of the port has a transmit limit, shares and
-//! ceilings per vport as mlx5 vport QoS has them.
+//! pending packets, or, once a vport (guest) of the port has a transmit limit, weighted fair
+//! shares and ceilings per vport as mlx5 vport QoS has them.
 //!
 //! Times are picoseconds (exact for the bandwidths used here: 8 Gb/s is 1 000 ps per byte,
 //! 100 Gb/s 80).
@@ -178,7 +178,6 @@ impl Link {
     /// The port whose next packet starts earliest, if it starts at or before `now_ps`, with the
     /// flow its scheduler picks to send it.
     pub fn next_port(&mut self, now_ps: u64) -> Option<(PortId, Flow)> {
-        let quantum = i64::from(self.cfg.mtu + self.cfg.header_bytes);
         let bits = self.packet_bits();
         loop {
             let (i, start) = self
@@ -190,7 +189,7 @@ impl Link {
                 .filter(|&(_, t)| t <= now_ps)
                 .min_by_key(|&(i, t)| (t, i))?;
             let port = PortId(u16::try_from(i).ok()?);
-            if let Some(flow) = self.ports[i].q.pick(start, quantum, bits) {
+            if let Some(flow) = self.ports[i].q.pick(start, bits) {
                 return Some((port, flow));
             }
             // Every vport waiting there is out of tokens: the port's earliest moved on.

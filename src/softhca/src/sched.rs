@@ -5,12 +5,19 @@
 //! always was. Once a vport of the port has a limit, the port schedules vports first and their
 //! flows round robin within each:
 //!
-//! - **Shares** (`tx_share`): deficit round robin between the vports with packets waiting,
-//!   each vport's quantum its weight times one MTU-sized packet. As mlx5 computes `bw_share`, a
-//!   vport's weight is its share relative to the largest share on the port, scaled to 1..100;
-//!   a vport without a share weighs 1. Two saturating vports with shares 3:1 get 75/25 of the
-//!   port; a vport alone gets all of it (work conserving); a small message from a vport with a
-//!   large share waits for at most one packet of another vport's large one.
+//! - **Shares** (`tx_share`): weighted fair sharing between the vports with packets waiting,
+//!   packet by packet (start-time fair queueing, the MTU-granular form of weighted round robin):
+//!   each packet gets a virtual start tag, `max(virtual time, the vport's last finish)`, and
+//!   finishes `wire bits / weight` later; the waiting packet with the smallest start tag goes
+//!   next. As mlx5 computes `bw_share`, a vport's weight is its share relative to the largest
+//!   share on the port, scaled to 1..100; a vport without a share weighs 1. Two saturating
+//!   vports with shares 3:1 get 75/25 of the port; a vport alone gets all of it (work
+//!   conserving); vports of equal weight alternate packet by packet, so a small message from a
+//!   vport with a large share waits for at most one packet of each other vport. (Deficit round
+//!   robin with a quantum of weight x MTU gets the same long-run split but serves a weight-100
+//!   vport's quantum, 100 packets, back to back: a weight-25 latency-sensitive vport beside two
+//!   weight-100 ones then waited for 200 packets at a time; in the lab its p99 was 6.8 x its
+//!   latency alone.)
 //! - **Ceilings** (`tx_max`): a token bucket per vport, filled at the ceiling, as deep as
 //!   100 us of it (at least two packets); a vport may send while it holds tokens (a packet may
 //!   take it into debt, repaid before the next), so its rate over any window longer than a
@@ -23,6 +30,8 @@ use crate::link::Flow;
 use resex_common::TxLimit;
 use std::collections::{BTreeMap, VecDeque};
 
+/// Virtual-time units per wire bit at weight 1 (weights are at most 100).
+const VT_PER_BIT: u128 = 100;
 /// Units of token per bit.
 const UNITS_PER_BIT: i128 = 1_000_000_000_000;
 /// Bucket depth, ps of the ceiling.
@@ -32,8 +41,8 @@ const DEPTH_PS: i128 = 100_000_000;
 struct Vport {
     limit: TxLimit,
     weight: u64,
-    /// DRR deficit, bytes.
-    deficit: i64,
+    /// Virtual finish time of its last packet.
+    finish: u128,
     flows: VecDeque<Flow>,
     /// Token bucket: the amount at `tokens_at` (ps).
     tokens: i128,
@@ -75,8 +84,10 @@ pub(crate) struct PortQueue {
     rr: VecDeque<(Flow, u32)>,
     /// Vports: every one with a limit, and (while limited) every one with flows waiting.
     vports: BTreeMap<u32, Vport>,
-    /// Vports with flows waiting, in deficit-round-robin order (while limited).
+    /// Vports with flows waiting, in the order they became active (while limited).
     active: VecDeque<u32>,
+    /// Virtual time: the start tag of the last packet picked.
+    vtime: u128,
     limited: bool,
     /// The vport whose head flow was picked last (while limited).
     selected: Option<u32>,
@@ -128,34 +139,27 @@ impl PortQueue {
     }
 
     /// Picks the flow that sends the next packet if the port starts at `t` (ps): the head of
-    /// the round robin, or (while limited) of the vport deficit round robin chooses among
-    /// those with tokens. `None` when every waiting vport is out of tokens: then nothing starts
-    /// before [`PortQueue::earliest`].
-    pub(crate) fn pick(&mut self, t: u64, quantum: i64, packet_bits: i128) -> Option<Flow> {
+    /// the round robin, or (while limited) of the vport with the smallest start tag among those
+    /// with tokens. `None` when every waiting vport is out of tokens: then nothing starts before
+    /// [`PortQueue::earliest`].
+    pub(crate) fn pick(&mut self, t: u64, packet_bits: i128) -> Option<Flow> {
         if !self.limited {
             return self.rr.front().map(|(f, _)| *f);
         }
-        let n = self.active.len();
-        // At most two passes: one may only add quanta.
-        for _ in 0..2 * n.max(1) + 1 {
-            let id = *self.active.front()?;
-            let Some(v) = self.vports.get_mut(&id) else {
-                self.active.pop_front();
-                continue;
-            };
-            if v.ready_at(t, packet_bits) > t {
-                self.active.rotate_left(1);
-                continue;
-            }
-            if v.deficit <= 0 {
-                v.deficit += quantum * i64::try_from(v.weight).unwrap_or(1);
-                self.active.rotate_left(1);
-                continue;
-            }
+        let vtime = self.vtime;
+        let best = self
+            .active
+            .iter()
+            .filter_map(|id| Some((*id, self.vports.get(id)?)))
+            .filter(|(_, v)| v.ready_at(t, packet_bits) <= t)
+            .min_by_key(|(id, v)| (v.finish.max(vtime), *id))
+            .map(|(id, v)| (id, v.finish.max(vtime)));
+        if let Some((id, start)) = best {
             self.selected = Some(id);
+            self.vtime = start;
             // The packet starts no earlier than the time it was picked for.
             self.blocked_until = t;
-            return v.flows.front().copied();
+            return self.vports.get(&id).and_then(|v| v.flows.front().copied());
         }
         // Every waiting vport is out of tokens.
         self.blocked_until = self
@@ -187,14 +191,14 @@ impl PortQueue {
         };
         v.tokens = v.tokens(start, packet_bits) - i128::from(wire_bits) * UNITS_PER_BIT;
         v.tokens_at = start;
-        v.deficit -= i64::try_from(wire_bits / 8).unwrap_or(i64::MAX);
+        v.finish = v.finish.max(self.vtime)
+            + u128::from(wire_bits) * VT_PER_BIT / u128::from(v.weight.max(1));
         if let Some(f) = v.flows.pop_front() {
             if more {
                 v.flows.push_back(f);
             }
         }
         if v.flows.is_empty() {
-            v.deficit = 0;
             self.active.retain(|&a| a != id);
         }
     }
@@ -212,7 +216,6 @@ impl PortQueue {
         if let Some(v) = self.vports.get_mut(&id) {
             v.flows.pop_front();
             if v.flows.is_empty() {
-                v.deficit = 0;
                 self.active.retain(|&a| a != id);
             }
         }
@@ -245,7 +248,6 @@ impl PortQueue {
             self.selected = None;
             for id in std::mem::take(&mut self.active) {
                 if let Some(v) = self.vports.get_mut(&id) {
-                    v.deficit = 0;
                     for f in v.flows.drain(..) {
                         self.rr.push_back((f, id));
                     }

@@ -156,3 +156,22 @@ fn lifting_every_limit_gives_back_plain_round_robin() {
     assert!((a / (a + b) - 2.0 / 3.0).abs() < 0.01, "{}", a / (a + b));
     assert_eq!(l.limit(PortId(0), 1), TxLimit::NONE);
 }
+
+#[test]
+fn vports_of_equal_weight_alternate_packet_by_packet() {
+    // Two latency-sensitive vports with the same share and an aggressor without one: the two
+    // alternate (neither waits for a run of the other's packets), the aggressor gets a packet
+    // only once in a hundred while both are busy.
+    let mut l = link();
+    l.set_limit(PortId(0), 1, share(2_000_000_000), 0);
+    l.set_limit(PortId(0), 2, share(2_000_000_000), 0);
+    let sent = saturate(&mut l, &[(10, 1), (20, 2), (30, 3)], 20 * MS);
+    let order: Vec<u32> = sent.iter().map(|p| p.0).filter(|&v| v != 3).collect();
+    let runs = order.windows(2).filter(|w| w[0] == w[1]).count();
+    assert!(runs * 50 < order.len(), "{runs} repeats in {}", order.len());
+    let agg = sent.iter().filter(|p| p.0 == 3).count() as f64 / sent.len() as f64;
+    assert!(
+        (0.003..0.01).contains(&agg),
+        "the aggressor's share of packets: {agg}"
+    );
+}
