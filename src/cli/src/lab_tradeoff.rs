@@ -65,7 +65,7 @@ fn draw(rows: &[CompareRow], path: &Path) -> Result<(), Box<dyn std::error::Erro
         c.draw_series(mine.iter().map(|p| {
             Text::new(
                 p.0.scenario.clone(),
-                (p.1, p.2 * 1.04),
+                (p.1 + 0.008, p.2 * 1.03),
                 ("sans-serif", 11).into_font().color(&col),
             )
         }))?;

@@ -1,8 +1,9 @@
 //! The step: scan every VM, drain its mailbox, build usage, measure the link, price, decide.
 //!
 //! Per VM, in id order: its monitors are scanned (the VM two places ahead is prefetched
-//! meanwhile, so the cache misses of different VMs overlap), its mailbox drained (bounded by
-//! its block count), its CPU percent taken from its last samples. The link's utilisation is
+//! meanwhile, so the cache misses of different VMs overlap), its mailbox drained (following the
+//! guest's writer, one status byte a tick; every block every [`FULL_DRAIN_EVERY`] ticks), its
+//! CPU percent taken from its last samples. The link's utilisation is
 //! the bits the monitors counted (payload plus headers) over the link's capacity in the
 //! interval. Every VM's usage goes to the engine; its cap decisions become intents, except for VMs
 //! the admin pinned. No allocation once the VM set is stable (buffers are reused).
@@ -11,6 +12,10 @@ use crate::host::{CoreError, HostCore};
 use crate::output::{CapCause, CapIntent, Priced, StepOutput, TxCause, TxIntent, VmRow};
 use resex_ibmon::mailbox;
 use resex_pricing::{IntervalInput, VmUsage};
+
+/// Every this many intervals a VM's whole mailbox is looked at; the ticks between follow the
+/// guest's writer (one status byte a tick).
+pub const FULL_DRAIN_EVERY: u64 = 16;
 
 impl HostCore {
     /// Steps the interval that ends at `now_ns` (see [`HostCore::interval_at`]); intervals
@@ -55,7 +60,13 @@ impl HostCore {
             if let Some(mem) = &vm.mem {
                 row.delta = vm.rings.scan(&vm.info.name, &**mem, budget);
                 if let Some(mb) = &vm.rings.mailbox {
-                    let d = mailbox::drain(&**mem, mb);
+                    // Each tick the block the writer fills next; every FULL_DRAIN_EVERY ticks
+                    // (each VM on its own tick) every block, for reports written out of turn.
+                    let d = if (interval + u64::from(vm.id.0)).is_multiple_of(FULL_DRAIN_EVERY) {
+                        mailbox::drain_all(&**mem, mb, &mut vm.mailbox_next)
+                    } else {
+                        mailbox::drain_next(&**mem, mb, &mut vm.mailbox_next)
+                    };
                     vm.reports += u64::from(d.valid);
                     if d.bad > 0 {
                         vm.bad_reports += u64::from(d.bad);

@@ -77,6 +77,8 @@ pub(crate) struct Vm {
     /// Requests, count x mean and count x p99 over all reports (ns).
     pub(crate) lat_totals: (u64, f64, f64),
     pub(crate) log_mailbox: LogLimiter,
+    /// The mailbox block the guest's writer fills next (where the host looks each tick).
+    pub(crate) mailbox_next: u32,
     /// Counters and CPU sample at the last snapshot.
     pub(crate) at_snapshot: Option<(Counters, Option<crate::CpuSample>)>,
 }
@@ -104,6 +106,7 @@ impl Vm {
             bad_reports: 0,
             lat_totals: (0, 0.0, 0.0),
             log_mailbox: LogLimiter::default(),
+            mailbox_next: 0,
             at_snapshot: None,
         }
     }

@@ -70,3 +70,43 @@ fn tx_proposals_become_decisions_only_when_they_change() {
     );
     assert_eq!(e.account(VmId(1)).unwrap().tx, TxLimit::NONE);
 }
+
+/// FreeMarket on the rate lever: the balance rule's cut becomes a transmit ceiling at the same
+/// fraction of the link, and with the rate lever alone the cap itself never moves.
+#[test]
+fn a_cap_deciding_policy_on_the_rate_lever_sets_ceilings_instead() {
+    use resex_pricing::Lever;
+    // The golden FreeMarket case: the 2 MiB VM is cut to 90% at interval 810.
+    for (lever, caps) in [(Lever::Rate, false), (Lever::Both, true)] {
+        let mut cfg = PolicyConfig::defaults(PolicyKind::Freemarket);
+        cfg.lever = Some(lever);
+        let mut e = Engine::new(cfg);
+        e.set_link_bps(8_000_000_000);
+        e.add_vm(VmSpec::new(1, "small", 1), 0).unwrap();
+        e.add_vm(VmSpec::new(2, "big", 1), 0).unwrap();
+        let mut first_tx = None;
+        let mut capped = false;
+        for i in 0..1000 {
+            let usage = [
+                VmUsage::new(VmId(1), 10.0, 5),
+                VmUsage::new(VmId(2), 100.0, 600),
+            ];
+            let out = e
+                .step(&IntervalInput {
+                    interval: i,
+                    link_util: None,
+                    usage: &usage,
+                })
+                .unwrap();
+            capped |= !out.decisions.is_empty();
+            if let (None, Some(d)) = (first_tx, out.tx_decisions.first()) {
+                first_tx = Some((i, *d));
+            }
+        }
+        let (i, d) = first_tx.expect("a ceiling");
+        assert_eq!((i, d.vm), (810, VmId(2)), "{lever:?}");
+        assert_eq!(d.tx.max_bps, Some(7_200_000_000), "90% of 8 Gb/s");
+        assert!(matches!(d.reason, TxReason::Ceiling(_)));
+        assert_eq!(capped, caps, "{lever:?}: caps moved");
+    }
+}

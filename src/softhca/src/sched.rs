@@ -28,7 +28,7 @@
 
 use crate::link::Flow;
 use resex_common::TxLimit;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// Virtual-time units per wire bit at weight 1 (weights are at most 100).
 const VT_PER_BIT: u128 = 100;
@@ -43,6 +43,8 @@ struct Vport {
     weight: u64,
     /// Virtual finish time of its last packet.
     finish: u128,
+    /// Virtual start tag of its head packet (while it has flows waiting).
+    start: u128,
     flows: VecDeque<Flow>,
     /// Token bucket: the amount at `tokens_at` (ps).
     tokens: i128,
@@ -84,8 +86,8 @@ pub(crate) struct PortQueue {
     rr: VecDeque<(Flow, u32)>,
     /// Vports: every one with a limit, and (while limited) every one with flows waiting.
     vports: BTreeMap<u32, Vport>,
-    /// Vports with flows waiting, in the order they became active (while limited).
-    active: VecDeque<u32>,
+    /// Vports with flows waiting, by their head packet's start tag (while limited).
+    active: BTreeSet<(u128, u32)>,
     /// Virtual time: the start tag of the last packet picked.
     vtime: u128,
     limited: bool,
@@ -117,13 +119,16 @@ impl PortQueue {
             self.rr.push_back((flow, vport));
             return;
         }
+        let vtime = self.vtime;
         let v = self.vports.entry(vport).or_insert_with(|| Vport {
             weight: 1,
             ..Vport::default()
         });
         v.flows.push_back(flow);
-        if !self.active.contains(&vport) {
-            self.active.push_back(vport);
+        if v.flows.len() == 1 {
+            // Newly active: its head packet starts no earlier than now (virtual).
+            v.start = v.finish.max(vtime);
+            self.active.insert((v.start, vport));
         }
     }
 
@@ -135,7 +140,7 @@ impl PortQueue {
         }
         let vports = &self.vports;
         self.active
-            .retain(|id| vports.get(id).is_some_and(|v| !v.flows.is_empty()));
+            .retain(|(_, id)| vports.get(id).is_some_and(|v| !v.flows.is_empty()));
     }
 
     /// Picks the flow that sends the next packet if the port starts at `t` (ps): the head of
@@ -146,17 +151,15 @@ impl PortQueue {
         if !self.limited {
             return self.rr.front().map(|(f, _)| *f);
         }
-        let vtime = self.vtime;
-        let best = self
-            .active
-            .iter()
-            .filter_map(|id| Some((*id, self.vports.get(id)?)))
-            .filter(|(_, v)| v.ready_at(t, packet_bits) <= t)
-            .min_by_key(|(id, v)| (v.finish.max(vtime), *id))
-            .map(|(id, v)| (id, v.finish.max(vtime)));
-        if let Some((id, start)) = best {
+        // The smallest start tag among the vports with tokens (ties: the lower vport).
+        let best = self.active.iter().copied().find(|(_, id)| {
+            self.vports
+                .get(id)
+                .is_some_and(|v| v.ready_at(t, packet_bits) <= t)
+        });
+        if let Some((start, id)) = best {
             self.selected = Some(id);
-            self.vtime = start;
+            self.vtime = self.vtime.max(start);
             // The packet starts no earlier than the time it was picked for.
             self.blocked_until = t;
             return self.vports.get(&id).and_then(|v| v.flows.front().copied());
@@ -165,7 +168,7 @@ impl PortQueue {
         self.blocked_until = self
             .active
             .iter()
-            .filter_map(|id| self.vports.get(id))
+            .filter_map(|(_, id)| self.vports.get(id))
             .map(|v| v.ready_at(t, packet_bits))
             .min()
             .unwrap_or(t);
@@ -191,15 +194,17 @@ impl PortQueue {
         };
         v.tokens = v.tokens(start, packet_bits) - i128::from(wire_bits) * UNITS_PER_BIT;
         v.tokens_at = start;
-        v.finish = v.finish.max(self.vtime)
-            + u128::from(wire_bits) * VT_PER_BIT / u128::from(v.weight.max(1));
+        self.active.remove(&(v.start, id));
+        v.finish = v.start + u128::from(wire_bits) * VT_PER_BIT / u128::from(v.weight.max(1));
         if let Some(f) = v.flows.pop_front() {
             if more {
                 v.flows.push_back(f);
             }
         }
-        if v.flows.is_empty() {
-            self.active.retain(|&a| a != id);
+        if !v.flows.is_empty() {
+            // Its next packet starts where this one finished.
+            v.start = v.finish;
+            self.active.insert((v.start, id));
         }
     }
 
@@ -216,7 +221,7 @@ impl PortQueue {
         if let Some(v) = self.vports.get_mut(&id) {
             v.flows.pop_front();
             if v.flows.is_empty() {
-                self.active.retain(|&a| a != id);
+                self.active.remove(&(v.start, id));
             }
         }
     }
@@ -246,7 +251,7 @@ impl PortQueue {
         } else if !limited && self.limited {
             self.limited = false;
             self.selected = None;
-            for id in std::mem::take(&mut self.active) {
+            for (_, id) in std::mem::take(&mut self.active) {
                 if let Some(v) = self.vports.get_mut(&id) {
                     for f in v.flows.drain(..) {
                         self.rr.push_back((f, id));
