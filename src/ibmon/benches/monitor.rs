@@ -14,6 +14,7 @@ use resex_ibmon::synth::{SynthConfig, SynthGuest, Wr};
 use resex_ibmon::VmMonitor;
 use resex_mlx5::consts::send_op;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Instant;
 
 /// Reads another process's memory with process_vm_readv: one syscall per read.
@@ -146,6 +147,18 @@ fn tick(host: &mut [Vm]) {
         }
         let v = &mut host[i];
         v.mon.scan(&v.mem, 16_384);
+    }
+}
+
+/// The same tick where each VM's memory is an `Arc<dyn GuestMemory>` (as the daemon's host core
+/// holds it: backends return trait objects), so every read is dynamically dispatched.
+fn tick_dyn(host: &mut [(Arc<dyn GuestMemory>, VmMonitor)]) {
+    for i in 0..host.len() {
+        if let Some((m, mon)) = host.get(i + 2) {
+            mon.prefetch(&**m);
+        }
+        let (m, mon) = &mut host[i];
+        mon.scan(&**m, 16_384);
     }
 }
 
@@ -282,6 +295,30 @@ fn main() {
         "%",
         "<= 15 %",
     );
+    // The same busy host, each VM's RAM file mapped again behind an `Arc<dyn GuestMemory>`.
+    let mut dyn_host: Vec<(Arc<dyn GuestMemory>, VmMonitor)> = (0..1024)
+        .map(|i| {
+            let mem: Arc<dyn GuestMemory> =
+                Arc::new(FileMemory::open(&d.join(format!("b{i}"))).unwrap());
+            (mem, VmMonitor::new(busy_host[i].layout.clone()))
+        })
+        .collect();
+    let mut dyn_reps = 0;
+    let dyn_tick = median_ns(21, || {
+        for ((_, mon), st) in dyn_host.iter_mut().zip(&start) {
+            mon.restore(st).unwrap();
+        }
+        dyn_reps += 1;
+        time(|| tick_dyn(&mut dyn_host))
+    });
+    assert!(dyn_host.iter().all(|(_, m)| m.total().wqes == 8 * dyn_reps));
+    row(
+        "  the same, memory as Arc<dyn GuestMemory>",
+        dyn_tick / 1000.0,
+        "us",
+        "<= 150 us",
+    );
+    drop(dyn_host);
 
     // Baseline: the same monitor reading the same RAM files through process_vm_readv from a
     // forked child that shares the mappings.
