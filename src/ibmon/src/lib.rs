@@ -17,6 +17,7 @@
 
 pub mod counters;
 pub mod cq;
+mod hot;
 pub mod mailbox;
 pub mod monitor;
 pub mod registry;
