@@ -11,7 +11,7 @@
 use resex_guestmem::{FileMemory, GuestAddress, GuestMemory, MemError};
 use resex_ibmon::registry::{validate, Limits};
 use resex_ibmon::synth::{SynthConfig, SynthGuest, Wr};
-use resex_ibmon::VmMonitor;
+use resex_ibmon::{scan_all, ScanTarget, VmMonitor};
 use resex_mlx5::consts::send_op;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -73,6 +73,13 @@ struct Vm {
     mem: FileMemory,
     mon: VmMonitor,
     layout: resex_ibmon::Layout,
+}
+
+impl ScanTarget for Vm {
+    type Memory = FileMemory;
+    fn parts(&mut self) -> (&mut VmMonitor, &FileMemory) {
+        (&mut self.mon, &self.mem)
+    }
 }
 
 impl Vm {
@@ -138,28 +145,10 @@ fn time<F: FnMut()>(mut f: F) -> u64 {
     t.elapsed().as_nanos() as u64
 }
 
-/// One tick over a host, as the daemon does it: each VM scanned, the one two places ahead
-/// prefetched so that the cache misses of different VMs overlap.
-fn tick(host: &mut [Vm]) {
-    for i in 0..host.len() {
-        if let Some(v) = host.get(i + 2) {
-            v.mon.prefetch(&v.mem);
-        }
-        let v = &mut host[i];
-        v.mon.scan(&v.mem, 16_384);
-    }
-}
-
-/// The same tick where each VM's memory is an `Arc<dyn GuestMemory>` (as the daemon's host core
-/// holds it: backends return trait objects), so every read is dynamically dispatched.
-fn tick_dyn(host: &mut [(Arc<dyn GuestMemory>, VmMonitor)]) {
-    for i in 0..host.len() {
-        if let Some((m, mon)) = host.get(i + 2) {
-            mon.prefetch(&**m);
-        }
-        let (m, mon) = &mut host[i];
-        mon.scan(&**m, 16_384);
-    }
+/// One tick over a host, as the daemon does it: `scan_all`, which prefetches a few VMs ahead so
+/// that the cache and TLB misses of different VMs overlap.
+fn tick<T: ScanTarget>(host: &mut [T]) {
+    scan_all(host, 16_384, |_, _| {});
 }
 
 fn row(name: &str, value: f64, unit: &str, target: &str) {
@@ -309,7 +298,7 @@ fn main() {
             mon.restore(st).unwrap();
         }
         dyn_reps += 1;
-        time(|| tick_dyn(&mut dyn_host))
+        time(|| tick(&mut dyn_host))
     });
     assert!(dyn_host.iter().all(|(_, m)| m.total().wqes == 8 * dyn_reps));
     row(

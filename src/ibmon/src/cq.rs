@@ -118,7 +118,7 @@ pub(crate) fn peek<R: Ram>(
     index: u32,
 ) -> Result<Option<CqeTail>, Unreadable> {
     let base = cq.cqe_offset(index);
-    let Some(g) = cq.ring.span(pages, base, 64) else {
+    let Some(g) = cq.ring.entry(pages, base, 64) else {
         return peek_split(r, cq, pages, index, base);
     };
     let op_own = r.u8(g + off::OP_OWN as u64).ok_or(Unreadable)?;

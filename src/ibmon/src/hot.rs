@@ -85,6 +85,8 @@ pub(crate) struct RingAt {
     first: usize,
     offset: u64,
     len: u64,
+    /// `offset` is a multiple of 64 (and `len` is, for every ring the monitor reads).
+    aligned: bool,
 }
 
 impl RingAt {
@@ -96,7 +98,23 @@ impl RingAt {
             first,
             offset: ring.offset(),
             len: ring.len(),
+            aligned: ring.offset().is_multiple_of(64) && ring.len().is_multiple_of(64),
         }
+    }
+
+    /// Guest-physical address of the `n <= 64` bytes at ring byte `k`, the start of a 64-byte
+    /// entry (`k` a multiple of 64 below `len`: a CQE, a send queue basic block). When the ring
+    /// starts 64-byte aligned, as rdma-core allocates rings, an entry never crosses a page, so
+    /// only the page is looked up; otherwise as [`Self::span`].
+    #[inline(always)]
+    pub(crate) fn entry(&self, pages: &[u64], k: u64, n: u64) -> Option<u64> {
+        debug_assert!(k.is_multiple_of(64) && k < self.len && n <= 64);
+        if self.aligned {
+            let v = self.offset + k;
+            let i = self.first + usize::try_from(v >> 12).ok()?;
+            return Some(pages.get(i)? + (v & (PAGE_SIZE - 1)));
+        }
+        self.span(pages, k, n)
     }
 
     /// Guest-physical address of ring byte `k` when `[k, k + n)` lies in one page and inside

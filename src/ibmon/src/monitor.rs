@@ -6,7 +6,7 @@ use crate::hot::{Ram, ViaTrait};
 use crate::registry::Layout;
 use crate::sq::{Last, SqCursor, SqRing};
 use resex_common::LogLimiter;
-use resex_guestmem::GuestMemory;
+use resex_guestmem::{prefetch_host, GuestMemory};
 use resex_mlx5::consts::cqe_op;
 use resex_mlx5::dbrec::read_cq_ci;
 
@@ -20,6 +20,12 @@ pub struct ScanOutcome {
     pub entries: u32,
     /// The budget ran out: there may be more to read at the next scan.
     pub exhausted: bool,
+}
+
+/// The bit of [`VmMonitor`]'s `walked` mask for QP `qi`.
+#[inline]
+fn walked_bit(qi: usize) -> u64 {
+    1 << qi.min(63)
 }
 
 /// One QP as a scan needs it: its SQ cursor and ring, and its send CQ.
@@ -51,6 +57,13 @@ pub struct VmMonitor {
     total: Counters,
     /// A walk may be unfinished (the last scan ran out of budget, or a state was restored).
     pub(crate) resume: bool,
+    /// QPNs strictly ascending (as `validate` leaves them): a CQE's QPN equal to its CQ's own
+    /// QP's is that QP without a search.
+    qpns_ascending: bool,
+    /// The send queues the last scan walked (bit `qi`, QPs past 63 sharing bit 63): where a
+    /// busy VM will most likely walk again, so the only SQ lines [`Self::prefetch`] asks for
+    /// (an idle VM's SQ pages would only crowd the TLB).
+    walked: u64,
     pub(crate) layout: Layout,
     log_anomaly: LogLimiter,
     log_overrun: LogLimiter,
@@ -89,6 +102,8 @@ impl VmMonitor {
             counters: vec![Counters::default(); layout.qps.len()].into_boxed_slice(),
             total: Counters::default(),
             resume: false,
+            qpns_ascending: layout.qps.windows(2).all(|w| w[0].qpn < w[1].qpn),
+            walked: 0,
             layout,
             log_anomaly: LogLimiter::default(),
             log_overrun: LogLimiter::default(),
@@ -161,12 +176,30 @@ impl VmMonitor {
         }
     }
 
+    /// Asks the cache for this monitor's own packed state that [`Self::prefetch`] and
+    /// [`Self::scan`] read first: the CQ cursors and the page table, and, when the last scan
+    /// walked a send queue, the SQ cursors and the counters. A host that scans many VMs calls
+    /// it a few VMs ahead of [`Self::prefetch`] ([`crate::scan_all`] does).
+    pub fn prefetch_state(&self) {
+        prefetch_host(&*self.cqs);
+        prefetch_host(&*self.pages);
+        if self.walked != 0 {
+            prefetch_host(&*self.qps);
+            prefetch_host(&*self.counters);
+        }
+    }
+
     fn prefetch_with<R: Ram>(&self, r: &R) {
         for cq in self.cqs.iter() {
             cq.prefetch(r, &self.pages);
         }
-        for q in self.qps.iter() {
-            q.sq.ring.prefetch(r, &self.pages, q.sq.slot(q.cur.p));
+        if self.walked == 0 {
+            return;
+        }
+        for (qi, q) in self.qps.iter().enumerate() {
+            if self.walked & walked_bit(qi) != 0 {
+                q.sq.ring.prefetch(r, &self.pages, q.sq.slot(q.cur.p));
+            }
         }
     }
 
@@ -184,6 +217,7 @@ impl VmMonitor {
 
     fn scan_with<R: Ram>(&mut self, r: &R, budget: u32) -> ScanOutcome {
         let before = self.changes();
+        self.walked = 0;
         let out = self.scan_rings(r, budget);
         self.resume = out.exhausted;
         if out.entries > 0 || self.changes() != before {
@@ -228,7 +262,7 @@ impl VmMonitor {
     }
 
     /// Scans one CQ; false when the budget ran out.
-    #[inline]
+    #[inline(always)]
     fn scan_cq<R: Ram>(&mut self, r: &R, ci: usize, left: &mut u32) -> bool {
         let Some(guest_ci) = self.cqs[ci].guest_ci(r) else {
             self.anomaly(self.cqs[ci].owner, "CQ doorbell record unreadable");
@@ -268,11 +302,45 @@ impl VmMonitor {
         }
     }
 
-    /// Accounts one CQE; returns the QP whose SQ walk it started.
-    #[inline]
+    /// Accounts one CQE; returns the QP whose SQ walk it started. The common CQEs (a requester
+    /// CQE on its QP's send CQ, a responder CQE of a known QP) are handled here, the rest by
+    /// [`Self::consume_other`].
+    #[inline(always)]
     fn consume(&mut self, ci: usize, cqe: &CqeTail) -> Option<usize> {
         let owner = self.cqs[ci].owner;
-        let qp = self.find_qp(cqe.qpn);
+        // The CQ's own QP first (one comparison); QPNs strictly ascending make that the one a
+        // binary search would find.
+        let qp = match self.qps.get(owner) {
+            Some(q) if self.qpns_ascending && q.sq.qpn == cqe.qpn => Some(owner),
+            _ => self.find_qp(cqe.qpn),
+        };
+        if let Some(qi) = qp.filter(|_| !cqe.is_compressed()) {
+            match cqe.opcode {
+                cqe_op::REQ if self.qps[qi].send_cq == ci => {
+                    self.counters[qi].completions += 1;
+                    self.qps[qi].cur.begin(cqe.wqe_counter, Last::Count);
+                    return Some(qi);
+                }
+                cqe_op::RESP_WR_IMM
+                | cqe_op::RESP_SEND
+                | cqe_op::RESP_SEND_IMM
+                | cqe_op::RESP_SEND_INV => {
+                    let c = &mut self.counters[qi];
+                    c.completions += 1;
+                    c.recv_bytes += u64::from(cqe.byte_cnt);
+                    return None;
+                }
+                _ => {}
+            }
+        }
+        self.consume_other(ci, cqe, qp)
+    }
+
+    /// [`Self::consume`] for every other CQE: errors, compressed or unknown ones, unknown QPNs.
+    #[cold]
+    #[inline(never)]
+    fn consume_other(&mut self, ci: usize, cqe: &CqeTail, qp: Option<usize>) -> Option<usize> {
+        let owner = self.cqs[ci].owner;
         let qi = qp.unwrap_or(owner);
         self.counters[qi].completions += 1;
         if cqe.is_compressed() {
@@ -321,6 +389,7 @@ impl VmMonitor {
     /// Continues QP `qi`'s SQ walk; false when the budget ran out first.
     #[inline]
     fn walk<R: Ram>(&mut self, r: &R, qi: usize, left: &mut u32) -> bool {
+        self.walked |= walked_bit(qi);
         let q = &mut self.qps[qi];
         let anomaly = q
             .cur

@@ -162,6 +162,9 @@ impl SqCursor {
         c: &mut Counters,
         budget: &mut u32,
     ) -> Option<SqAnomaly> {
+        if self.synced {
+            self.run(r, sq, pages, c, budget);
+        }
         while let Some(walk) = self.walk {
             if *budget == 0 {
                 return None;
@@ -189,6 +192,51 @@ impl SqCursor {
             }
         }
         None
+    }
+
+    /// The common case, kept in registers: counts WQE after WQE while each checks out. Stops
+    /// at the end of the walk, when the budget runs out, or before a WQE that does not check
+    /// out (leaving it, unread as far as the cursor goes, to [`Self::advance`]'s general loop,
+    /// which reads it again and handles the anomaly).
+    #[inline(always)]
+    fn run<R: Ram>(
+        &mut self,
+        r: &R,
+        sq: &SqRing,
+        pages: &[u64],
+        c: &mut Counters,
+        budget: &mut u32,
+    ) {
+        let Some(walk) = self.walk else {
+            return;
+        };
+        let mut p = self.p;
+        let mut left = *budget;
+        let mut stepped = false;
+        let mut done = false;
+        // Counted in registers, added once.
+        let mut counts = Counters::default();
+        while left > 0 {
+            let Some((next, last)) = wqe_at(r, sq, pages, p, walk, &mut counts) else {
+                break;
+            };
+            left -= 1;
+            p = next;
+            stepped = true;
+            if last {
+                done = true;
+                break;
+            }
+        }
+        if stepped {
+            *c += counts;
+            self.p = p;
+            self.after_overrun = false;
+            *budget = left;
+            if done {
+                self.walk = None;
+            }
+        }
     }
 
     /// One WQE at `p`.
@@ -260,6 +308,43 @@ impl SqCursor {
     }
 }
 
+/// The WQE at `p` of a walk, when it checks out (index, QPN, ds, not covering the one the CQE
+/// names): counts it (unless it is the failed last one) and returns the next `p` and whether
+/// it ended the walk. `None`, with nothing counted, when it does not check out.
+#[inline(always)]
+fn wqe_at<R: Ram>(
+    r: &R,
+    sq: &SqRing,
+    pages: &[u64],
+    p: u32,
+    walk: Walk,
+    c: &mut Counters,
+) -> Option<(u32, bool)> {
+    let index = index16(p);
+    let dist = u32::from(walk.until.wrapping_sub(index));
+    if dist >= sq.wqe_cnt {
+        return None;
+    }
+    let head = read_head(r, sq, pages, p)?;
+    let w0 = head.w0();
+    if w0 & ID_MASK != id_word(sq.qpn_word, index) {
+        return None;
+    }
+    let ds = ds_of(w0);
+    if ds == 0 {
+        return None;
+    }
+    let bbs = u32::from(ds).div_ceil(4);
+    if dist != 0 && dist < bbs {
+        return None;
+    }
+    let is_last = dist == 0;
+    if !(is_last && walk.last == Last::Skip) {
+        count_wqe(r, sq, pages, p, &head, c);
+    }
+    Some((p.wrapping_add(bbs), is_last))
+}
+
 /// Bytes of a WQE that decide its payload when it is short: the control segment and two more
 /// segments (a SEND with one SGE is 32 bytes, an RDMA WRITE or READ with one SGE 48).
 const FIRST: usize = 48;
@@ -319,7 +404,7 @@ impl Ctrl {
 #[inline(always)]
 fn read_head<R: Ram>(r: &R, sq: &SqRing, pages: &[u64], p: u32) -> Option<Head> {
     let slot = sq.slot(p);
-    let w = match sq.ring.span(pages, slot, FIRST as u64) {
+    let w = match sq.ring.entry(pages, slot, FIRST as u64) {
         Some(g) => r.words(g)?,
         None => read_head_split(r, sq, pages, slot)?,
     };
@@ -368,7 +453,8 @@ enum Kind {
 }
 
 /// The opcode's [`Kind`] and its fixed segments (control, remote address, atomic: as
-/// [`resex_mlx5::wqe::fixed_segments`] counts them); `None` for an opcode the monitor does not know.
+/// [`resex_mlx5::wqe::fixed_segments`] counts them); `None` for an opcode the monitor does not
+/// know.
 #[inline(always)]
 fn kind(opcode: u8) -> Option<(Kind, usize)> {
     match opcode {
