@@ -130,10 +130,11 @@ impl RingAt {
         Some(pages.get(i)? + in_page)
     }
 
-    /// A cache hint for ring byte `k` (modulo the ring length).
+    /// A cache hint for ring byte `k` (`k < len`, as the cursors' masked offsets are; another
+    /// `k` asks for nothing).
     #[inline]
     pub(crate) fn prefetch<R: Ram>(&self, r: &R, pages: &[u64], k: u64) {
-        if let Some(g) = self.span(pages, k % self.len, 1) {
+        if let Some(g) = self.span(pages, k, 1) {
             r.prefetch(g);
         }
     }

@@ -53,7 +53,7 @@ pub struct VmMonitor {
     /// Every ring's pages, back to back.
     pages: Box<[u64]>,
     counters: Box<[Counters]>,
-    /// The sum of `counters`, brought up to date at the end of every scan that changed them.
+    /// The sum of `counters`, kept by every change to them.
     total: Counters,
     /// A walk may be unfinished (the last scan ran out of budget, or a state was restored).
     pub(crate) resume: bool,
@@ -216,22 +216,10 @@ impl VmMonitor {
     }
 
     fn scan_with<R: Ram>(&mut self, r: &R, budget: u32) -> ScanOutcome {
-        let before = self.changes();
         self.walked = 0;
         let out = self.scan_rings(r, budget);
         self.resume = out.exhausted;
-        if out.entries > 0 || self.changes() != before {
-            self.total = self.counters.iter().fold(Counters::default(), |mut t, c| {
-                t += *c;
-                t
-            });
-        }
         out
-    }
-
-    /// Anomalies and overruns so far: what a scan can count without walking an entry.
-    fn changes(&self) -> (u64, u64) {
-        (self.total.anomalies, self.total.overruns)
     }
 
     fn scan_rings<R: Ram>(&mut self, r: &R, budget: u32) -> ScanOutcome {
@@ -318,6 +306,7 @@ impl VmMonitor {
             match cqe.opcode {
                 cqe_op::REQ if self.qps[qi].send_cq == ci => {
                     self.counters[qi].completions += 1;
+                    self.total.completions += 1;
                     self.qps[qi].cur.begin(cqe.wqe_counter, Last::Count);
                     return Some(qi);
                 }
@@ -325,9 +314,10 @@ impl VmMonitor {
                 | cqe_op::RESP_SEND
                 | cqe_op::RESP_SEND_IMM
                 | cqe_op::RESP_SEND_INV => {
-                    let c = &mut self.counters[qi];
-                    c.completions += 1;
-                    c.recv_bytes += u64::from(cqe.byte_cnt);
+                    for c in [&mut self.counters[qi], &mut self.total] {
+                        c.completions += 1;
+                        c.recv_bytes += u64::from(cqe.byte_cnt);
+                    }
                     return None;
                 }
                 _ => {}
@@ -343,6 +333,7 @@ impl VmMonitor {
         let owner = self.cqs[ci].owner;
         let qi = qp.unwrap_or(owner);
         self.counters[qi].completions += 1;
+        self.total.completions += 1;
         if cqe.is_compressed() {
             self.anomaly(qi, "compressed CQE (unsupported)");
             return None;
@@ -351,6 +342,7 @@ impl VmMonitor {
             cqe_op::REQ | cqe_op::REQ_ERR => {
                 if cqe.opcode == cqe_op::REQ_ERR {
                     self.counters[qi].errors += 1;
+                    self.total.errors += 1;
                 }
                 let Some(qi) = qp.filter(|&q| self.qps[q].send_cq == ci) else {
                     self.anomaly(qi, "requester CQE for a QP not registered on this CQ");
@@ -372,10 +364,12 @@ impl VmMonitor {
                     self.anomaly(qi, "responder CQE for an unregistered QPN");
                 }
                 self.counters[qi].recv_bytes += u64::from(cqe.byte_cnt);
+                self.total.recv_bytes += u64::from(cqe.byte_cnt);
                 None
             }
             cqe_op::RESP_ERR | cqe_op::SIG_ERR => {
                 self.counters[qi].errors += 1;
+                self.total.errors += 1;
                 None
             }
             cqe_op::RESIZE_CQ | cqe_op::NO_PACKET => None,
@@ -387,13 +381,14 @@ impl VmMonitor {
     }
 
     /// Continues QP `qi`'s SQ walk; false when the budget ran out first.
-    #[inline]
+    #[inline(always)]
     fn walk<R: Ram>(&mut self, r: &R, qi: usize, left: &mut u32) -> bool {
         self.walked |= walked_bit(qi);
         let q = &mut self.qps[qi];
-        let anomaly = q
-            .cur
-            .advance(r, &q.sq, &self.pages, &mut self.counters[qi], left);
+        let mut delta = Counters::default();
+        let anomaly = q.cur.advance(r, &q.sq, &self.pages, &mut delta, left);
+        self.counters[qi] += delta;
+        self.total += delta;
         if let Some(a) = anomaly {
             if let Some(n) = self.log_anomaly.hit() {
                 tracing::warn!(

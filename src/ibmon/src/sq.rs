@@ -154,6 +154,7 @@ impl SqCursor {
 
     /// Continues the walk, spending at most `*budget` WQEs; counts into `c`.
     /// Returns when the walk is done or the budget is spent.
+    #[inline(always)]
     pub(crate) fn advance<R: Ram>(
         &mut self,
         r: &R,
@@ -214,10 +215,8 @@ impl SqCursor {
         let mut left = *budget;
         let mut stepped = false;
         let mut done = false;
-        // Counted in registers, added once.
-        let mut counts = Counters::default();
         while left > 0 {
-            let Some((next, last)) = wqe_at(r, sq, pages, p, walk, &mut counts) else {
+            let Some((next, last)) = wqe_at(r, sq, pages, p, walk, c) else {
                 break;
             };
             left -= 1;
@@ -229,7 +228,6 @@ impl SqCursor {
             }
         }
         if stepped {
-            *c += counts;
             self.p = p;
             self.after_overrun = false;
             *budget = left;
@@ -532,6 +530,22 @@ fn long_payload<R: Ram>(r: &R, sq: &SqRing, pages: &[u64], p: u32, w0: u64) -> R
 #[inline(always)]
 fn count_wqe<R: Ram>(r: &R, sq: &SqRing, pages: &[u64], p: u32, head: &Head, c: &mut Counters) {
     c.wqes += 1;
+    // The usual WQE first: a SEND or RDMA WRITE with one data segment after its fixed ones
+    // (what `short_payload` makes of it, without the general dispatch).
+    let w0 = head.w0();
+    let fixed = match opcode_of(w0) {
+        send_op::SEND | send_op::SEND_IMM | send_op::SEND_INVAL => 1,
+        send_op::RDMA_WRITE | send_op::RDMA_WRITE_IMM => 2,
+        _ => 0,
+    };
+    if fixed != 0 && usize::from(ds_of(w0)) == fixed + 1 {
+        let n = head.seg(fixed);
+        if n & INLINE_SEG == 0 {
+            let bytes = u64::from(n);
+            c.add_tx(bytes, sq.packets(bytes));
+            return;
+        }
+    }
     let Some((kind, fixed)) = kind(opcode_of(head.w0())) else {
         c.anomalies += 1;
         return;
