@@ -143,9 +143,10 @@ impl GuestMemory for FileMemory {
 
     #[inline]
     fn mapped(&self) -> Option<Mapped<'_>> {
+        let base = std::ptr::NonNull::new(self.map.as_mut_ptr())?;
         // SAFETY: the map is `size` bytes (which fits in usize: checked at open), page-aligned,
         // and lives as long as the borrow of self; the guest writes it only as hardware would.
-        Some(unsafe { Mapped::new(self.map.as_ptr(), self.size) })
+        Some(unsafe { Mapped::new(base, self.size) })
     }
 }
 

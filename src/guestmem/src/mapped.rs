@@ -11,12 +11,14 @@
 use crate::atomic_copy::{copy_out, load_u8};
 use crate::{GuestAddress, MemError};
 use std::marker::PhantomData;
+use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 /// A read-only view of guest RAM mapped at one host address, for as long as `'a`.
 #[derive(Clone, Copy, Debug)]
 pub struct Mapped<'a> {
-    base: *const u8,
+    /// Never null, so that `Option<Mapped>` is two words, returned in registers.
+    base: NonNull<u8>,
     size: u64,
     _memory: PhantomData<&'a [u8]>,
 }
@@ -29,7 +31,7 @@ impl<'a> Mapped<'a> {
     /// aligned, and `size` must fit in `usize`. The memory may be written concurrently by others
     /// (the guest) only by atomic accesses or by hardware (DMA, another process): the view reads
     /// it only by atomic loads.
-    pub unsafe fn new(base: *const u8, size: u64) -> Mapped<'a> {
+    pub unsafe fn new(base: NonNull<u8>, size: u64) -> Mapped<'a> {
         Mapped {
             base,
             size,
@@ -52,7 +54,7 @@ impl<'a> Mapped<'a> {
         }
         // size fits in usize (new's contract) and addr < size.
         let off = usize::try_from(addr).ok()?;
-        Some(self.base.wrapping_add(off))
+        Some(self.base.as_ptr().cast_const().wrapping_add(off))
     }
 
     /// Reads one byte; `None` outside guest RAM.

@@ -86,10 +86,11 @@ impl GuestMemory for VecMemory {
 
     #[inline]
     fn mapped(&self) -> Option<Mapped<'_>> {
+        let base = std::ptr::NonNull::new(self.base())?;
         // SAFETY: the allocation holds at least `size` bytes (words.len() * 8 >= size; a Box
         // never exceeds isize::MAX bytes, so size fits in usize), is 8-aligned, and lives as
         // long as the borrow of self; it is written only by atomic stores.
-        Some(unsafe { Mapped::new(self.base(), self.size) })
+        Some(unsafe { Mapped::new(base, self.size) })
     }
 }
 

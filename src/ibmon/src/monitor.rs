@@ -169,6 +169,7 @@ impl VmMonitor {
     /// Asks the memory to bring in what the next [`Self::scan`] reads first: each CQ's doorbell
     /// record and the entry at its cursor, and each send queue's next basic block. A host that
     /// scans many VMs per tick calls this for the VM after next, so their cache misses overlap.
+    #[inline]
     pub fn prefetch<M: GuestMemory + ?Sized>(&self, mem: &M) {
         match mem.mapped() {
             Some(view) => self.prefetch_with(&view),
@@ -208,6 +209,7 @@ impl VmMonitor {
     ///
     /// Memory that is one mapping ([`GuestMemory::mapped`]) is read through an inlined view,
     /// so a `&dyn GuestMemory` costs one dynamic call per scan, not one per read.
+    #[inline]
     pub fn scan<M: GuestMemory + ?Sized>(&mut self, mem: &M, budget: u32) -> ScanOutcome {
         match mem.mapped() {
             Some(view) => self.scan_with(&view, budget),
