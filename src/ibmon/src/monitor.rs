@@ -167,8 +167,10 @@ impl VmMonitor {
     }
 
     /// Asks the memory to bring in what the next [`Self::scan`] reads first: each CQ's doorbell
-    /// record and the entry at its cursor, and each send queue's next basic block. A host that
-    /// scans many VMs per tick calls this for the VM after next, so their cache misses overlap.
+    /// record and the entry at its cursor, and the next basic block of each send queue the last
+    /// scan walked (an idle queue's page would only take a TLB entry). A host that scans many
+    /// VMs per tick calls this a VM or two ahead ([`crate::scan_all`] does), so that the cache
+    /// and TLB misses of different VMs overlap.
     #[inline]
     pub fn prefetch<M: GuestMemory + ?Sized>(&self, mem: &M) {
         match mem.mapped() {
