@@ -14,7 +14,7 @@ fn lab_run_with_series_is_deterministic_and_plots() {
         "run",
         "tools/scenarios/compare/pair.toml",
         "--policy",
-        "governor",
+        "governor-cpu",
         "--duration",
         "2.5",
         "--json",
@@ -29,10 +29,10 @@ fn lab_run_with_series_is_deterministic_and_plots() {
     let s = &v["series"];
     assert_eq!(s["t_s"].as_array().unwrap().len(), 250);
     let caps = s["vms"][1]["cap"].as_array().unwrap();
-    // The interferer starts at 2 s and the governor caps it within the run.
+    // The interferer starts at 2 s and the cap-only governor caps it within the run.
     assert_eq!(caps[150].as_f64(), Some(100.0));
     assert!(caps.last().unwrap().as_f64().unwrap() < 100.0);
-    let svg = std::fs::read_to_string(dir.path().join("pair-governor.svg")).unwrap();
+    let svg = std::fs::read_to_string(dir.path().join("pair-governor-cpu.svg")).unwrap();
     assert!(svg.starts_with("<svg") && svg.contains("interfering"));
 }
 

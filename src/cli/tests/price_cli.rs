@@ -45,11 +45,12 @@ fn freemarket_replay_of_the_shipped_trace() {
 
 #[test]
 fn ioshares_replay_as_json_lines_charges_the_interferer() {
+    // The paper's rule (mode = paper): the interferer's share of the MTUs sent.
     let out = stdout(&resex(&[
         "price",
         "replay",
         "--policy",
-        "policies/ioshares.toml",
+        "policies/ioshares-paper.toml",
         "--trace",
         TRACE,
         "--json",

@@ -21,7 +21,7 @@
 //! (losing the unsignalled WQEs before it, never inventing any).
 
 use resex_guestmem::GuestMemory;
-use resex_ibmon::cq::{ahead, peek, INDEX_MASK};
+use resex_ibmon::cq::{ahead, peek_at, INDEX_MASK};
 use resex_ibmon::registry::{
     validate, CqLayout, Layout, Limits, MailboxLayout, RegistrationError, SqLayout,
 };
@@ -84,7 +84,7 @@ fn past_start<M: GuestMemory + ?Sized>(layout: &Layout, mem: &M) -> bool {
 fn last_request<M: GuestMemory + ?Sized>(mem: &M, cq: &CqLayout, ci: u32, qpn: u32) -> Option<u16> {
     for back in 1..=cq.cqe_cnt() {
         let j = ci.wrapping_sub(back) & INDEX_MASK;
-        match peek(mem, cq, j) {
+        match peek_at(mem, cq, j) {
             Ok(Some(t)) if t.qpn == qpn && t.opcode == cqe_op::REQ => return Some(t.wqe_counter),
             Ok(Some(_)) => {}
             // Overwritten by a newer lap, never written, or unreadable: nothing older is valid.
@@ -203,6 +203,14 @@ impl Rings {
             self.known.insert(q.qpn, q);
         }
         Ok(())
+    }
+
+    /// Brings in the monitors' own state (first stage of `resex_ibmon::scan_all`'s pipeline).
+    pub(crate) fn prefetch_state(&self, mem: &dyn GuestMemory) {
+        for w in &self.watches {
+            w.mon.prefetch_state();
+        }
+        resex_guestmem::prefetch_host(mem);
     }
 
     /// Brings in what the next [`Self::scan`] reads first (see `VmMonitor::prefetch`).

@@ -10,6 +10,7 @@
 
 use crate::host::{CoreError, HostCore};
 use crate::output::{CapCause, CapIntent, Priced, StepOutput, TxCause, TxIntent, VmRow};
+use resex_ibmon::batch::{RINGS_AHEAD, STATE_AHEAD};
 use resex_ibmon::mailbox;
 use resex_pricing::{IntervalInput, VmUsage};
 
@@ -42,7 +43,14 @@ impl HostCore {
         let mut bits = 0.0;
         let n = self.vms.len();
         for i in 0..n {
-            if let Some(ahead) = self.vms.get(i + 2) {
+            // scan_all's pipeline (a VM here has several monitors and a mailbox, so the core
+            // runs it itself): monitor state STATE_AHEAD VMs ahead, guest lines RINGS_AHEAD.
+            if let Some(ahead) = self.vms.get(i + STATE_AHEAD) {
+                if let Some(m) = &ahead.mem {
+                    ahead.rings.prefetch_state(&**m);
+                }
+            }
+            if let Some(ahead) = self.vms.get(i + RINGS_AHEAD) {
                 if let Some(m) = &ahead.mem {
                     ahead.rings.prefetch(&**m);
                 }

@@ -1,7 +1,7 @@
 //! A guest RAM file mapped shared: file offset = guest-physical address.
 
 use crate::atomic_copy::{copy_in, copy_out, load_u8};
-use crate::{check_range, GuestAddress, GuestMemory, MemError};
+use crate::{check_range, GuestAddress, GuestMemory, Mapped, MemError};
 use memmap2::{MmapOptions, MmapRaw};
 use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
@@ -139,6 +139,14 @@ impl GuestMemory for FileMemory {
         let off = check_range(addr, 1, self.size)?;
         // SAFETY: off is inside the map.
         Ok(unsafe { load_u8(self.map.as_ptr().add(off)) })
+    }
+
+    #[inline]
+    fn mapped(&self) -> Option<Mapped<'_>> {
+        let base = std::ptr::NonNull::new(self.map.as_mut_ptr())?;
+        // SAFETY: the map is `size` bytes (which fits in usize: checked at open), page-aligned,
+        // and lives as long as the borrow of self; the guest writes it only as hardware would.
+        Some(unsafe { Mapped::new(base, self.size) })
     }
 }
 

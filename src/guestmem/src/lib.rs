@@ -16,6 +16,7 @@
 mod atomic_copy;
 mod error;
 mod file;
+mod mapped;
 mod pinned;
 mod raw;
 mod ring;
@@ -23,6 +24,7 @@ mod vec;
 
 pub use error::{MemError, RingError};
 pub use file::FileMemory;
+pub use mapped::{prefetch_host, Mapped};
 pub use pinned::PinnedMemory;
 pub use raw::RawRegion;
 pub use ring::{PageRing, PAGE_SIZE};
@@ -66,6 +68,14 @@ pub trait GuestMemory: Send + Sync {
     #[inline]
     fn prefetch(&self, addr: GuestAddress) {
         let _ = addr;
+    }
+
+    /// The whole of guest RAM as one mapping in this process, when it is one (a RAM file, plain
+    /// memory): reads through the view are inlined into the caller instead of dispatched
+    /// through this trait. `None` (the default) for memory mapped piecewise or read another way.
+    #[inline]
+    fn mapped(&self) -> Option<Mapped<'_>> {
+        None
     }
 
     /// Reads one byte.
@@ -121,5 +131,8 @@ impl<T: GuestMemory + ?Sized> GuestMemory for std::sync::Arc<T> {
     }
     fn prefetch(&self, addr: GuestAddress) {
         (**self).prefetch(addr);
+    }
+    fn mapped(&self) -> Option<Mapped<'_>> {
+        (**self).mapped()
     }
 }

@@ -1,7 +1,7 @@
 //! Plain process memory posing as guest RAM: for tests, benchmarks and the lab.
 
 use crate::atomic_copy::{copy_in, copy_out, load_u8};
-use crate::{check_range, GuestAddress, GuestMemory, MemError};
+use crate::{check_range, GuestAddress, GuestMemory, Mapped, MemError};
 use std::sync::atomic::AtomicU64;
 
 /// Guest RAM held in an ordinary heap allocation (zero-filled, 8-byte aligned).
@@ -82,6 +82,15 @@ impl GuestMemory for VecMemory {
         let off = check_range(addr, 1, self.size)?;
         // SAFETY: off is inside the allocation.
         Ok(unsafe { load_u8(self.base().add(off)) })
+    }
+
+    #[inline]
+    fn mapped(&self) -> Option<Mapped<'_>> {
+        let base = std::ptr::NonNull::new(self.base())?;
+        // SAFETY: the allocation holds at least `size` bytes (words.len() * 8 >= size; a Box
+        // never exceeds isize::MAX bytes, so size fits in usize), is 8-aligned, and lives as
+        // long as the borrow of self; it is written only by atomic stores.
+        Some(unsafe { Mapped::new(base, self.size) })
     }
 }
 

@@ -11,9 +11,10 @@
 use resex_guestmem::{FileMemory, GuestAddress, GuestMemory, MemError};
 use resex_ibmon::registry::{validate, Limits};
 use resex_ibmon::synth::{SynthConfig, SynthGuest, Wr};
-use resex_ibmon::VmMonitor;
+use resex_ibmon::{scan_all, ScanTarget, VmMonitor};
 use resex_mlx5::consts::send_op;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Instant;
 
 /// Reads another process's memory with process_vm_readv: one syscall per read.
@@ -72,6 +73,13 @@ struct Vm {
     mem: FileMemory,
     mon: VmMonitor,
     layout: resex_ibmon::Layout,
+}
+
+impl ScanTarget for Vm {
+    type Memory = FileMemory;
+    fn parts(&mut self) -> (&mut VmMonitor, &FileMemory) {
+        (&mut self.mon, &self.mem)
+    }
 }
 
 impl Vm {
@@ -137,16 +145,10 @@ fn time<F: FnMut()>(mut f: F) -> u64 {
     t.elapsed().as_nanos() as u64
 }
 
-/// One tick over a host, as the daemon does it: each VM scanned, the one two places ahead
-/// prefetched so that the cache misses of different VMs overlap.
-fn tick(host: &mut [Vm]) {
-    for i in 0..host.len() {
-        if let Some(v) = host.get(i + 2) {
-            v.mon.prefetch(&v.mem);
-        }
-        let v = &mut host[i];
-        v.mon.scan(&v.mem, 16_384);
-    }
+/// One tick over a host, as the daemon does it: `scan_all`, which prefetches a few VMs ahead so
+/// that the cache and TLB misses of different VMs overlap.
+fn tick<T: ScanTarget>(host: &mut [T]) {
+    scan_all(host, 16_384, |_, _| {});
 }
 
 fn row(name: &str, value: f64, unit: &str, target: &str) {
@@ -282,6 +284,30 @@ fn main() {
         "%",
         "<= 15 %",
     );
+    // The same busy host, each VM's RAM file mapped again behind an `Arc<dyn GuestMemory>`.
+    let mut dyn_host: Vec<(Arc<dyn GuestMemory>, VmMonitor)> = (0..1024)
+        .map(|i| {
+            let mem: Arc<dyn GuestMemory> =
+                Arc::new(FileMemory::open(&d.join(format!("b{i}"))).unwrap());
+            (mem, VmMonitor::new(busy_host[i].layout.clone()))
+        })
+        .collect();
+    let mut dyn_reps = 0;
+    let dyn_tick = median_ns(21, || {
+        for ((_, mon), st) in dyn_host.iter_mut().zip(&start) {
+            mon.restore(st).unwrap();
+        }
+        dyn_reps += 1;
+        time(|| tick(&mut dyn_host))
+    });
+    assert!(dyn_host.iter().all(|(_, m)| m.total().wqes == 8 * dyn_reps));
+    row(
+        "  the same, memory as Arc<dyn GuestMemory>",
+        dyn_tick / 1000.0,
+        "us",
+        "<= 150 us",
+    );
+    drop(dyn_host);
 
     // Baseline: the same monitor reading the same RAM files through process_vm_readv from a
     // forked child that shares the mappings.

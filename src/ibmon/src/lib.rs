@@ -6,6 +6,7 @@
 //! - [`counters`]: the per-QP counts ([`Counters`]).
 //! - [`cq`] and [`sq`]: the cursors that walk one CQ and one SQ.
 //! - [`monitor`]: [`VmMonitor`], all of one VM's cursors, scanned with a bounded budget.
+//! - [`batch`]: [`scan_all`], one host tick over many VMs, prefetching a few VMs ahead.
 //! - [`mailbox`]: draining a guest's latency mailbox (status bytes, validation, merge).
 //! - [`state`]: cursors saved to and restored from JSON, so that consecutive scans of a live
 //!   guest by separate processes count each work request once.
@@ -15,8 +16,10 @@
 
 #![cfg_attr(test, allow(clippy::cast_possible_truncation))]
 
+pub mod batch;
 pub mod counters;
 pub mod cq;
+mod hot;
 pub mod mailbox;
 pub mod monitor;
 pub mod registry;
@@ -24,6 +27,7 @@ pub mod sq;
 pub mod state;
 pub mod synth;
 
+pub use batch::{scan_all, ScanTarget};
 pub use counters::Counters;
 pub use monitor::{ScanOutcome, VmMonitor, DEFAULT_SCAN_BUDGET};
 pub use registry::{Layout, Limits, RegistrationError};

@@ -1,14 +1,14 @@
 //! One VM's monitor: a cursor per CQ and per SQ, scanned with a bounded budget.
 
 use crate::counters::Counters;
-use crate::cq::{ahead, peek, CqeTail, INDEX_MASK};
+use crate::cq::{ahead, peek, CqHot, CqeTail, Unreadable, INDEX_MASK};
+use crate::hot::{Ram, ViaTrait};
 use crate::registry::Layout;
-use crate::sq::{Last, SqCursor};
+use crate::sq::{Last, SqCursor, SqRing};
 use resex_common::LogLimiter;
-use resex_guestmem::GuestMemory;
+use resex_guestmem::{prefetch_host, GuestMemory};
 use resex_mlx5::consts::cqe_op;
 use resex_mlx5::dbrec::read_cq_ci;
-use resex_mlx5::SEND_WQE_BB;
 
 /// Default cap on entries (CQEs + WQEs) walked per scan of one VM.
 pub const DEFAULT_SCAN_BUDGET: u32 = 16_384;
@@ -22,16 +22,49 @@ pub struct ScanOutcome {
     pub exhausted: bool,
 }
 
+/// The bit of [`VmMonitor`]'s `walked` mask for QP `qi`.
+#[inline]
+fn walked_bit(qi: usize) -> u64 {
+    1 << qi.min(63)
+}
+
+/// One QP as a scan needs it: its SQ cursor and ring, and its send CQ.
+#[derive(Clone, Debug)]
+pub(crate) struct QpHot {
+    /// The SQ walk's cursor.
+    pub cur: SqCursor,
+    /// The SQ.
+    pub sq: SqRing,
+    /// Index of the send CQ.
+    pub send_cq: usize,
+}
+
 /// The monitor of one VM: its validated rings, its cursors and its cumulative per-QP counts.
+///
+/// A scan reads only the packed state (`cqs`, `qps`, `pages`, `counters`): one array each,
+/// allocated once at construction; the [`Layout`] is kept for [`Self::layout`] and the state
+/// file.
 #[derive(Debug)]
 pub struct VmMonitor {
+    /// Distinct CQs, in the order of `layout.cqs`.
+    pub(crate) cqs: Box<[CqHot]>,
+    /// QPs, in the order of `layout.qps` (sorted by QPN).
+    pub(crate) qps: Box<[QpHot]>,
+    /// Every ring's pages, back to back.
+    pages: Box<[u64]>,
+    counters: Box<[Counters]>,
+    /// The sum of `counters`, kept by every change to them.
+    total: Counters,
+    /// A walk may be unfinished (the last scan ran out of budget, or a state was restored).
+    pub(crate) resume: bool,
+    /// QPNs strictly ascending (as `validate` leaves them): a CQE's QPN equal to its CQ's own
+    /// QP's is that QP without a search.
+    qpns_ascending: bool,
+    /// The send queues the last scan walked (bit `qi`, QPs past 63 sharing bit 63): where a
+    /// busy VM will most likely walk again, so the only SQ lines [`Self::prefetch`] asks for
+    /// (an idle VM's SQ pages would only crowd the TLB).
+    walked: u64,
     pub(crate) layout: Layout,
-    mtu: u64,
-    pub(crate) cq_index: Vec<u32>,
-    /// QP (index into `layout.qps`) that CQE counts without a known QPN go to.
-    cq_owner: Vec<usize>,
-    pub(crate) sq: Vec<SqCursor>,
-    counters: Vec<Counters>,
     log_anomaly: LogLimiter,
     log_overrun: LogLimiter,
 }
@@ -39,7 +72,6 @@ pub struct VmMonitor {
 impl VmMonitor {
     /// A monitor starting at the registration's start indices (0 unless given).
     pub fn new(layout: Layout) -> VmMonitor {
-        let cq_index = layout.cqs.iter().map(|c| c.start & INDEX_MASK).collect();
         let mut cq_owner = vec![0; layout.cqs.len()];
         for (qi, q) in layout.qps.iter().enumerate().rev() {
             if let Some(r) = q.recv_cq {
@@ -47,19 +79,32 @@ impl VmMonitor {
             }
             cq_owner[q.send_cq] = qi;
         }
-        let sq = layout
+        let mut pages = Vec::new();
+        let cqs = layout
+            .cqs
+            .iter()
+            .zip(&cq_owner)
+            .map(|(c, &owner)| CqHot::new(c, owner, &mut pages))
+            .collect();
+        let qps = layout
             .qps
             .iter()
-            .map(|q| SqCursor::new(q.sq.start))
+            .map(|q| QpHot {
+                cur: SqCursor::new(q.sq.start),
+                sq: SqRing::new(&q.sq, q.qpn, layout.path_mtu, &mut pages),
+                send_cq: q.send_cq,
+            })
             .collect();
-        let counters = vec![Counters::default(); layout.qps.len()];
         VmMonitor {
-            mtu: u64::from(layout.path_mtu),
+            cqs,
+            qps,
+            pages: pages.into_boxed_slice(),
+            counters: vec![Counters::default(); layout.qps.len()].into_boxed_slice(),
+            total: Counters::default(),
+            resume: false,
+            qpns_ascending: layout.qps.windows(2).all(|w| w[0].qpn < w[1].qpn),
+            walked: 0,
             layout,
-            cq_index,
-            cq_owner,
-            sq,
-            counters,
             log_anomaly: LogLimiter::default(),
             log_overrun: LogLimiter::default(),
         }
@@ -75,29 +120,23 @@ impl VmMonitor {
         &self.counters
     }
 
-    /// The sum over all QPs.
+    /// The sum over all QPs (kept up to date by each scan: no summing here).
     pub fn total(&self) -> Counters {
-        let mut t = Counters::default();
-        for c in &self.counters {
-            t += *c;
-        }
-        t
+        self.total
     }
 
     /// The monitor's index into CQ `i` (24 bits).
     pub fn cq_index(&self, i: usize) -> u32 {
-        self.cq_index[i]
+        self.cqs[i].index
     }
 
     /// The CQ index below which every CQE of CQ `i` is fully accounted (its SQ walk done).
     pub fn cq_settled_index(&self, i: usize) -> u32 {
-        let m = self.cq_index[i];
+        let m = self.cqs[i].index;
         let walking = self
-            .layout
             .qps
             .iter()
-            .zip(&self.sq)
-            .any(|(q, s)| q.send_cq == i && s.walk.is_some());
+            .any(|q| q.send_cq == i && q.cur.walk.is_some());
         if walking {
             m.wrapping_sub(1) & INDEX_MASK
         } else {
@@ -107,7 +146,7 @@ impl VmMonitor {
 
     /// True when no SQ walk is left unfinished (every CQE consumed is fully counted).
     pub fn settled(&self) -> bool {
-        self.sq.iter().all(|s| s.walk.is_none())
+        self.qps.iter().all(|q| q.cur.walk.is_none())
     }
 
     /// Starts counting from the guest's present position instead of the registration's start
@@ -115,48 +154,93 @@ impl VmMonitor {
     /// resynchronises on the next CQE (the work completed before now is not counted, and the
     /// reused SQ slots behind it are not anomalies). For attaching to a guest that is running.
     pub fn skip_to_now<M: GuestMemory + ?Sized>(&mut self, mem: &M) {
-        for (i, cq) in self.layout.cqs.iter().enumerate() {
-            if let Ok(ci) = read_cq_ci(mem, cq.dbrec) {
-                self.cq_index[i] = ci & INDEX_MASK;
+        for (cq, l) in self.cqs.iter_mut().zip(&self.layout.cqs) {
+            if let Ok(ci) = read_cq_ci(mem, l.dbrec) {
+                cq.index = ci & INDEX_MASK;
             }
         }
-        for s in &mut self.sq {
-            s.walk = None;
-            s.synced = false;
-            s.after_overrun = true;
+        for q in self.qps.iter_mut() {
+            q.cur.walk = None;
+            q.cur.synced = false;
+            q.cur.after_overrun = true;
         }
     }
 
     /// Asks the memory to bring in what the next [`Self::scan`] reads first: each CQ's doorbell
-    /// record and the entry at its cursor, and each send queue's next basic block. A host that
-    /// scans many VMs per tick calls this for the VM after next, so their cache misses overlap.
+    /// record and the entry at its cursor, and the next basic block of each send queue the last
+    /// scan walked (an idle queue's page would only take a TLB entry). A host that scans many
+    /// VMs per tick calls this a VM or two ahead ([`crate::scan_all`] does), so that the cache
+    /// and TLB misses of different VMs overlap.
+    #[inline]
     pub fn prefetch<M: GuestMemory + ?Sized>(&self, mem: &M) {
-        for (cq, &m) in self.layout.cqs.iter().zip(&self.cq_index) {
-            mem.prefetch(cq.dbrec);
-            let k = u64::from(m & (cq.cqe_cnt() - 1)) * cq.size.bytes() + cq.size.cqe_offset();
-            mem.prefetch(cq.ring.gpa(k));
+        match mem.mapped() {
+            Some(view) => self.prefetch_with(&view),
+            None => self.prefetch_with(&ViaTrait(mem)),
         }
-        for (q, s) in self.layout.qps.iter().zip(&self.sq) {
-            let k = u64::from(s.p & (q.sq.wqe_cnt - 1)) * SEND_WQE_BB;
-            mem.prefetch(q.sq.ring.gpa(k));
+    }
+
+    /// Asks the cache for this monitor's own packed state that [`Self::prefetch`] and
+    /// [`Self::scan`] read first: the CQ cursors and the page table, and, when the last scan
+    /// walked a send queue, the SQ cursors and the counters. A host that scans many VMs calls
+    /// it a few VMs ahead of [`Self::prefetch`] ([`crate::scan_all`] does).
+    pub fn prefetch_state(&self) {
+        prefetch_host(&*self.cqs);
+        prefetch_host(&*self.pages);
+        if self.walked != 0 {
+            prefetch_host(&*self.qps);
+            prefetch_host(&*self.counters);
+        }
+    }
+
+    fn prefetch_with<R: Ram>(&self, r: &R) {
+        for cq in self.cqs.iter() {
+            cq.prefetch(r, &self.pages);
+        }
+        if self.walked == 0 {
+            return;
+        }
+        for (qi, q) in self.qps.iter().enumerate() {
+            if self.walked & walked_bit(qi) != 0 {
+                q.sq.ring.prefetch(r, &self.pages, q.sq.slot(q.cur.p));
+            }
         }
     }
 
     /// Reads every ring once, walking at most `budget` entries (CQEs + WQEs); what is left is
     /// read at the next scan. Never writes guest memory.
+    ///
+    /// Memory that is one mapping ([`GuestMemory::mapped`]) is read through an inlined view,
+    /// so a `&dyn GuestMemory` costs one dynamic call per scan, not one per read.
+    #[inline]
     pub fn scan<M: GuestMemory + ?Sized>(&mut self, mem: &M, budget: u32) -> ScanOutcome {
+        match mem.mapped() {
+            Some(view) => self.scan_with(&view, budget),
+            None => self.scan_with(&ViaTrait(mem), budget),
+        }
+    }
+
+    fn scan_with<R: Ram>(&mut self, r: &R, budget: u32) -> ScanOutcome {
+        self.walked = 0;
+        let out = self.scan_rings(r, budget);
+        self.resume = out.exhausted;
+        out
+    }
+
+    fn scan_rings<R: Ram>(&mut self, r: &R, budget: u32) -> ScanOutcome {
         let mut left = budget;
         // Walks left unfinished by the last scan come first: their CQEs were consumed already.
-        for qi in 0..self.sq.len() {
-            if self.sq[qi].walk.is_some() && !self.walk(mem, qi, &mut left) {
-                return ScanOutcome {
-                    entries: budget - left,
-                    exhausted: true,
-                };
+        if self.resume {
+            for qi in 0..self.qps.len() {
+                if self.qps[qi].cur.walk.is_some() && !self.walk(r, qi, &mut left) {
+                    return ScanOutcome {
+                        entries: budget - left,
+                        exhausted: true,
+                    };
+                }
             }
         }
-        for ci in 0..self.layout.cqs.len() {
-            if !self.scan_cq(mem, ci, &mut left) {
+        for ci in 0..self.cqs.len() {
+            if !self.scan_cq(r, ci, &mut left) {
                 return ScanOutcome {
                     entries: budget - left,
                     exhausted: true,
@@ -170,21 +254,22 @@ impl VmMonitor {
     }
 
     /// Scans one CQ; false when the budget ran out.
-    fn scan_cq<M: GuestMemory + ?Sized>(&mut self, mem: &M, ci: usize, left: &mut u32) -> bool {
-        let cq = &self.layout.cqs[ci];
-        let Ok(guest_ci) = read_cq_ci(mem, cq.dbrec) else {
-            self.anomaly(self.cq_owner[ci], "CQ doorbell record unreadable");
+    #[inline(always)]
+    fn scan_cq<R: Ram>(&mut self, r: &R, ci: usize, left: &mut u32) -> bool {
+        let Some(guest_ci) = self.cqs[ci].guest_ci(r) else {
+            self.anomaly(self.cqs[ci].owner, "CQ doorbell record unreadable");
             return true;
         };
-        if ahead(guest_ci, self.cq_index[ci]).is_some_and(|d| d > cq.cqe_cnt()) {
+        if ahead(guest_ci, self.cqs[ci].index).is_some_and(|d| d > 1 << self.cqs[ci].log_cnt) {
             self.overrun(ci, guest_ci);
         }
         loop {
             if *left == 0 {
                 return false;
             }
-            let m = self.cq_index[ci];
-            let cqe = match peek(mem, &self.layout.cqs[ci], m) {
+            let cq = &self.cqs[ci];
+            let m = cq.index;
+            let cqe = match peek(r, cq, &self.pages, m) {
                 Ok(Some(c)) => c,
                 Ok(None) => {
                     if ahead(guest_ci, m).is_some() {
@@ -194,27 +279,65 @@ impl VmMonitor {
                     }
                     return true;
                 }
-                Err(_) => {
-                    self.anomaly(self.cq_owner[ci], "CQ ring unreadable");
+                Err(Unreadable) => {
+                    self.anomaly(cq.owner, "CQ ring unreadable");
                     return true;
                 }
             };
             *left -= 1;
-            self.cq_index[ci] = (m + 1) & INDEX_MASK;
+            self.cqs[ci].index = (m + 1) & INDEX_MASK;
             if let Some(qi) = self.consume(ci, &cqe) {
-                if !self.walk(mem, qi, left) {
+                if !self.walk(r, qi, left) {
                     return false;
                 }
             }
         }
     }
 
-    /// Accounts one CQE; returns the QP whose SQ walk it started.
+    /// Accounts one CQE; returns the QP whose SQ walk it started. The common CQEs (a requester
+    /// CQE on its QP's send CQ, a responder CQE of a known QP) are handled here, the rest by
+    /// [`Self::consume_other`].
+    #[inline(always)]
     fn consume(&mut self, ci: usize, cqe: &CqeTail) -> Option<usize> {
-        let owner = self.cq_owner[ci];
-        let qp = self.find_qp(cqe.qpn);
+        let owner = self.cqs[ci].owner;
+        // The CQ's own QP first (one comparison); QPNs strictly ascending make that the one a
+        // binary search would find.
+        let qp = match self.qps.get(owner) {
+            Some(q) if self.qpns_ascending && q.sq.qpn == cqe.qpn => Some(owner),
+            _ => self.find_qp(cqe.qpn),
+        };
+        if let Some(qi) = qp.filter(|_| !cqe.is_compressed()) {
+            match cqe.opcode {
+                cqe_op::REQ if self.qps[qi].send_cq == ci => {
+                    self.counters[qi].completions += 1;
+                    self.total.completions += 1;
+                    self.qps[qi].cur.begin(cqe.wqe_counter, Last::Count);
+                    return Some(qi);
+                }
+                cqe_op::RESP_WR_IMM
+                | cqe_op::RESP_SEND
+                | cqe_op::RESP_SEND_IMM
+                | cqe_op::RESP_SEND_INV => {
+                    for c in [&mut self.counters[qi], &mut self.total] {
+                        c.completions += 1;
+                        c.recv_bytes += u64::from(cqe.byte_cnt);
+                    }
+                    return None;
+                }
+                _ => {}
+            }
+        }
+        self.consume_other(ci, cqe, qp)
+    }
+
+    /// [`Self::consume`] for every other CQE: errors, compressed or unknown ones, unknown QPNs.
+    #[cold]
+    #[inline(never)]
+    fn consume_other(&mut self, ci: usize, cqe: &CqeTail, qp: Option<usize>) -> Option<usize> {
+        let owner = self.cqs[ci].owner;
         let qi = qp.unwrap_or(owner);
         self.counters[qi].completions += 1;
+        self.total.completions += 1;
         if cqe.is_compressed() {
             self.anomaly(qi, "compressed CQE (unsupported)");
             return None;
@@ -223,8 +346,9 @@ impl VmMonitor {
             cqe_op::REQ | cqe_op::REQ_ERR => {
                 if cqe.opcode == cqe_op::REQ_ERR {
                     self.counters[qi].errors += 1;
+                    self.total.errors += 1;
                 }
-                let Some(qi) = qp.filter(|&q| self.layout.qps[q].send_cq == ci) else {
+                let Some(qi) = qp.filter(|&q| self.qps[q].send_cq == ci) else {
                     self.anomaly(qi, "requester CQE for a QP not registered on this CQ");
                     return None;
                 };
@@ -233,7 +357,7 @@ impl VmMonitor {
                 } else {
                     Last::Skip
                 };
-                self.sq[qi].begin(cqe.wqe_counter, last);
+                self.qps[qi].cur.begin(cqe.wqe_counter, last);
                 Some(qi)
             }
             cqe_op::RESP_WR_IMM
@@ -244,10 +368,12 @@ impl VmMonitor {
                     self.anomaly(qi, "responder CQE for an unregistered QPN");
                 }
                 self.counters[qi].recv_bytes += u64::from(cqe.byte_cnt);
+                self.total.recv_bytes += u64::from(cqe.byte_cnt);
                 None
             }
             cqe_op::RESP_ERR | cqe_op::SIG_ERR => {
                 self.counters[qi].errors += 1;
+                self.total.errors += 1;
                 None
             }
             cqe_op::RESIZE_CQ | cqe_op::NO_PACKET => None,
@@ -258,34 +384,39 @@ impl VmMonitor {
         }
     }
 
-    /// Continues QP `qi`'s SQ walk; false when the budget ran out first. Kept out of line:
-    /// the CQE loop stays small (its cost moved by half when the walk was inlined into it).
-    #[inline(never)]
-    fn walk<M: GuestMemory + ?Sized>(&mut self, mem: &M, qi: usize, left: &mut u32) -> bool {
-        let q = &self.layout.qps[qi];
-        let anomaly =
-            self.sq[qi].advance(mem, &q.sq, q.qpn, self.mtu, &mut self.counters[qi], left);
+    /// Continues QP `qi`'s SQ walk; false when the budget ran out first.
+    #[inline(always)]
+    fn walk<R: Ram>(&mut self, r: &R, qi: usize, left: &mut u32) -> bool {
+        self.walked |= walked_bit(qi);
+        let q = &mut self.qps[qi];
+        let mut delta = Counters::default();
+        let anomaly = q.cur.advance(r, &q.sq, &self.pages, &mut delta, left);
+        self.counters[qi] += delta;
+        self.total += delta;
         if let Some(a) = anomaly {
             if let Some(n) = self.log_anomaly.hit() {
                 tracing::warn!(
-                    qpn = q.qpn,
+                    qpn = q.sq.qpn,
                     occurrence = n,
                     "send queue walk: {a:?}; resynchronising"
                 );
             }
         }
-        self.sq[qi].walk.is_none()
+        q.cur.walk.is_none()
     }
 
+    #[inline]
     fn find_qp(&self, qpn: u32) -> Option<usize> {
-        self.layout.qps.binary_search_by_key(&qpn, |q| q.qpn).ok()
+        self.qps.binary_search_by_key(&qpn, |q| q.sq.qpn).ok()
     }
 
+    #[cold]
     fn anomaly(&mut self, qi: usize, what: &str) {
         self.counters[qi].anomalies += 1;
+        self.total.anomalies += 1;
         if let Some(n) = self.log_anomaly.hit() {
             tracing::warn!(
-                qpn = self.layout.qps[qi].qpn,
+                qpn = self.qps[qi].sq.qpn,
                 occurrence = n,
                 "ring anomaly: {what}"
             );
@@ -294,25 +425,27 @@ impl VmMonitor {
 
     /// The HCA lapped the monitor on CQ `ci`: count it, resynchronise to the guest's consumer
     /// index, and tell the SQ cursors fed by this CQ that mismatches are now expected.
+    #[cold]
     fn overrun(&mut self, ci: usize, guest_ci: u32) {
-        let owner = self.cq_owner[ci];
+        let owner = self.cqs[ci].owner;
         self.counters[owner].overruns += 1;
-        let lost = guest_ci.wrapping_sub(self.cq_index[ci]) & INDEX_MASK;
+        self.total.overruns += 1;
+        let lost = guest_ci.wrapping_sub(self.cqs[ci].index) & INDEX_MASK;
         if let Some(n) = self.log_overrun.hit() {
             tracing::warn!(
-                qpn = self.layout.qps[owner].qpn,
+                qpn = self.qps[owner].sq.qpn,
                 lost_cqes_at_least = lost,
                 occurrence = n,
                 "monitor lapped by the HCA: resynchronising to the consumer index"
             );
         }
-        self.cq_index[ci] = guest_ci & INDEX_MASK;
+        self.cqs[ci].index = guest_ci & INDEX_MASK;
         // The lost CQEs may have reported errors, so the WQEs between the SQ cursor and the next
         // CQE cannot be assumed to have completed: resynchronise on that CQE's own WQE.
-        for (qi, q) in self.layout.qps.iter().enumerate() {
+        for q in self.qps.iter_mut() {
             if q.send_cq == ci {
-                self.sq[qi].after_overrun = true;
-                self.sq[qi].synced = false;
+                q.cur.after_overrun = true;
+                q.cur.synced = false;
             }
         }
     }

@@ -60,20 +60,20 @@ impl VmMonitor {
                 .layout
                 .cqs
                 .iter()
-                .zip(&self.cq_index)
-                .map(|(c, &index)| CqState {
+                .zip(self.cqs.iter())
+                .map(|(c, hot)| CqState {
                     dbrec: c.dbrec.0,
-                    index,
+                    index: hot.index,
                 })
                 .collect(),
             qps: self
                 .layout
                 .qps
                 .iter()
-                .zip(&self.sq)
-                .map(|(q, sq)| QpState {
+                .zip(self.qps.iter())
+                .map(|(q, hot)| QpState {
                     qpn: q.qpn,
-                    sq: sq.clone(),
+                    sq: hot.cur.clone(),
                 })
                 .collect(),
         }
@@ -98,13 +98,14 @@ impl VmMonitor {
                 "QPNs {saved:?}, registered {qpns:?}"
             )));
         }
-        for (i, c) in st.cqs.iter().enumerate() {
-            self.cq_index[i] = c.index & crate::cq::INDEX_MASK;
+        for (hot, c) in self.cqs.iter_mut().zip(&st.cqs) {
+            hot.index = c.index & crate::cq::INDEX_MASK;
         }
-        for (i, q) in st.qps.iter().enumerate() {
+        for (hot, q) in self.qps.iter_mut().zip(&st.qps) {
             // A saved walk is resumed by the next scan.
-            self.sq[i] = q.sq.clone();
+            hot.cur = q.sq.clone();
         }
+        self.resume = self.qps.iter().any(|q| q.cur.walk.is_some());
         Ok(())
     }
 }

@@ -4,7 +4,7 @@
 
 #![allow(clippy::cast_possible_truncation)]
 
-use resex_guestmem::{GuestAddress, GuestMemory, VecMemory};
+use resex_guestmem::{GuestAddress, GuestMemory, MemError, VecMemory};
 use resex_ibmon::registry::{validate, Layout, Limits};
 use resex_ibmon::VmMonitor;
 use resex_mlx5::consts::{cqe_op, send_op};
@@ -239,6 +239,66 @@ fn random_rings_and_registrations_never_panic_and_work_stays_bounded() {
         "only {accepted} registrations accepted"
     );
     assert!(entries > ITERATIONS, "only {entries} entries walked");
+}
+
+/// Guest memory that is not one mapping (as Xen's piecewise foreign mappings are not): the
+/// monitor reads it one trait call at a time instead of through [`GuestMemory::mapped`].
+struct Unmapped<'a>(&'a VecMemory);
+
+impl GuestMemory for Unmapped<'_> {
+    fn size(&self) -> u64 {
+        self.0.size()
+    }
+    fn read(&self, addr: GuestAddress, buf: &mut [u8]) -> Result<(), MemError> {
+        self.0.read(addr, buf)
+    }
+    fn write(&self, addr: GuestAddress, data: &[u8]) -> Result<(), MemError> {
+        self.0.write(addr, data)
+    }
+}
+
+#[test]
+fn the_mapped_view_and_trait_calls_read_hostile_rings_alike() {
+    let mut r = fastrand::Rng::with_seed(0x0dd_5eed);
+    let mem = VecMemory::new(RAM as usize);
+    assert!(mem.mapped().is_some() && Unmapped(&mem).mapped().is_none());
+    let mut compared = 0u64;
+    for i in 0..ITERATIONS / 2 {
+        if i % 1000 == 0 {
+            let bytes: Vec<u8> = (0..RAM).map(|_| r.u8(..)).collect();
+            mem.write(GuestAddress(0), &bytes).unwrap();
+        }
+        let reg = registration(&mut r);
+        let Ok(layout) = validate(&reg, RAM, &Limits::default()) else {
+            continue;
+        };
+        if r.bool() {
+            plant(&mut r, &mem, &layout);
+        }
+        let mut mapped = VmMonitor::new(layout.clone());
+        let mut calls = VmMonitor::new(layout);
+        for _ in 0..3 {
+            for _ in 0..r.usize(0..64) {
+                let at = r.u64(0..RAM - 8);
+                mem.write(GuestAddress(at), &r.u64(..).to_ne_bytes())
+                    .unwrap();
+            }
+            let budget = r.u32(0..512);
+            mapped.prefetch(&mem);
+            calls.prefetch(&Unmapped(&mem));
+            let a = mapped.scan(&mem, budget);
+            let b = calls.scan(&Unmapped(&mem), budget);
+            assert_eq!(a, b);
+            assert_eq!(mapped.counters(), calls.counters());
+            assert_eq!(mapped.total(), calls.total());
+            assert_eq!(mapped.state(), calls.state());
+            compared += u64::from(a.entries);
+        }
+    }
+    assert!(
+        compared > ITERATIONS / 4,
+        "only {compared} entries compared"
+    );
 }
 
 #[test]
