@@ -36,6 +36,8 @@ fn every_key_is_explained_in_the_policies_readme() {
         "governor.toml",
         "ioshares-paper.toml",
         "governor-cpu.toml",
+        "freemarket-rate.toml",
+        "ioshares-rate.toml",
     ] {
         for line in shipped(file).lines() {
             let line = line.trim();
@@ -58,6 +60,15 @@ fn the_variants_differ_from_the_defaults_in_one_key() {
     let mut want = PolicyConfig::defaults(PolicyKind::Governor);
     want.lever = Some(resex_pricing::Lever::Cpu);
     assert_eq!(cpu, want);
+    for (file, kind) in [
+        ("freemarket-rate.toml", PolicyKind::Freemarket),
+        ("ioshares-rate.toml", PolicyKind::Ioshares),
+    ] {
+        let cfg = PolicyConfig::from_toml(&shipped(file)).unwrap();
+        let mut want = PolicyConfig::defaults(kind);
+        want.lever = Some(resex_pricing::Lever::Rate);
+        assert_eq!(cfg, want, "{file}");
+    }
     assert_eq!(
         PolicyConfig::defaults(PolicyKind::Governor).lever(),
         resex_pricing::Lever::Both
