@@ -108,9 +108,11 @@ fn table(out: &mut dyn Write, rows: &[CompareRow], a: &CompareArgs) -> std::io::
             "; every policy's cap floor {f}%"
         ))
     )?;
+    let sw = rows.iter().map(|r| r.scenario.len()).max().unwrap_or(0).max(8);
+    let pw = rows.iter().map(|r| r.policy.len()).max().unwrap_or(0).max(6);
     writeln!(
         out,
-        "{:<16} {:<13} {:>7} {:>7} {:>9} {:>5} {:>7} {:>8} {:>6} {:>6} {:>7} {:>7}  victims: mean x / p99 x",
+        "{:<sw$} {:<pw$} {:>7} {:>7} {:>9} {:>5} {:>7} {:>8} {:>6} {:>6} {:>7} {:>7}  victims: mean x / p99 x",
         "scenario",
         "policy",
         "mean x",
@@ -132,7 +134,7 @@ fn table(out: &mut dyn Write, rows: &[CompareRow], a: &CompareArgs) -> std::io::
             .collect();
         writeln!(
             out,
-            "{:<16} {:<13} {:>7} {:>7} {:>9.0} {:>5} {:>7} {:>8} {:>6.2} {:>6.1} {:>7.1} {:>7.1}  {}",
+            "{:<sw$} {:<pw$} {:>7} {:>7} {:>9.0} {:>5} {:>7} {:>8} {:>6.2} {:>6.1} {:>7.1} {:>7.1}  {}",
             r.scenario,
             r.policy,
             x(r.victim_mean_x, 3),
