@@ -20,7 +20,7 @@ pub trait RateLever: Send + Sync {
     /// `softhca`, `devlink`, `vf-rate`, `memory`, or `none`.
     fn kind(&self) -> &'static str;
     /// How the domain's transmit rate is enforced, for people; `None`: the domain has no
-    /// lever (no VF known for it).
+    /// lever (no VF known for it, or one that cannot be set).
     fn describe(&self, key: &str) -> Option<String>;
     /// The domain's present setting, exactly, to put back later.
     fn save(&self, key: &str) -> Result<serde_json::Value, BackendError>;
