@@ -163,8 +163,14 @@ impl RateLever for HostLever {
     fn describe(&self, key: &str) -> Option<String> {
         match self.vf(key) {
             Ok(Vf::Soft { vport, .. }) => Some(format!("softhca vport {vport}")),
-            Ok(vf) => match self.pci(key).and_then(|l| l.describe(&vf)) {
-                Ok(d) => Some(d),
+            Ok(vf) => match self.pci(key) {
+                Ok(l) => match l.describe(&vf) {
+                    Ok(d) => Some(d),
+                    Err(e) => {
+                        self.tell(key, &format!("no rate lever for VM {key}: {e}"));
+                        None
+                    }
+                },
                 Err(e) => {
                     self.tell(key, &e.to_string());
                     None

@@ -128,7 +128,19 @@ impl Answers {
             let payload = &rest[16..len];
             match b.message_type() {
                 NLMSG_NOOP => {}
-                NLMSG_DONE => self.done = true,
+                NLMSG_DONE => {
+                    // A dump that failed part-way ends with its (negative) errno here.
+                    if let Some(b) = payload.get(..4) {
+                        let code = i32::from_ne_bytes([b[0], b[1], b[2], b[3]]);
+                        if code < 0 {
+                            return Err(NetlinkError::Refused {
+                                errno: code.checked_neg().unwrap_or(i32::MAX),
+                                msg: None,
+                            });
+                        }
+                    }
+                    self.done = true;
+                }
                 NLMSG_ERROR => {
                     ack(payload, b.flags())?;
                     self.done = true;

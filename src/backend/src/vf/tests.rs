@@ -473,3 +473,18 @@ fn saved_settings_say_their_mechanism() {
     );
     assert!(serde_json::from_value::<Saved>(serde_json::json!({"lever": "devlink"})).is_err());
 }
+
+#[test]
+fn a_dump_that_fails_part_way_is_a_refusal() {
+    // NLMSG_DONE carrying -ENOBUFS, after one port.
+    let (sent, got) = recorded("port_dump");
+    let seq = seq_of(&sent[0]);
+    let mut done = got[1].clone();
+    done.resize(20, 0);
+    done[0] = 20;
+    done[16..20].copy_from_slice(&(-libc::ENOBUFS).to_ne_bytes());
+    let mut a = Answers::default();
+    a.take(&got[0], seq).unwrap();
+    let e = a.take(&done, seq).unwrap_err();
+    assert_eq!(e.errno(), Some(libc::ENOBUFS));
+}
