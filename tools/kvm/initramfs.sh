@@ -5,7 +5,10 @@
 #   agent  - /bin/resex-agent --vm (give the image a static resex-agent): the agent and BenchEx's
 #            server, reaching softhca over org.resex.hca.0, the daemon over org.resex.agent.0,
 #            and BenchEx clients over org.resex.bench.0
-# Usage: tools/kvm/initramfs.sh OUT.cpio.gz [EXTRA_BINARY...]
+#   script - /bin/SCRIPT (`resex.script=SCRIPT`, one of the extra binaries), then power off
+# Extra binaries go to /bin with the shared libraries `ldd` lists for them; INITRD_MODULES
+# (paths of .ko files, in load order) are loaded after the virtio modules.
+# Usage: [INITRD_MODULES="a.ko b.ko"] tools/kvm/initramfs.sh OUT.cpio.gz [EXTRA_BINARY...]
 set -euo pipefail
 out=$1; shift
 kver=${KVER:-$(ls /lib/modules | sort -V | tail -1)}  # KVER: the guest kernel's version
@@ -24,7 +27,22 @@ for m in $mods; do
         *) cp "$f" "$work/lib/modules/$m.ko" ;;
     esac
 done
-for b in "$@"; do cp "$b" "$work/bin/"; strip --strip-debug "$work/bin/$(basename "$b")" 2>/dev/null || true; done
+for m in ${INITRD_MODULES:-}; do
+    n=$(basename "$m"); n=${n%%.ko*}
+    case "$m" in
+        *.ko.xz) xz -dc "$m" > "$work/lib/modules/$n.ko" ;;
+        *.ko.zst) zstd -qdc "$m" > "$work/lib/modules/$n.ko" ;;
+        *) cp "$m" "$work/lib/modules/$n.ko" ;;
+    esac
+    mods="$mods $n"
+done
+for b in "$@"; do
+    cp "$b" "$work/bin/"; strip --strip-debug "$work/bin/$(basename "$b")" 2>/dev/null || true
+    # Shared libraries (and the loader) at the paths the binary looks for them.
+    for l in $(ldd "$b" 2>/dev/null | grep -o '/[^ ]*' || true); do
+        mkdir -p "$work$(dirname "$l")"; cp -L "$l" "$work$l"
+    done
+done
 cat > "$work/init" <<INIT
 #!/bin/busybox sh
 /bin/busybox --install -s /bin
@@ -37,6 +55,12 @@ for p in /sys/class/virtio-ports/*; do [ -e "\$p/name" ] && echo "resex-guest: p
 case "\$mode" in
     agent) RUST_LOG=info exec /bin/resex-agent --vm --name "$(cat /proc/sys/kernel/hostname)" \
         --listen port:org.resex.bench.0 --polling adaptive ;;
+    script)
+        script=
+        for a in \$(cat /proc/cmdline); do case "\$a" in resex.script=*) script=\${a#resex.script=};; esac; done
+        sh "/bin/\$script" || echo "resex-guest: /bin/\$script exited \$?"
+        echo "resex-guest: powering off"
+        poweroff -f ;;
     *) while true; do :; done ;;
 esac
 INIT

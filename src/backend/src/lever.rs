@@ -8,10 +8,11 @@ use crate::{BackendError, Hypervisor};
 use resex_common::TxLimit;
 use resex_proto::hca_admin::{ask, AdminRequest};
 use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
 use std::io::BufReader;
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// A rate lever, by domain key (as the [`crate::Hypervisor`] names domains).
@@ -19,7 +20,7 @@ pub trait RateLever: Send + Sync {
     /// `softhca`, `devlink`, `vf-rate`, `memory`, or `none`.
     fn kind(&self) -> &'static str;
     /// How the domain's transmit rate is enforced, for people; `None`: the domain has no
-    /// lever (no VF known for it).
+    /// lever (no VF known for it, or one that cannot be set).
     fn describe(&self, key: &str) -> Option<String>;
     /// The domain's present setting, exactly, to put back later.
     fn save(&self, key: &str) -> Result<serde_json::Value, BackendError>;
@@ -46,48 +47,101 @@ pub enum Vf {
         /// The VF's PCI address.
         addr: String,
     },
+    /// A virtual function by its PF's devlink instance and its index: what a PCI VF resolves
+    /// to, and how a VF that is no PCI device (netdevsim's) is named.
+    Function {
+        /// The PF's devlink instance, `BUS/DEVICE` (`pci/0000:03:00.0`,
+        /// `netdevsim/netdevsim1`).
+        devlink: String,
+        /// The PF's network interface, for the legacy VF rate (default: the instance's first
+        /// under sysfs).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        netdev: Option<String>,
+        /// The VF's index on its PF.
+        vf: u32,
+    },
 }
 
-/// A lever for SR-IOV VFs by PCI address (devlink rate, or the legacy per-VF rate on the PF).
+impl std::fmt::Display for Vf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Vf::Soft { vport, .. } => write!(f, "softhca vport {vport}"),
+            Vf::Pci { addr } => write!(f, "VF {addr}"),
+            Vf::Function { devlink, vf, .. } => write!(f, "VF {vf} of {devlink}"),
+        }
+    }
+}
+
+/// A lever for SR-IOV VFs ([`Vf::Pci`], [`Vf::Function`]): devlink rate, or the legacy
+/// per-VF rate on the PF ([`crate::vf::NetlinkLever`]).
 pub trait VfLever: Send + Sync {
-    /// `devlink`, `vf-rate`, ...
+    /// `devlink`, `vf-rate`, `vf-auto`.
     fn kind(&self) -> &'static str;
     /// How the VF's rate is enforced, for people; an error says why it cannot be.
-    fn describe(&self, vf: &str) -> Result<String, BackendError>;
+    fn describe(&self, vf: &Vf) -> Result<String, BackendError>;
     /// The VF's present setting, exactly.
-    fn save(&self, vf: &str) -> Result<serde_json::Value, BackendError>;
+    fn save(&self, vf: &Vf) -> Result<serde_json::Value, BackendError>;
     /// Sets a limit.
-    fn set(&self, vf: &str, tx: TxLimit) -> Result<(), BackendError>;
+    fn set(&self, vf: &Vf, tx: TxLimit) -> Result<(), BackendError>;
     /// Puts back a saved setting.
-    fn restore(&self, vf: &str, saved: &serde_json::Value) -> Result<(), BackendError>;
+    fn restore(&self, vf: &Vf, saved: &serde_json::Value) -> Result<(), BackendError>;
 }
 
-/// The host's lever: each domain's VF from the backend, then softhca's scheduler for a guest
-/// port or the VF lever for an SR-IOV VF. A domain without a VF has no lever (said once).
+/// The host's lever: each domain's VF (the configured table's by name, else the backend's),
+/// then softhca's scheduler for a guest port or the VF lever for an SR-IOV VF. A domain
+/// without a VF has no lever (said once).
 pub struct HostLever {
     hv: Arc<dyn Hypervisor>,
-    pci: Option<Arc<dyn VfLever>>,
-    told: std::sync::Mutex<std::collections::HashSet<String>>,
+    vfs: Option<Arc<dyn VfLever>>,
+    by_name: HashMap<String, Vf>,
+    names: Mutex<HashMap<String, String>>,
+    told: Mutex<std::collections::HashSet<String>>,
 }
 
 impl HostLever {
-    /// The lever for `hv`'s domains; `pci` serves SR-IOV VFs (`None`: they have no lever).
-    pub fn new(hv: Arc<dyn Hypervisor>, pci: Option<Arc<dyn VfLever>>) -> Self {
+    /// The lever for `hv`'s domains; `vfs` serves SR-IOV VFs (`None`: they have no lever).
+    pub fn new(hv: Arc<dyn Hypervisor>, vfs: Option<Arc<dyn VfLever>>) -> Self {
         Self {
             hv,
-            pci,
+            vfs,
+            by_name: HashMap::new(),
+            names: Default::default(),
             told: Default::default(),
         }
     }
 
+    /// VFs by domain name, for what the backend cannot see; they win over the backend's.
+    pub fn with_names(mut self, by_name: HashMap<String, Vf>) -> Self {
+        self.by_name = by_name;
+        self
+    }
+
+    /// A domain's name (the backend's listing, remembered).
+    fn name_of(&self, key: &str) -> Result<Option<String>, BackendError> {
+        let mut names = self.names.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = names.get(key) {
+            return Ok(Some(n.clone()));
+        }
+        for d in self.hv.domains()? {
+            names.insert(d.key, d.name);
+        }
+        Ok(names.get(key).cloned())
+    }
+
     fn vf(&self, key: &str) -> Result<Vf, BackendError> {
+        if !self.by_name.is_empty() {
+            if let Some(v) = self.name_of(key)?.and_then(|n| self.by_name.get(&n)) {
+                return Ok(v.clone());
+            }
+        }
         self.hv.vf(key)?.ok_or_else(|| no_lever(key))
     }
 
     fn pci(&self, key: &str) -> Result<&Arc<dyn VfLever>, BackendError> {
-        self.pci.as_ref().ok_or_else(|| {
+        self.vfs.as_ref().ok_or_else(|| {
             BackendError::Unavailable(format!(
-                "no rate lever for VM {key}: its VF is an SR-IOV function and no VF lever is configured"
+                "no rate lever for VM {key}: its VF is an SR-IOV function and no VF lever is \
+                 configured (resexd's [rates] vf_lever is \"none\")"
             ))
         })
     }
@@ -96,7 +150,7 @@ impl HostLever {
     fn tell(&self, key: &str, why: &str) {
         let mut t = self.told.lock().unwrap_or_else(|p| p.into_inner());
         if t.insert(key.to_owned()) {
-            tracing::info!("{why}");
+            tracing::warn!("{why}");
         }
     }
 }
@@ -109,8 +163,14 @@ impl RateLever for HostLever {
     fn describe(&self, key: &str) -> Option<String> {
         match self.vf(key) {
             Ok(Vf::Soft { vport, .. }) => Some(format!("softhca vport {vport}")),
-            Ok(Vf::Pci { addr }) => match self.pci(key).and_then(|l| l.describe(&addr)) {
-                Ok(d) => Some(d),
+            Ok(vf) => match self.pci(key) {
+                Ok(l) => match l.describe(&vf) {
+                    Ok(d) => Some(d),
+                    Err(e) => {
+                        self.tell(key, &format!("no rate lever for VM {key}: {e}"));
+                        None
+                    }
+                },
                 Err(e) => {
                     self.tell(key, &e.to_string());
                     None
@@ -128,7 +188,7 @@ impl RateLever for HostLever {
             Vf::Soft { socket, vport } => {
                 Ok(tx_json(soft(&socket, &AdminRequest::GetTx { vport })?))
             }
-            Vf::Pci { addr } => self.pci(key)?.save(&addr),
+            vf => self.pci(key)?.save(&vf),
         }
     }
 
@@ -137,7 +197,7 @@ impl RateLever for HostLever {
             Vf::Soft { socket, vport } => {
                 soft(&socket, &AdminRequest::SetTx { vport, tx }).map(drop)
             }
-            Vf::Pci { addr } => self.pci(key)?.set(&addr, tx),
+            vf => self.pci(key)?.set(&vf, tx),
         }
     }
 
@@ -151,7 +211,7 @@ impl RateLever for HostLever {
                 },
             )
             .map(drop),
-            Vf::Pci { addr } => self.pci(key)?.restore(&addr, saved),
+            vf => self.pci(key)?.restore(&vf, saved),
         }
     }
 }
@@ -219,6 +279,82 @@ mod tests {
         let e = l.set("a", TxLimit::NONE).unwrap_err().to_string();
         assert_eq!(e, "no rate lever for VM a");
         assert!(l.save("a").is_err() && l.restore("a", &serde_json::Value::Null).is_err());
+    }
+
+    /// What a VF lever was asked, in order.
+    #[derive(Default)]
+    struct Asked(Mutex<Vec<String>>);
+
+    impl VfLever for Asked {
+        fn kind(&self) -> &'static str {
+            "asked"
+        }
+        fn describe(&self, vf: &Vf) -> Result<String, BackendError> {
+            Ok(format!("lever of {vf}"))
+        }
+        fn save(&self, vf: &Vf) -> Result<serde_json::Value, BackendError> {
+            self.0.lock().unwrap().push(format!("save {vf}"));
+            Ok(serde_json::json!(7))
+        }
+        fn set(&self, vf: &Vf, tx: TxLimit) -> Result<(), BackendError> {
+            self.0.lock().unwrap().push(format!("set {vf} {tx}"));
+            Ok(())
+        }
+        fn restore(&self, vf: &Vf, saved: &serde_json::Value) -> Result<(), BackendError> {
+            self.0.lock().unwrap().push(format!("restore {vf} {saved}"));
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn vfs_by_name_win_and_a_vm_without_one_has_no_lever() {
+        use crate::memory::{MemDomain, MemoryBackend};
+        let mem = || Arc::new(resex_guestmem::VecMemory::new(4096));
+        let mut a = MemDomain::new("vm-a", mem(), None);
+        a.info.key = "uuid-a".into();
+        let b = MemDomain::new("vm-b", mem(), None);
+        let hv: Arc<dyn Hypervisor> = Arc::new(MemoryBackend::new(vec![a, b], Duration::ZERO));
+        let table = HashMap::from([(
+            "vm-a".to_owned(),
+            Vf::Function {
+                devlink: "netdevsim/netdevsim1".into(),
+                netdev: None,
+                vf: 0,
+            },
+        )]);
+        let asked = Arc::new(Asked::default());
+        let l = HostLever::new(hv.clone(), Some(asked.clone())).with_names(table.clone());
+        assert_eq!(
+            l.describe("uuid-a").as_deref(),
+            Some("lever of VF 0 of netdevsim/netdevsim1"),
+            "found by the domain's name, not its key"
+        );
+        let tx = TxLimit {
+            share_bps: Some(500_000_000),
+            max_bps: None,
+        };
+        assert_eq!(l.save("uuid-a").unwrap(), serde_json::json!(7));
+        l.set("uuid-a", tx).unwrap();
+        l.restore("uuid-a", &serde_json::json!(7)).unwrap();
+        assert_eq!(
+            *asked.0.lock().unwrap(),
+            [
+                "save VF 0 of netdevsim/netdevsim1",
+                "set VF 0 of netdevsim/netdevsim1 share 500.0Mbit",
+                "restore VF 0 of netdevsim/netdevsim1 7"
+            ]
+        );
+        assert_eq!(
+            l.describe("vm-b"),
+            None,
+            "in no table, no VF from the backend"
+        );
+        let e = l.set("vm-b", tx).unwrap_err().to_string();
+        assert_eq!(e, "no rate lever for VM vm-b");
+        let none = HostLever::new(hv, None).with_names(table);
+        assert_eq!(none.describe("uuid-a"), None);
+        let e = none.set("uuid-a", tx).unwrap_err().to_string();
+        assert!(e.contains("no VF lever is configured"), "{e}");
     }
 
     #[test]

@@ -22,6 +22,7 @@ pub mod kvm;
 pub mod lever;
 pub mod local;
 pub mod memory;
+pub mod vf;
 pub mod xen;
 
 use resex_guestmem::GuestMemory;

@@ -44,7 +44,9 @@ pub enum CoreError {
     #[error("transmit limit {0}: a share must be above 0 and at most the ceiling")]
     BadTx(TxLimit),
     /// The VM has no rate lever.
-    #[error("no rate lever for VM {0} (no VF known for it)")]
+    #[error(
+        "no rate lever for VM {0} (no VF known for it, or one resexd cannot set: its log says why)"
+    )]
     NoTxLever(String),
     /// A registration that does not fit the VM (new QPs are validated again on their own).
     #[error(transparent)]

@@ -18,9 +18,24 @@
 //! [link]                                     # the host's RDMA port: link utilisation is
 //! gbps = 100                                 # what the VMs send (counted by IBMon) over this
 //! header_bytes = 58                          # rate; default 8 Gb/s, 58 (softhca's testbed)
+//!
+//! [rates]                                    # the rate lever of SR-IOV VFs
+//! vf_lever = "auto"                          # auto | devlink | legacy | none
+//! [rates.vfs]                                # VFs by VM name (wins over the backend's)
+//! web-1 = "0000:03:00.2"                     # a PCI VF
+//! db = { kind = "function", devlink = "pci/0000:03:00.0", vf = 3 }  # a PF's VF by index
 //! ```
+//!
+//! `vf_lever`: `devlink` sets a VF's rate leaf (`devlink port function rate`, switchdev
+//! mode), `legacy` the PF's per-VF rate (`ip link set PF vf N min_tx_rate max_tx_rate`),
+//! `auto` devlink where the VF has a rate leaf and legacy elsewhere, `none` no VF lever.
 
+use resex_backend::lever::Vf;
+use resex_backend::vf::devlink::Handle;
+use resex_backend::vf::sysfs::pci_addr;
+use resex_backend::vf::Mechanism;
 use serde::Deserialize;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 /// The configuration.
@@ -71,6 +86,84 @@ pub struct Config {
     /// The host's RDMA port, for link utilisation.
     #[serde(default)]
     pub link: Option<LinkConfig>,
+    /// The rate lever of SR-IOV VFs.
+    #[serde(default)]
+    pub rates: RatesConfig,
+}
+
+/// The rate lever of SR-IOV VFs: which mechanism, and VFs by VM name.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RatesConfig {
+    /// Which mechanism sets VF rates.
+    #[serde(default)]
+    pub vf_lever: VfLeverChoice,
+    /// VFs by VM name, for what the backend cannot see (they win over the backend's): a PCI
+    /// address, or a table as a local domain record's `vf`.
+    #[serde(default)]
+    pub vfs: BTreeMap<String, VfEntry>,
+}
+
+/// `[rates] vf_lever`.
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum VfLeverChoice {
+    /// devlink rate where the VF has a rate leaf, else the legacy VF rate.
+    #[default]
+    Auto,
+    /// devlink rate only.
+    Devlink,
+    /// The legacy VF rate only.
+    Legacy,
+    /// No VF lever: VMs with SR-IOV VFs have no rate lever.
+    None,
+}
+
+impl VfLeverChoice {
+    /// The mechanism (`None` for `none`).
+    pub fn mechanism(self) -> Option<Mechanism> {
+        match self {
+            VfLeverChoice::Auto => Some(Mechanism::Auto),
+            VfLeverChoice::Devlink => Some(Mechanism::Devlink),
+            VfLeverChoice::Legacy => Some(Mechanism::Legacy),
+            VfLeverChoice::None => None,
+        }
+    }
+}
+
+/// One VF of `[rates.vfs]`: `"0000:03:00.2"` (a PCI VF) or a table (`{ kind = "pci", addr =
+/// ".." }`, `{ kind = "function", devlink = "BUS/DEV", vf = N, netdev = ".." }`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VfEntry(pub Vf);
+
+impl<'de> Deserialize<'de> for VfEntry {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let v = toml::Value::deserialize(d)?;
+        let vf = match v {
+            toml::Value::String(s) => Vf::Pci {
+                addr: pci_addr(&s).map_err(D::Error::custom)?,
+            },
+            t @ toml::Value::Table(_) => Vf::deserialize(t).map_err(D::Error::custom)?,
+            other => {
+                return Err(D::Error::custom(format!(
+                    "a VF is a PCI address or a table, not `{other}`"
+                )))
+            }
+        };
+        match &vf {
+            Vf::Pci { addr } => {
+                pci_addr(addr).map_err(D::Error::custom)?;
+            }
+            Vf::Function { devlink, .. } if Handle::parse(devlink).is_none() => {
+                return Err(D::Error::custom(format!(
+                    "`{devlink}` is not a devlink instance (BUS/DEVICE, e.g. pci/0000:03:00.0)"
+                )))
+            }
+            _ => {}
+        }
+        Ok(VfEntry(vf))
+    }
 }
 
 /// The host's RDMA port.
@@ -211,6 +304,15 @@ impl Config {
         }
     }
 
+    /// `[rates.vfs]` as the lever takes it.
+    pub fn vfs_by_name(&self) -> HashMap<String, Vf> {
+        self.rates
+            .vfs
+            .iter()
+            .map(|(k, v)| (k.clone(), v.0.clone()))
+            .collect()
+    }
+
     /// The API socket in force.
     pub fn api_socket(&self) -> PathBuf {
         self.api_socket
@@ -242,5 +344,67 @@ mod tests {
         assert_eq!(c.link().header_bytes, 58);
         assert!(Config::from_toml("[link]\ngbps = 0\n").is_err());
         assert!(Config::from_toml("[link]\ngbs = 1\n").is_err());
+    }
+
+    #[test]
+    fn the_rates_section_names_vfs_by_vm() {
+        let c = Config::default();
+        assert_eq!(c.rates.vf_lever, VfLeverChoice::Auto, "auto by default");
+        assert!(c.vfs_by_name().is_empty());
+        let c = Config::from_toml(
+            r#"
+[rates]
+vf_lever = "legacy"
+[rates.vfs]
+web-1 = "03:00.2"
+db = { kind = "function", devlink = "netdevsim/netdevsim1", vf = 3 }
+"#,
+        )
+        .unwrap();
+        assert_eq!(c.rates.vf_lever.mechanism(), Some(Mechanism::Legacy));
+        let m = c.vfs_by_name();
+        assert_eq!(
+            m["web-1"],
+            Vf::Pci {
+                addr: "0000:03:00.2".into()
+            }
+        );
+        assert_eq!(
+            m["db"],
+            Vf::Function {
+                devlink: "netdevsim/netdevsim1".into(),
+                netdev: None,
+                vf: 3
+            }
+        );
+        let none = Config::from_toml("[rates]\nvf_lever = \"none\"\n").unwrap();
+        assert_eq!(none.rates.vf_lever.mechanism(), None);
+    }
+
+    #[test]
+    fn invalid_rates_are_refused_with_the_reason() {
+        for (text, want) in [
+            ("[rates]\nvf_lever = \"tc\"\n", "unknown variant `tc`"),
+            ("[rates]\nvf_levr = \"auto\"\n", "vf_levr"),
+            ("[rates.vfs]\na = \"0000:03:00.9\"\n", "not a PCI address"),
+            ("[rates.vfs]\na = \"../../etc\"\n", "not a PCI address"),
+            ("[rates.vfs]\na = 7\n", "a PCI address or a table"),
+            (
+                "[rates.vfs]\na = { kind = \"function\", devlink = \"netdevsim1\", vf = 0 }\n",
+                "not a devlink instance",
+            ),
+            (
+                "[rates.vfs]\na = { kind = \"function\", devlink = \"a/b\", vf = -1 }\n",
+                "vf",
+            ),
+            (
+                "[rates.vfs]\na = { kind = \"pci\", addr = \"0000:03:00.2\", bar = 1 }\n",
+                "bar",
+            ),
+            ("[rates.vfs]\na = { kind = \"usb\" }\n", "usb"),
+        ] {
+            let e = Config::from_toml(text).unwrap_err().to_string();
+            assert!(e.contains(want), "{text}: {e}");
+        }
     }
 }

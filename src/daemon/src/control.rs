@@ -12,7 +12,8 @@ use crate::runloop::{Loop, RunSummary};
 use crate::sampler::{self, Periods};
 use crate::store::{Store, StoreError};
 use resex_api::Snapshot;
-use resex_backend::lever::{HostLever, RateLever};
+use resex_backend::lever::{HostLever, RateLever, VfLever};
+use resex_backend::vf::NetlinkLever;
 use resex_backend::Hypervisor;
 use resex_core::{CoreConfig, HostCore};
 use resex_ibmon::registry::Limits;
@@ -147,7 +148,7 @@ pub fn restore_stale(
     let caps = CapKnob(hv.clone());
     let (r, f, mut e) = Store::open(&cfg.state_dir())?.restore_all(&caps);
     let tx = TxKnob {
-        lever: lever_of(&hv),
+        lever: lever_of(&hv, cfg),
         hv,
     };
     let (r2, f2, e2) = Store::open(&cfg.state_dir())?.restore_all(&tx);
@@ -155,12 +156,17 @@ pub fn restore_stale(
     Ok((r + r2, f + f2, e))
 }
 
-/// The host's rate lever: the backend's own, else each domain's VF (softhca's scheduler for
-/// the embedded host's guests).
-pub fn lever_of(hv: &Arc<dyn Hypervisor>) -> Arc<dyn RateLever> {
-    hv.clone()
-        .rate_lever()
-        .unwrap_or_else(|| Arc::new(HostLever::new(hv.clone(), None)))
+/// The host's rate lever: the backend's own, else each domain's VF (`[rates.vfs]` by name,
+/// else the backend's): softhca's scheduler for the embedded host's guests, the configured VF
+/// lever (`[rates] vf_lever`) for SR-IOV VFs.
+pub fn lever_of(hv: &Arc<dyn Hypervisor>, cfg: &Config) -> Arc<dyn RateLever> {
+    hv.clone().rate_lever().unwrap_or_else(|| {
+        let vfs = cfg.rates.vf_lever.mechanism().map(|m| {
+            let l: Arc<dyn VfLever> = Arc::new(NetlinkLever::new(m));
+            l
+        });
+        Arc::new(HostLever::new(hv.clone(), vfs).with_names(cfg.vfs_by_name()))
+    })
 }
 
 /// Sends an admin request to the loop and waits (5 s at most) for its answer.
@@ -199,7 +205,7 @@ pub fn start(settings: Settings, hv: Arc<dyn Hypervisor>) -> Result<DaemonHandle
     // else they do (on their threads: a backend that hangs cannot hold the start).
     let cap_store = Store::<CapKnob>::open(&cfg.state_dir())?;
     let tx_store = Store::<TxKnob>::open(&cfg.state_dir())?;
-    let lever = lever_of(&hv);
+    let lever = lever_of(&hv, &cfg);
     let stop = Arc::new(AtomicBool::new(false));
     let shared: Shared = Arc::new(RwLock::new(Arc::new(Snapshot::default())));
     let api_path = cfg.api_socket();

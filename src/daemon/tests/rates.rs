@@ -106,3 +106,119 @@ fn a_limit_a_crashed_daemon_left_is_put_back_at_the_next_start() {
     .unwrap();
     assert_eq!(left, serde_json::json!({}), "nothing left on record");
 }
+
+/// `[rates.vfs]` gives a VM whose record names no VF its lever (here softhca's guest port,
+/// whose admin socket is real); `vf_lever = "none"` leaves a VM with an SR-IOV VF without one.
+#[test]
+fn the_config_names_the_vf_the_backend_does_not_know() {
+    use resex_backend::cap::CapHandle;
+    use resex_backend::cpu::CpuSource;
+    use resex_backend::lever::Vf;
+    use resex_backend::local::{publish, DomainRecord, LocalBackend};
+    use resex_daemon::config::{VfEntry, VfLeverChoice};
+    use resex_softhca::{LinkConfig, MonotonicClock, PortId, SoftHca};
+    use std::sync::atomic::AtomicBool;
+
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    let hca = SoftHca::new(LinkConfig::resex_testbed(), 2);
+    let ram = dir.path().join("g.ram");
+    let mem = Arc::new(resex_guestmem::FileMemory::create(&ram, 1 << 20).unwrap());
+    let vport = hca.add_guest(mem, PortId(0)).guest();
+    hca.set_tx_limit(vport, ORIGINAL, 0);
+    let admin = dir.path().join("hca-admin.sock");
+    let stop = Arc::new(AtomicBool::new(false));
+    let server = resex_embedded::host::serve_admin(
+        &admin,
+        hca.clone(),
+        Arc::new(MonotonicClock::new()),
+        stop.clone(),
+    )
+    .unwrap();
+    let mut guests = Vec::new();
+    for (id, name, vf) in [
+        (1, "g", None),
+        (
+            2,
+            "sriov",
+            Some(Vf::Pci {
+                addr: "0000:03:00.2".into(),
+            }),
+        ),
+    ] {
+        let guest = std::process::Command::new("sleep")
+            .arg("600")
+            .spawn()
+            .unwrap();
+        let pid = guest.id();
+        guests.push(guest);
+        let r = DomainRecord {
+            id,
+            name: name.into(),
+            host: "cfg".into(),
+            vcpus: 1,
+            ram_file: ram.clone(),
+            ram_size: 1 << 20,
+            pid,
+            cpu: CpuSource::Proc(pid),
+            cap: CapHandle::Sigstop(pid),
+            channel: dir.path().join("no-agent.sock"),
+            sla_threshold: None,
+            weight: 1.0,
+            vf,
+        };
+        publish(&run, &r).unwrap();
+    }
+    let mut cfg = Config {
+        run_dir: Some(run.clone()),
+        api_socket: Some(dir.path().join("api.sock")),
+        state_dir: Some(dir.path().join("state")),
+        realtime: false,
+        ..Config::default()
+    };
+    cfg.rates.vf_lever = VfLeverChoice::None;
+    cfg.rates.vfs.insert(
+        "g".into(),
+        VfEntry(Vf::Soft {
+            socket: admin.clone(),
+            vport: vport.0,
+        }),
+    );
+    let d = resex_daemon::start(
+        resex_daemon::Settings {
+            cfg,
+            policy: None,
+            limits: Default::default(),
+        },
+        Arc::new(LocalBackend::new(&run)),
+    )
+    .unwrap();
+    eventually("both VMs found", || d.snapshot().vms.len() == 2);
+    let s = d.snapshot();
+    let lever = |n: &str| {
+        s.vms
+            .iter()
+            .find(|v| v.name == n)
+            .and_then(|v| v.tx_lever.clone())
+    };
+    assert_eq!(
+        lever("g").as_deref(),
+        Some(&*format!("softhca vport {}", vport.0))
+    );
+    assert_eq!(lever("sriov"), None, "vf_lever = none");
+    let e = d.pin_tx("sriov", Some(PINNED)).unwrap_err();
+    assert!(e.contains("no rate lever for VM sriov"), "{e}");
+    d.pin_tx("g", Some(PINNED)).unwrap();
+    eventually("the limit in softhca", || {
+        hca.tx_limit(vport).unwrap() == PINNED
+    });
+    let run_summary = d.stop();
+    assert_eq!(run_summary.restored_tx, 1, "{run_summary:?}");
+    assert_eq!(hca.tx_limit(vport).unwrap(), ORIGINAL);
+    stop.store(true, std::sync::atomic::Ordering::Release);
+    server.join().unwrap();
+    for mut g in guests {
+        g.kill().unwrap();
+        g.wait().unwrap();
+    }
+}

@@ -154,6 +154,14 @@ impl Hypervisor for KvmBackend {
         crate::connect_unix_channel(std::path::Path::new(&path))
     }
 
+    fn vf(&self, key: &str) -> Result<Option<crate::lever::Vf>, BackendError> {
+        // The domain's first network VF among its passthrough PCI functions.
+        let x = self.xml(&self.domain(key)?)?;
+        let root = std::path::Path::new(crate::vf::sysfs::SYSFS);
+        Ok(crate::vf::sysfs::pick_vf(root, &x.pci_passthrough)
+            .map(|addr| crate::lever::Vf::Pci { addr }))
+    }
+
     fn cap_mechanism(&self, _key: &str) -> String {
         format!(
             "libvirt global_quota (cgroup CFS), period {} ms (longer under 10%)",

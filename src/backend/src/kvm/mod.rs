@@ -9,6 +9,8 @@
 //! - Guest memory: the domain's shared RAM backing file, found from its QEMU process
 //!   ([`ramfile`]); file offset = guest-physical address below the PCI hole ([`crate::lowmem`]).
 //! - Registration: the virtio-serial channel named [`xml::AGENT_CHANNEL`].
+//! - The rate lever's VF: the first network SR-IOV VF among the domain's passthrough PCI
+//!   functions (`<interface type='hostdev'>`, `<hostdev type='pci'>`), by sysfs.
 //!
 //! [`xml`] and [`ramfile`] are plain code and always built; the backend itself needs libvirt.
 

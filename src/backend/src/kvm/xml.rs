@@ -3,8 +3,10 @@
 //! Read: name, UUID, vCPUs, memory, whether guest RAM is a shared file (`<memoryBacking>` with
 //! `<source type='file'/>` and `<access mode='shared'/>`: the host can then map it), and the
 //! host path of the registration channel (a virtio-serial `<channel type='unix'>` whose target
-//! is named [`AGENT_CHANNEL`]). Written: the same two pieces, added to a definition that lacks
-//! them, leaving everything else byte for byte.
+//! is named [`AGENT_CHANNEL`]), and the PCI functions passed through to it (`<interface
+//! type='hostdev'>` first, then `<hostdev mode='subsystem' type='pci'>`: where its SR-IOV VF is,
+//! for the rate lever). Written: the same two pieces, added to a definition that lacks them,
+//! leaving everything else byte for byte.
 
 use crate::BackendError;
 
@@ -39,6 +41,9 @@ pub struct DomainXml {
     pub has_channel: bool,
     /// Every virtio-serial Unix channel: (target name, host path when the XML names one).
     pub channels: Vec<(String, Option<String>)>,
+    /// PCI functions passed through (`DDDD:BB:SS.F`): network interfaces (`<interface
+    /// type='hostdev'>`) first, then other `<hostdev>`s, each in the order of the XML.
+    pub pci_passthrough: Vec<String>,
 }
 
 impl DomainXml {
@@ -99,6 +104,61 @@ fn shared_file(dom: roxmltree::Node<'_, '_>) -> bool {
     })
 }
 
+/// A PCI `<address domain= bus= slot= function=>` as `DDDD:BB:SS.F` (libvirt writes hex with
+/// `0x`, and reads decimal too); `None` when a part is missing or out of range.
+fn pci_address(a: roxmltree::Node<'_, '_>) -> Option<String> {
+    let num = |name: &str, max: u32| -> Option<u32> {
+        let v = a.attribute(name)?.trim();
+        let n = match v.strip_prefix("0x").or_else(|| v.strip_prefix("0X")) {
+            Some(h) => u32::from_str_radix(h, 16).ok()?,
+            None => v.parse().ok()?,
+        };
+        (n <= max).then_some(n)
+    };
+    if a.attribute("type").is_some_and(|t| t != "pci") {
+        return None;
+    }
+    let domain = match a.attribute("domain") {
+        Some(_) => num("domain", 0xffff)?,
+        None => 0,
+    };
+    Some(format!(
+        "{domain:04x}:{:02x}:{:02x}.{:x}",
+        num("bus", 0xff)?,
+        num("slot", 0x1f)?,
+        num("function", 7)?
+    ))
+}
+
+/// The source PCI addresses of `<devices>`' passthrough functions (see
+/// [`DomainXml::pci_passthrough`]).
+fn passthrough(devices: roxmltree::Node<'_, '_>) -> Vec<String> {
+    let source_addr = |n: roxmltree::Node<'_, '_>| {
+        child(n, "source")
+            .and_then(|s| child(s, "address"))
+            .and_then(pci_address)
+    };
+    let ifaces = devices
+        .children()
+        .filter(|c| c.has_tag_name("interface") && c.attribute("type") == Some("hostdev"))
+        .filter_map(source_addr);
+    let hostdevs = devices
+        .children()
+        .filter(|c| {
+            c.has_tag_name("hostdev")
+                && c.attribute("mode").unwrap_or("subsystem") == "subsystem"
+                && c.attribute("type") == Some("pci")
+        })
+        .filter_map(source_addr);
+    let mut out: Vec<String> = Vec::new();
+    for a in ifaces.chain(hostdevs) {
+        if !out.contains(&a) {
+            out.push(a);
+        }
+    }
+    out
+}
+
 impl DomainXml {
     /// Parses a domain's XML (`virsh dumpxml`).
     pub fn parse(xml: &str) -> Result<Self, BackendError> {
@@ -149,6 +209,7 @@ impl DomainXml {
                         .collect()
                 })
                 .unwrap_or_default(),
+            pci_passthrough: child(dom, "devices").map(passthrough).unwrap_or_default(),
         })
     }
 }
@@ -299,6 +360,43 @@ mod tests {
             e.contains("<source type='anonymous'/>") && e.contains("by hand"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn passthrough_vfs_are_read_interfaces_first() {
+        let x = LIVE.replace(
+            "  </devices>",
+            r#"    <hostdev mode='subsystem' type='pci' managed='yes'>
+      <driver name='vfio'/>
+      <source><address domain='0x0000' bus='0x81' slot='0x00' function='0x4'/></source>
+      <address type='pci' domain='0x0000' bus='0x00' slot='0x07' function='0x0'/>
+    </hostdev>
+    <interface type='hostdev' managed='yes'>
+      <mac address='52:54:00:6d:90:02'/>
+      <source><address type='pci' domain='0x0000' bus='0x03' slot='0x00' function='0x2'/></source>
+      <address type='pci' domain='0x0000' bus='0x00' slot='0x08' function='0x0'/>
+    </interface>
+    <hostdev mode='subsystem' type='pci' managed='yes'>
+      <source><address domain='0' bus='3' slot='1' function='7'/></source>
+    </hostdev>
+    <hostdev mode='subsystem' type='usb'>
+      <source><vendor id='0x1234'/><product id='0xbeef'/></source>
+    </hostdev>
+    <hostdev mode='capabilities' type='net'><source><interface>eth0</interface></source></hostdev>
+    <interface type='network'><source network='default'/></interface>
+    <hostdev mode='subsystem' type='pci'><source><address bus='0x100' slot='0' function='0'/></source></hostdev>
+    <hostdev mode='subsystem' type='pci'><source><address bus='0x03' slot='0x00' function='0x8'/></source></hostdev>
+    <interface type='hostdev'><source><address type='usb' bus='1' port='2'/></source></interface>
+  </devices>"#,
+        );
+        let d = DomainXml::parse(&x).unwrap();
+        assert_eq!(
+            d.pci_passthrough,
+            ["0000:03:00.2", "0000:81:00.4", "0000:03:01.7"],
+            "the interface's VF first; the guest-side address, USB, other kinds and \
+             out-of-range addresses are not passthrough functions"
+        );
+        assert!(DomainXml::parse(LIVE).unwrap().pci_passthrough.is_empty());
     }
 
     #[test]

@@ -8,6 +8,8 @@
 //! - Registration: xenstore, under the guest-writable `/local/domain/ID/data/resex/`: the host
 //!   writes its channel lines to `host`, the guest its to `guest`, each value `SEQ LINE`
 //!   ([`XenstoreChannel`]).
+//! - The rate lever's VF: the first network SR-IOV VF among the domain's PCI passthrough
+//!   functions, which libxl lists in xenstore ([`XenOps::pci_devices`]).
 //!
 //! Everything the backend asks of Xen goes through [`XenOps`]: the real implementation
 //! (`ffi`, dynamically loaded libxenctrl, libxenforeignmemory, libxenstore) and the fake the
@@ -87,12 +89,34 @@ pub trait XenOps: Send + Sync {
     fn xs_read(&self, path: &str) -> Result<Option<String>, BackendError>;
     /// Writes a xenstore path.
     fn xs_write(&self, path: &str, value: &str) -> Result<(), BackendError>;
+    /// The PCI functions passed through to the domain, in order: libxl's PCI backend in
+    /// xenstore, `/local/domain/0/backend/pci/DOMID/0/num_devs` and `dev-N` (`DDDD:BB:SS.F`).
+    /// None when the domain has no PCI backend.
+    fn pci_devices(&self, domid: u32) -> Result<Vec<String>, BackendError> {
+        let be = format!("/local/domain/0/backend/pci/{domid}/0");
+        let Some(n) = self.xs_read(&format!("{be}/num_devs"))? else {
+            return Ok(Vec::new());
+        };
+        let n: u32 = n
+            .trim()
+            .parse()
+            .map_err(|_| BackendError::Invalid(format!("{be}/num_devs: `{n}` is not a count")))?;
+        // A count past what any domain can have is junk, not a loop of 4 billion reads.
+        let mut out = Vec::new();
+        for i in 0..n.min(256) {
+            if let Some(d) = self.xs_read(&format!("{be}/dev-{i}"))? {
+                out.push(d.trim().to_owned());
+            }
+        }
+        Ok(out)
+    }
 }
 
 /// The backend over any [`XenOps`].
 pub struct XenBackend<O: XenOps> {
     ops: Arc<O>,
     mems: Mutex<HashMap<u32, Arc<XenMemory<O>>>>,
+    sysfs: std::path::PathBuf,
 }
 
 impl<O: XenOps> std::fmt::Debug for XenBackend<O> {
@@ -113,7 +137,14 @@ impl<O: XenOps + 'static> XenBackend<O> {
         Self {
             ops: Arc::new(ops),
             mems: Mutex::new(HashMap::new()),
+            sysfs: crate::vf::sysfs::SYSFS.into(),
         }
+    }
+
+    /// Reads sysfs under `root` (which passthrough functions are network VFs).
+    pub fn with_sysfs(mut self, root: &std::path::Path) -> Self {
+        self.sysfs = root.to_owned();
+        self
     }
 
     fn domain(&self, key: &str) -> Result<XenDomain, BackendError> {
@@ -197,6 +228,14 @@ impl<O: XenOps + 'static> Hypervisor for XenBackend<O> {
             Ok((_, Scheduler::Credit2)) => "xen credit2 cap".into(),
             Err(e) => e.to_string(),
         }
+    }
+
+    fn vf(&self, key: &str) -> Result<Option<crate::lever::Vf>, BackendError> {
+        let devs = self.ops.pci_devices(self.domain(key)?.domid)?;
+        Ok(
+            crate::vf::sysfs::pick_vf(&self.sysfs, &devs)
+                .map(|addr| crate::lever::Vf::Pci { addr }),
+        )
     }
 
     fn save_cap(&self, key: &str) -> Result<serde_json::Value, BackendError> {

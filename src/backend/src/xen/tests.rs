@@ -256,3 +256,38 @@ fn the_channel_carries_lines_both_ways_through_xenstore() {
     assert_eq!(line, "second\n");
     t.join().unwrap();
 }
+
+#[test]
+fn the_vf_is_the_first_network_vf_libxl_passed_through() {
+    let t = crate::vf::sysfs::tests::tree();
+    let b = XenBackend::new(FakeXen::new()).with_sysfs(t.path());
+    let be = "/local/domain/0/backend/pci/3/0";
+    // libxl's PCI backend for domain 3: a GPU VF, then a NIC VF.
+    for (k, v) in [
+        ("num_devs", "2"),
+        ("dev-0", "0000:81:00.4"),
+        ("dev-1", "0000:03:00.3"),
+    ] {
+        b.ops.xs_write(&format!("{be}/{k}"), v).unwrap();
+    }
+    let web = "3/00000000-0000-0000-0000-000000000003";
+    let db = "4/00000000-0000-0000-0000-000000000004";
+    assert_eq!(
+        b.ops.pci_devices(3).unwrap(),
+        ["0000:81:00.4", "0000:03:00.3"]
+    );
+    assert_eq!(
+        b.vf(web).unwrap(),
+        Some(crate::lever::Vf::Pci {
+            addr: "0000:03:00.3".into()
+        })
+    );
+    assert_eq!(b.vf(db).unwrap(), None, "no PCI backend: no VF");
+    b.ops.xs_write(&format!("{be}/num_devs"), "lots").unwrap();
+    let e = b.vf(web).unwrap_err().to_string();
+    assert!(e.contains("not a count"), "{e}");
+    assert!(matches!(
+        b.vf("9/00000000-0000-0000-0000-000000000009"),
+        Err(BackendError::NoDomain(_))
+    ));
+}
