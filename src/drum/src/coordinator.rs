@@ -190,7 +190,10 @@ mod tests {
         let mut c = Coordinator::new(2, 2, StepRule::Constant(0.1), Stopping::default()).unwrap();
         assert_eq!(c.broadcast().u, [0.0, 0.0]);
         c.absorb(&report(1, vec![1.0, 2.0], 3.0)).unwrap();
-        assert!(matches!(c.finish(), Err(DrumError::Missing { got: 1, want: 2 })));
+        assert!(matches!(
+            c.finish(),
+            Err(DrumError::Missing { got: 1, want: 2 })
+        ));
         c.absorb(&report(1, vec![3.0, -4.0], 4.0)).unwrap();
         let s = c.finish().unwrap();
         assert_eq!(s.iteration, 1);
@@ -201,7 +204,11 @@ mod tests {
         // A report of the old iteration is refused.
         assert!(matches!(
             c.absorb(&report(1, vec![0.0, 0.0], 0.0)),
-            Err(DrumError::Iteration { got: 1, want: 2, .. })
+            Err(DrumError::Iteration {
+                got: 1,
+                want: 2,
+                ..
+            })
         ));
     }
 

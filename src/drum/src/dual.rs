@@ -102,12 +102,13 @@ impl Solver {
         // z(u).
         let mu_z = self.z_price(u, st.mu_z);
         st.mu_z = mu_z;
-        let (mut latency, mut primal_sq, mut z_sq, mut sum_z, mut sum_xr) = (0.0, 0.0, 0.0, 0.0, 0.0);
+        let (mut latency, mut primal_sq, mut z_sq, mut sum_z, mut sum_xr) =
+            (0.0, 0.0, 0.0, 0.0, 0.0);
         sc.rtop.clear();
         let tops = sc.top.items();
         let mut tp = 0;
         for (j, ((&aj, &uj), r)) in a.iter().zip(u).zip(report.residual.iter_mut()).enumerate() {
-            let z = (2.0 * p.beta / (mu_z - uj)).cbrt();
+            let z = crate::num::cbrt(2.0 * p.beta / (mu_z - uj));
             let x = if tops.get(tp).is_some_and(|c| c.idx as usize == j) {
                 tp += 1;
                 (mu_x - tops[tp - 1].key).powf(-1.0 / p.alpha)
@@ -122,12 +123,14 @@ impl Solver {
             sum_z += z;
             let xr = z / aj;
             sum_xr += xr;
-            #[allow(clippy::cast_possible_truncation)]
-            sc.rtop.offer(Cand {
-                key: xr,
-                idx: j as u32,
-                val: 0.0,
-            });
+            if xr > sc.rtop.threshold() {
+                #[allow(clippy::cast_possible_truncation)]
+                sc.rtop.offer(Cand {
+                    key: xr,
+                    idx: j as u32,
+                    val: 0.0,
+                });
+            }
         }
         let ru: f64 = sc.rtop.items().iter().map(|c| fair(p.alpha, c.key)).sum();
         let theta = 1f64.min(p.x_capacity / sum_xr).min(p.z_capacity / sum_z);
@@ -161,7 +164,11 @@ impl Solver {
         #[allow(clippy::cast_precision_loss)]
         let hi = (p.x_capacity / top.len() as f64).powf(-p.alpha);
         let fhi = f(hi);
-        let mut lo = if warm + cmin > 0.0 && warm + cmin < hi { warm + cmin } else { 0.5 * hi };
+        let mut lo = if warm + cmin > 0.0 && warm + cmin < hi {
+            warm + cmin
+        } else {
+            0.5 * hi
+        };
         let mut flo = f(lo);
         while flo <= 0.0 {
             lo *= 0.5;
@@ -179,7 +186,7 @@ impl Solver {
         let eval = |mu: f64| -> (f64, f64) {
             let (mut s, mut d) = (0.0, 0.0);
             for &uj in u {
-                let z = (two_b / (mu - uj)).cbrt();
+                let z = crate::num::cbrt(two_b / (mu - uj));
                 s += z;
                 d += z / (3.0 * (mu - uj));
             }
@@ -205,7 +212,11 @@ impl Solver {
                 hi = mu;
             }
             let next = mu + s / d;
-            mu = if next > lo && next < hi { next } else { 0.5 * (lo + hi) };
+            mu = if next > lo && next < hi {
+                next
+            } else {
+                0.5 * (lo + hi)
+            };
             if hi - lo <= 1e-15 * hi {
                 return mu;
             }

@@ -13,8 +13,8 @@
 
 use crate::dual::{DualScratch, DualState};
 use crate::{
-    Coordinator, DrumError, HostReport, HostScratch, HostState, Model, Parallel, Solver,
-    StepRule, Stopping, Summary,
+    Coordinator, DrumError, HostReport, HostScratch, HostState, Model, Parallel, Solver, StepRule,
+    Stopping, Summary,
 };
 use rayon::prelude::*;
 

@@ -13,7 +13,7 @@
 
 use crate::topk::TopK;
 use crate::xstep::reach;
-use crate::{Broadcast, DrumError, HostReport, Model};
+use crate::{Broadcast, DrumError, HostReport, Model, Selection};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
@@ -69,6 +69,9 @@ impl HostState {
 pub(crate) struct Sums {
     pub sum: f64,
     pub slope: f64,
+    pub curv: f64,
+    pub sum_x: f64,
+    pub utility: f64,
     pub latency: f64,
     pub primal_sq: f64,
     pub z_sq: f64,
@@ -80,6 +83,9 @@ impl Sums {
     pub fn add(&mut self, o: &Sums) {
         self.sum += o.sum;
         self.slope += o.slope;
+        self.curv += o.curv;
+        self.sum_x += o.sum_x;
+        self.utility += o.utility;
         self.latency += o.latency;
         self.primal_sq += o.primal_sq;
         self.z_sq += o.z_sq;
@@ -88,12 +94,15 @@ impl Sums {
     }
 }
 
+/// One chunk's buffers.
 #[derive(Debug, Clone)]
 pub(crate) struct ChunkScratch {
-    pub top: TopK,
-    pub rtop: TopK,
-    pub residual: Vec<f64>,
-    pub sums: Sums,
+    pub(crate) top: TopK,
+    pub(crate) rtop: TopK,
+    pub(crate) residual: Vec<f64>,
+    /// z^k of the chunk, kept by the fused pass in case the x capacity binds.
+    pub(crate) saved: Vec<f64>,
+    pub(crate) sums: Sums,
 }
 
 /// A host's working buffers (reused every iteration; not part of the state).
@@ -116,6 +125,7 @@ impl HostScratch {
                 top: TopK::new(k),
                 rtop: TopK::new(k),
                 residual: vec![0.0; CHUNK.min(apps - c * CHUNK)],
+                saved: vec![0.0; CHUNK.min(apps - c * CHUNK)],
                 sums: Sums::default(),
             })
             .collect();
@@ -164,6 +174,10 @@ where
 pub struct Solver {
     pub(crate) model: Model,
     pub(crate) reach: Vec<f64>,
+    pub(crate) inv_a: Vec<f64>,
+    /// Whether the x-step and the z-step's first evaluation share a pass (see `fused`); off
+    /// only in the test that checks both give the same iterates.
+    pub(crate) fuse: bool,
 }
 
 impl Solver {
@@ -176,7 +190,13 @@ impl Solver {
             .iter()
             .map(|&a| reach(p.alpha, p.rho * a * a))
             .collect();
-        Self { model, reach }
+        let inv_a = model.a.iter().map(|a| 1.0 / a).collect();
+        Self {
+            model,
+            reach,
+            inv_a,
+            fuse: true,
+        }
     }
 
     /// The model.
@@ -223,8 +243,27 @@ impl Solver {
         if sc.chunks.len() != m.div_ceil(CHUNK) {
             *sc = HostScratch::new(m, self.model.params.k);
         }
-        let (utility, stationarity_sq) = self.x_step(st, &b.u, sc, par);
-        self.z_step(st, &b.u, sc, par, report);
+        let p = self.model.params;
+        let (utility, stationarity_sq, first) =
+            if p.selection == Selection::Rates && st.iteration > 0 && self.fuse {
+                let f = self.fused_pass(st, &b.u, sc, par);
+                if f.sum_x <= p.x_capacity * (1.0 + 1e-12) {
+                    st.mu_x = 0.0;
+                    st.top.clear();
+                    st.top.extend_from_slice(&st.rate_top);
+                    (f.utility, f.stationarity_sq, Some(f.eval))
+                } else {
+                    for (i, c) in sc.chunks.iter().enumerate() {
+                        st.z[i * CHUNK..i * CHUNK + c.saved.len()].copy_from_slice(&c.saved);
+                    }
+                    let (u, _) = self.x_step(st, &b.u, sc, par, false);
+                    (u, f.stationarity_sq, None)
+                }
+            } else {
+                let (u, s) = self.x_step(st, &b.u, sc, par, st.iteration > 0);
+                (u, s, None)
+            };
+        self.z_step(st, &b.u, sc, par, report, first);
         report.hosts += 1;
         report.utility += utility;
         report.stationarity_sq += stationarity_sq;
@@ -236,7 +275,66 @@ impl Solver {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Params, PaperSetup};
+    use crate::{PaperSetup, Params};
+
+    fn run(fuse: bool, par: Parallel, rho: f64, apps: usize) -> Vec<HostState> {
+        let setup = PaperSetup {
+            rho,
+            ..PaperSetup::default()
+        };
+        let p = Params::from_paper(apps, &setup).unwrap();
+        let mut solver = Solver::new(Model::paper(p, 3).unwrap());
+        solver.fuse = fuse;
+        let mut st = HostState::new(apps);
+        let mut sc = HostScratch::new(apps, p.k);
+        let mut c = crate::Coordinator::new(
+            apps,
+            1,
+            crate::StepRule::Constant(rho),
+            crate::Stopping::default(),
+        )
+        .unwrap();
+        let mut states = Vec::new();
+        for k in 1..=12 {
+            let mut r = HostReport::empty(apps, k);
+            solver
+                .host_step(&mut st, c.broadcast(), &mut sc, par, &mut r)
+                .unwrap();
+            c.absorb(&r).unwrap();
+            c.finish().unwrap();
+            states.push(st.clone());
+        }
+        states
+    }
+
+    #[test]
+    fn the_fused_pass_gives_the_iterates_of_separate_steps() {
+        // m = 50: the x capacity binds in early iterations (the fused pass must undo itself).
+        for (rho, apps) in [(1.0, 50), (1e-3, 50), (1.0, 3000)] {
+            let (a, b) = (
+                run(true, Parallel::Serial, rho, apps),
+                run(false, Parallel::Serial, rho, apps),
+            );
+            for (i, (sa, sb)) in a.iter().zip(&b).enumerate() {
+                let close = |u: &[f64], v: &[f64]| {
+                    u.iter()
+                        .zip(v)
+                        .all(|(p, q)| (p - q).abs() <= 1e-9 * p.abs().max(1e-9))
+                };
+                assert!(close(&sa.x, &sb.x), "rho {rho} m {apps} iteration {i}: x");
+                assert!(close(&sa.z, &sb.z), "rho {rho} m {apps} iteration {i}: z");
+                assert_eq!(sa.top, sb.top);
+            }
+        }
+    }
+
+    #[test]
+    fn chunks_in_parallel_give_the_same_bits_as_in_series() {
+        assert_eq!(
+            run(true, Parallel::Apps, 1.0, 3000),
+            run(true, Parallel::Serial, 1.0, 3000)
+        );
+    }
 
     #[test]
     fn host_state_round_trips_through_json() {
@@ -260,12 +358,24 @@ mod tests {
             u: vec![0.0; 30],
         };
         let e = solver.host_step(&mut st, &b, &mut sc, Parallel::Serial, &mut r);
-        assert!(matches!(e, Err(DrumError::Iteration { what: "broadcast", .. })));
+        assert!(matches!(
+            e,
+            Err(DrumError::Iteration {
+                what: "broadcast",
+                ..
+            })
+        ));
         let b = Broadcast {
             iteration: 0,
             u: vec![0.0; 29],
         };
         let e = solver.host_step(&mut st, &b, &mut sc, Parallel::Serial, &mut r);
-        assert!(matches!(e, Err(DrumError::Length { what: "broadcast", .. })));
+        assert!(matches!(
+            e,
+            Err(DrumError::Length {
+                what: "broadcast",
+                ..
+            })
+        ));
     }
 }

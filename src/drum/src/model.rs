@@ -30,7 +30,9 @@ impl Model {
             });
         }
         if let Some(j) = a.iter().position(|v| !(v.is_finite() && *v > 0.0)) {
-            return Err(DrumError::Invalid(format!("a_{j} must be a positive number")));
+            return Err(DrumError::Invalid(format!(
+                "a_{j} must be a positive number"
+            )));
         }
         Ok(Self { params, a })
     }
@@ -38,7 +40,9 @@ impl Model {
     /// The paper's draw of A for `params.apps` applications from `seed`.
     pub fn paper(params: Params, seed: u64) -> Result<Self, DrumError> {
         let mut rng = fastrand::Rng::with_seed(seed);
-        let a = (0..params.apps).map(|_| truncated_normal(&mut rng)).collect();
+        let a = (0..params.apps)
+            .map(|_| truncated_normal(&mut rng))
+            .collect();
         Self::new(params, a)
     }
 }

@@ -12,10 +12,10 @@
 //! 3. The members of T get their case-2/3 rates.
 
 use crate::host::{run_chunks, HostScratch, HostState, Parallel, Solver};
+use crate::params::Selection;
 use crate::topk::Cand;
 use crate::utility::{fair, fair_slope};
 use crate::xstep::{gain, gain_bound, inside, outside, x_hat};
-use crate::params::Selection;
 
 /// Where in the sorted selection `top` the chunk starting at `lo` begins.
 fn first_at(top: &[u32], lo: usize) -> usize {
@@ -30,9 +30,9 @@ impl Solver {
         u: &[f64],
         sc: &mut HostScratch,
         par: Parallel,
+        measure: bool,
     ) -> (f64, f64) {
         let q = self.model.params.x_capacity;
-        let measure = st.iteration > 0;
         let fixed = self.model.params.selection == Selection::Rates && st.iteration > 0;
         if fixed {
             sc.select.clear();
@@ -68,6 +68,7 @@ impl Solver {
 
     /// One selection pass at price `mu`: writes case 1 everywhere, chooses T into `sc.select`
     /// (sorted) with its in-T rates in `sc.ins`; returns `sum_j x_j` with T at its in-T rates.
+    #[allow(clippy::too_many_arguments)]
     fn select(
         &self,
         st: &mut HostState,
@@ -79,7 +80,8 @@ impl Solver {
         fixed: bool,
     ) -> f64 {
         let p = self.model.params;
-        let (a, reach) = (&self.model.a, &self.reach);
+        let (a, reach, inv_a) = (&self.model.a, &self.reach, &self.inv_a);
+        let inv_rho = 1.0 / p.rho;
         let (z, old_top, old_mu) = (&st.z, &st.top, st.mu_x);
         run_chunks(par, &mut sc.chunks, &mut st.x, |lo, xs, cs| {
             cs.top.clear();
@@ -100,7 +102,9 @@ impl Solver {
                     cs.sums.stationarity_sq += d * d;
                 }
                 let s = p.rho * aj * aj;
-                let xh = x_hat(p.rho, aj, z[j], u[j], mu);
+                // x_hat without a division: (z - (u + mu / a) / rho) / a.
+                let ia = inv_a[j];
+                let xh = (z[j] - (u[j] + mu * ia) * inv_rho) * ia;
                 let out = outside(xh);
                 *xj = out;
                 cs.sums.sum += out;
@@ -142,7 +146,14 @@ impl Solver {
     }
 
     /// `sum_j x_j(mu)` for the fixed selection `sc.select` (case 1 outside it, 2/3 inside).
-    fn fixed_sum(&self, st: &mut HostState, u: &[f64], sc: &mut HostScratch, par: Parallel, mu: f64) -> f64 {
+    fn fixed_sum(
+        &self,
+        st: &mut HostState,
+        u: &[f64],
+        sc: &mut HostScratch,
+        par: Parallel,
+        mu: f64,
+    ) -> f64 {
         let p = self.model.params;
         let a = &self.model.a;
         let (z, top) = (&st.z, &sc.select);
@@ -190,7 +201,11 @@ impl Solver {
         let mut side = 0i8;
         for _ in 0..200 {
             let mid = (lo * fhi - hi * flo) / (fhi - flo);
-            let mid = if mid > lo && mid < hi { mid } else { 0.5 * (lo + hi) };
+            let mid = if mid > lo && mid < hi {
+                mid
+            } else {
+                0.5 * (lo + hi)
+            };
             let fm = f(mid, st, sc);
             if fm.abs() <= 1e-12 * q || hi - lo <= 1e-15 * hi {
                 return mid;

@@ -202,7 +202,13 @@ mod tests {
         // s = 1, x^ = -3: y^3 + 3y - 1 = 0 (Cardano, the cancelling branch).
         close(alpha_half(-3.0, 1.0), 0.103_803_402_735_536_54, 1e-14);
         // Stationarity holds for extreme inputs.
-        for (xh, s) in [(1e6, 1e-3), (-1e6, 1e-3), (0.2, 0.1), (-50.0, 10.0), (5.0, 1e-5)] {
+        for (xh, s) in [
+            (1e6, 1e-3),
+            (-1e6, 1e-3),
+            (0.2, 0.1),
+            (-50.0, 10.0),
+            (5.0, 1e-5),
+        ] {
             let x = alpha_half(xh, s);
             close(x.powf(-0.5), s * (x - xh), 1e-10);
         }
@@ -247,7 +253,10 @@ mod tests {
         ] {
             let g = gain(alpha, xh, s, inside(alpha, xh, s));
             let b = gain_bound(alpha, xh, s, reach(alpha, s));
-            assert!(g >= 0.0 && b >= g * (1.0 - 1e-12), "{alpha} {xh} {s}: {g} {b}");
+            assert!(
+                g >= 0.0 && b >= g * (1.0 - 1e-12),
+                "{alpha} {xh} {s}: {g} {b}"
+            );
         }
     }
 }
