@@ -21,7 +21,7 @@
 //! Each module says it where it matters; in short:
 //!
 //! 1. Its log cost is concave, its constraint set non-convex, and with top-k utility the
-//!    problem is unbounded for m >= 100: we use the AM-GM inner approximation, a linear
+//!    problem is unbounded for m > 100: we use the AM-GM inner approximation, a linear
 //!    capacity `sum_j x_ij <= m e^(q/m)` ([`params`]).
 //! 2. The top-k utility is not concave (Lemma 1 is false): the x-step picks T exactly for its
 //!    subproblem, and the reference certifies the optimum with a dual bound ([`utility`]).

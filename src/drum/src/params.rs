@@ -15,7 +15,7 @@
 //! top-k utility the problem is then unbounded once `1 - alpha > 2k/(m - k)` (give the k
 //! favoured applications rate L and the others `(e^q / L^k)^(1/(m-k))`: the utility grows as
 //! `L^(1-alpha)`, the latency term only as `L^(2k/(m-k))`), which with k = 20 and alpha = 1/2 is
-//! every m >= 100: two thirds of the paper's grid. We keep the paper's numbers and replace its
+//! every m > 100: two thirds of the paper's grid. We keep the paper's numbers and replace its
 //! constraint by its convex inner approximation through the AM-GM inequality:
 //! `sum_j x_j <= m e^(q/m)` implies `(prod_j x_j)^(1/m) <= e^(q/m)`, i.e. `sum_j log x_j <= q`.
 //! Every allocation we accept satisfies the paper's constraint; the two coincide when all rates
