@@ -18,6 +18,8 @@ pub enum LabCommand {
     /// Compare policies on the same scenarios: victim latency, work kept, convergence,
     /// oscillation.
     Compare(CompareArgs),
+    /// The DRUM paper's simulations: ADMM vs dual decomposition against the certified optimum.
+    Drum(crate::lab_drum::DrumArgs),
 }
 
 /// Options of `resex lab compare`.
@@ -124,6 +126,7 @@ pub fn run(c: LabCommand) -> Result<()> {
         LabCommand::Run(a) => run_one(&a),
         LabCommand::Paper(a) => paper(&a),
         LabCommand::Compare(a) => crate::lab_compare::compare(&a),
+        LabCommand::Drum(a) => crate::lab_drum::drum(&a),
     }
 }
 

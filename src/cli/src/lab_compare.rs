@@ -108,8 +108,18 @@ fn table(out: &mut dyn Write, rows: &[CompareRow], a: &CompareArgs) -> std::io::
             "; every policy's cap floor {f}%"
         ))
     )?;
-    let sw = rows.iter().map(|r| r.scenario.len()).max().unwrap_or(0).max(8);
-    let pw = rows.iter().map(|r| r.policy.len()).max().unwrap_or(0).max(6);
+    let sw = rows
+        .iter()
+        .map(|r| r.scenario.len())
+        .max()
+        .unwrap_or(0)
+        .max(8);
+    let pw = rows
+        .iter()
+        .map(|r| r.policy.len())
+        .max()
+        .unwrap_or(0)
+        .max(6);
     writeln!(
         out,
         "{:<sw$} {:<pw$} {:>7} {:>7} {:>9} {:>5} {:>7} {:>8} {:>6} {:>6} {:>7} {:>7}  victims: mean x / p99 x",

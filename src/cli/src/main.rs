@@ -11,6 +11,8 @@ mod ibmon;
 mod kvm;
 mod lab;
 mod lab_compare;
+mod lab_drum;
+mod lab_drum_plot;
 mod lab_plot;
 mod lab_tradeoff;
 mod price;

@@ -1,0 +1,241 @@
+//! Algorithm 2, DRUM-coordination: collect every host's report, sum, update u, broadcast.
+//!
+//! The coordinator holds u (m numbers) and the running sum of the reports of the iteration in
+//! progress; it never sees x or z. Reports may arrive in any order and already merged (see
+//! [`HostReport::merge`]); the broadcast goes out once all n hosts are in. The same coordinator
+//! drives the dual-decomposition baseline with its diminishing step.
+//!
+//! **Stopping.** The paper stops "at the 17th iteration" against a known 99.5 % line, which a
+//! running system does not have. [`Stopping`] asks for both a small primal residual,
+//! `sqrt(sum_i ||A x_i - z_i||^2) <= primal * sqrt(sum_i ||z_i||^2)`, and a small objective
+//! change, `|P^k - P^{k-1}| <= objective * |P^k|`; [`Summary`] reports both every iteration.
+
+use crate::uupdate::dual_ascent;
+use crate::{Broadcast, DrumError, HostReport};
+use serde::{Deserialize, Serialize};
+
+/// How the dual step is chosen.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub enum StepRule {
+    /// ADMM: the penalty rho, every iteration.
+    Constant(f64),
+    /// Dual decomposition: `rho0 / sqrt(k)` at the k-th update (k = 1, 2, ...).
+    Diminishing(f64),
+}
+
+impl StepRule {
+    /// The step of the k-th update (k >= 1).
+    #[must_use]
+    pub fn step(&self, k: u64) -> f64 {
+        match *self {
+            Self::Constant(r) => r,
+            #[allow(clippy::cast_precision_loss)]
+            Self::Diminishing(r) => r / (k.max(1) as f64).sqrt(),
+        }
+    }
+}
+
+/// The stopping rule: both thresholds must hold.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Stopping {
+    /// Relative primal residual.
+    pub primal: f64,
+    /// Relative objective change.
+    pub objective: f64,
+}
+
+impl Default for Stopping {
+    fn default() -> Self {
+        Self {
+            primal: 1e-3,
+            objective: 1e-4,
+        }
+    }
+}
+
+/// One iteration as the coordinator saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    /// The iteration completed (1 for the first).
+    pub iteration: u64,
+    /// `P^k = sum_i f~(x_i) + g(z_i)`.
+    pub objective: f64,
+    /// `sum_i f~(x_i)`.
+    pub utility: f64,
+    /// `sum_i g(z_i)`.
+    pub latency: f64,
+    /// `sum_i ||A x_i - z_i||^2`: the paper's primal residual (squared, as in its Fig. 5).
+    pub primal_residual: f64,
+    /// `sqrt(primal_residual / sum_i ||z_i||^2)`.
+    pub relative_primal: f64,
+    /// `sum_i ||stationarity||^2` of the previous iterate (0 in the first iteration).
+    pub stationarity: f64,
+    /// The objective of the feasible schedule recovered from z (see [`HostReport::recovered`]).
+    pub recovered: f64,
+    /// `|P^k - P^{k-1}| / |P^k|` (infinite in the first iteration).
+    pub objective_change: f64,
+    /// Whether the stopping rule holds at this iteration.
+    pub stop: bool,
+}
+
+/// Algorithm 2.
+#[derive(Debug, Clone)]
+pub struct Coordinator {
+    hosts: u64,
+    rule: StepRule,
+    stopping: Stopping,
+    broadcast: Broadcast,
+    acc: HostReport,
+    last: Option<f64>,
+}
+
+impl Coordinator {
+    /// u^0 = 0 for `apps` applications and `hosts` hosts.
+    pub fn new(
+        apps: usize,
+        hosts: u64,
+        rule: StepRule,
+        stopping: Stopping,
+    ) -> Result<Self, DrumError> {
+        if hosts == 0 {
+            return Err(DrumError::Invalid("at least one host".into()));
+        }
+        Ok(Self {
+            hosts,
+            rule,
+            stopping,
+            broadcast: Broadcast {
+                iteration: 0,
+                u: vec![0.0; apps],
+            },
+            acc: HostReport::empty(apps, 1),
+            last: None,
+        })
+    }
+
+    /// What the hosts need for the next iteration.
+    #[must_use]
+    pub fn broadcast(&self) -> &Broadcast {
+        &self.broadcast
+    }
+
+    /// Adds one (or several merged) hosts' report of the iteration in progress.
+    pub fn absorb(&mut self, r: &HostReport) -> Result<(), DrumError> {
+        self.acc.merge(r)?;
+        if self.acc.hosts > self.hosts {
+            return Err(DrumError::Invalid(format!(
+                "{} reports for {} hosts",
+                self.acc.hosts, self.hosts
+            )));
+        }
+        Ok(())
+    }
+
+    /// Once every host reported: the u-update, the iteration's summary, and the next broadcast.
+    pub fn finish(&mut self) -> Result<Summary, DrumError> {
+        if self.acc.hosts != self.hosts {
+            return Err(DrumError::Missing {
+                got: self.acc.hosts,
+                want: self.hosts,
+            });
+        }
+        let k = self.acc.iteration;
+        dual_ascent(
+            &mut self.broadcast.u,
+            &self.acc.residual,
+            self.hosts,
+            self.rule.step(k),
+        );
+        self.broadcast.iteration = k;
+        let r = &self.acc;
+        let objective = r.utility + r.latency;
+        let objective_change = self
+            .last
+            .map_or(f64::INFINITY, |p| (objective - p).abs() / objective.abs());
+        let relative_primal = (r.primal_sq / r.z_sq).sqrt();
+        let s = Summary {
+            iteration: k,
+            objective,
+            utility: r.utility,
+            latency: r.latency,
+            primal_residual: r.primal_sq,
+            relative_primal,
+            stationarity: r.stationarity_sq,
+            recovered: r.recovered,
+            objective_change,
+            stop: relative_primal <= self.stopping.primal
+                && objective_change <= self.stopping.objective,
+        };
+        self.last = Some(objective);
+        self.acc.reset(k + 1);
+        Ok(s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(it: u64, residual: Vec<f64>, utility: f64) -> HostReport {
+        let mut r = HostReport::empty(residual.len(), it);
+        r.hosts = 1;
+        r.residual = residual;
+        r.utility = utility;
+        r.z_sq = 1.0;
+        r
+    }
+
+    #[test]
+    fn sums_reports_and_broadcasts_the_averaged_update() {
+        let mut c = Coordinator::new(2, 2, StepRule::Constant(0.1), Stopping::default()).unwrap();
+        assert_eq!(c.broadcast().u, [0.0, 0.0]);
+        c.absorb(&report(1, vec![1.0, 2.0], 3.0)).unwrap();
+        assert!(matches!(
+            c.finish(),
+            Err(DrumError::Missing { got: 1, want: 2 })
+        ));
+        c.absorb(&report(1, vec![3.0, -4.0], 4.0)).unwrap();
+        let s = c.finish().unwrap();
+        assert_eq!(s.iteration, 1);
+        assert_eq!(s.objective, 7.0);
+        // u = 0.1 / 2 * (4, -2).
+        assert_eq!(c.broadcast().u, [0.2, -0.1]);
+        assert_eq!(c.broadcast().iteration, 1);
+        // A report of the old iteration is refused.
+        assert!(matches!(
+            c.absorb(&report(1, vec![0.0, 0.0], 0.0)),
+            Err(DrumError::Iteration {
+                got: 1,
+                want: 2,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn diminishing_step_is_rho_over_sqrt_k() {
+        let r = StepRule::Diminishing(1e-3);
+        assert_eq!(r.step(1), 1e-3);
+        assert!((r.step(4) - 5e-4).abs() < 1e-18);
+        let mut c = Coordinator::new(1, 1, r, Stopping::default()).unwrap();
+        for k in 1..=4 {
+            c.absorb(&report(k, vec![1.0], 1.0)).unwrap();
+            c.finish().unwrap();
+        }
+        let want = 1e-3 * (1.0 + 1.0 / 2f64.sqrt() + 1.0 / 3f64.sqrt() + 0.5);
+        assert!((c.broadcast().u[0] - want).abs() < 1e-15);
+    }
+
+    #[test]
+    fn stops_when_residual_and_objective_change_are_small() {
+        let mut c = Coordinator::new(1, 1, StepRule::Constant(1.0), Stopping::default()).unwrap();
+        let mut r = report(1, vec![1e-4], 100.0);
+        r.primal_sq = 1e-8;
+        c.absorb(&r).unwrap();
+        assert!(!c.finish().unwrap().stop, "no objective change yet");
+        r.iteration = 2;
+        r.utility = 100.001;
+        c.absorb(&r).unwrap();
+        assert!(c.finish().unwrap().stop);
+    }
+}

@@ -1,0 +1,190 @@
+//! The z-step of one host: every application's quartic ([`crate::zstep`]) at the price of the
+//! capacity `sum_j z_ij <= C`, the price found by Newton's method, and the host's report.
+//!
+//! `S(mu) = sum_j z_j(mu) - C` is decreasing and convex in mu (each z_j is), with
+//! `S'(mu) = -sum_j 1 / (rho + 6 beta z_j^-4)` and `S''` likewise in closed form. From the last
+//! iteration's price, each step goes to the root of the second-order model of S (Newton's step
+//! where the model has no root), which usually meets the tolerance in two passes where Newton
+//! needs three; a step that lands at a negative price is cut to 0, where `S(0) <= 0` means the
+//! capacity is slack. Each evaluation is one pass
+//! that writes its candidate z (the warm start of the next evaluation); the last pass's z is the
+//! step's result, and its sums (residual, latency, the recovered schedule) are what the host
+//! reports. Tolerance: `|S| <= 1e-11 C`.
+
+use crate::host::{run_chunks, HostScratch, HostState, Parallel, Solver, Sums};
+use crate::topk::Cand;
+use crate::topk::TopK;
+use crate::utility::fair;
+use crate::zstep::solve_t;
+use crate::HostReport;
+
+impl Solver {
+    /// The z-step; adds the host's residual, latency, residual norms and recovered objective to
+    /// `report`.
+    /// `first` is an evaluation already done (by the fused pass) at the price `st.mu_z`.
+    pub(crate) fn z_step(
+        &self,
+        st: &mut HostState,
+        u: &[f64],
+        sc: &mut HostScratch,
+        par: Parallel,
+        report: &mut HostReport,
+        first: Option<(f64, f64, f64)>,
+    ) {
+        let c = self.model.params.z_capacity;
+        let mut mu = st.mu_z.max(0.0);
+        let (mut s, mut slope, mut curv) = match first {
+            Some(e) => e,
+            None => self.z_pass(st, u, sc, par, mu),
+        };
+        for _ in 0..100 {
+            if (mu == 0.0 && s <= 0.0) || s.abs() <= 1e-10 * c || slope <= 0.0 {
+                break;
+            }
+            // The root of the quadratic model S - slope d + curv d^2 / 2 (Newton's step when
+            // the model has none): one pass fewer than Newton when the price moved.
+            let disc = slope * slope - 2.0 * curv * s;
+            let step = if disc >= 0.0 {
+                2.0 * s / (slope + disc.sqrt())
+            } else {
+                s / slope
+            };
+            let next = (mu + step).max(0.0);
+            if next == mu {
+                break;
+            }
+            mu = next;
+            (s, slope, curv) = self.z_pass(st, u, sc, par, mu);
+        }
+        st.mu_z = mu;
+        self.report_z(st, sc, report);
+    }
+
+    /// One evaluation at price `mu`: writes z, returns `(S(mu), -S'(mu), S''(mu))`.
+    fn z_pass(
+        &self,
+        st: &mut HostState,
+        u: &[f64],
+        sc: &mut HostScratch,
+        par: Parallel,
+        mu: f64,
+    ) -> (f64, f64, f64) {
+        let p = self.model.params;
+        let k = self.z_kernel(mu);
+        let x = &st.x;
+        run_chunks(par, &mut sc.chunks, &mut st.z, |lo, zs, cs| {
+            cs.sums = Default::default();
+            cs.rtop.clear();
+            for (off, zj) in zs.iter_mut().enumerate() {
+                let j = lo + off;
+                z_app(
+                    &k,
+                    j,
+                    x[j],
+                    u[j],
+                    zj,
+                    &mut cs.residual[off],
+                    &mut cs.sums,
+                    &mut cs.rtop,
+                );
+            }
+        });
+        let t = sc.total();
+        (t.sum - p.z_capacity, t.slope, t.curv)
+    }
+
+    pub(crate) fn z_kernel(&self, mu: f64) -> ZKernel<'_> {
+        let p = self.model.params;
+        ZKernel {
+            a: &self.model.a,
+            inv_a: &self.inv_a,
+            beta: p.beta,
+            rho: p.rho,
+            mu,
+            six_b: 6.0 * p.beta,
+            k5: 24.0 * p.beta,
+        }
+    }
+
+    /// Adds the last z pass's results to the report.
+    fn report_z(&self, st: &mut HostState, sc: &mut HostScratch, report: &mut HostReport) {
+        let p = self.model.params;
+        let t = sc.total();
+        for (i, c) in sc.chunks.iter().enumerate() {
+            let lo = i * crate::host::CHUNK;
+            for (s, r) in report.residual[lo..lo + c.residual.len()]
+                .iter_mut()
+                .zip(&c.residual)
+            {
+                *s += r;
+            }
+        }
+        sc.rtop.clear();
+        for c in &sc.chunks {
+            sc.rtop.merge(&c.rtop);
+        }
+        let utility: f64 = sc.rtop.items().iter().map(|c| fair(p.alpha, c.key)).sum();
+        st.rate_top.clear();
+        st.rate_top
+            .extend(sc.rtop.sort_by_index().iter().map(|c| c.idx));
+        let theta = 1f64
+            .min(p.x_capacity / t.recovered_x)
+            .min(p.z_capacity / t.sum.max(f64::MIN_POSITIVE));
+        report.latency += t.latency;
+        report.primal_sq += t.primal_sq;
+        report.z_sq += t.z_sq;
+        report.recovered += theta.powf(1.0 - p.alpha) * utility + t.latency / (theta * theta);
+    }
+}
+
+/// What the per-application z kernel needs.
+pub(crate) struct ZKernel<'a> {
+    a: &'a [f64],
+    inv_a: &'a [f64],
+    beta: f64,
+    rho: f64,
+    mu: f64,
+    six_b: f64,
+    k5: f64,
+}
+
+/// Application j's z at the kernel's price from its new x: writes z and the residual, adds to
+/// the sums (z, its first and second price derivatives, latency, norms, the recovered rate).
+#[inline]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn z_app(
+    k: &ZKernel<'_>,
+    j: usize,
+    xj: f64,
+    uj: f64,
+    zj: &mut f64,
+    residual: &mut f64,
+    s: &mut Sums,
+    rtop: &mut TopK,
+) {
+    let aj = k.a[j];
+    let t = solve_t(k.beta, k.rho, uj + k.rho * aj * xj - k.mu, *zj);
+    let z = 1.0 / t;
+    *zj = z;
+    let r = aj * xj - z;
+    *residual = r;
+    let t2 = t * t;
+    // dz/dw = 1 / (rho + 6 beta t^4); d2z/dw2 = 24 beta t^5 (dz/dw)^3.
+    let slope = 1.0 / (k.rho + k.six_b * t2 * t2);
+    s.sum += z;
+    s.slope += slope;
+    s.curv += k.k5 * t2 * t2 * t * slope * slope * slope;
+    s.latency -= k.beta * t2;
+    s.primal_sq += r * r;
+    s.z_sq += z * z;
+    let xr = z * k.inv_a[j];
+    s.recovered_x += xr;
+    if xr > rtop.threshold() {
+        #[allow(clippy::cast_possible_truncation)]
+        rtop.offer(Cand {
+            key: xr,
+            idx: j as u32,
+            val: 0.0,
+        });
+    }
+}
