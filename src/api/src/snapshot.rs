@@ -42,6 +42,10 @@ pub struct HostSnap {
     pub ticks_skipped: u64,
     /// Scan time per tick since the previous snapshot, us (mean).
     pub scan_us: f64,
+    /// The priority the control loop's thread runs at (`SCHED_FIFO priority 10`, `nice -10`,
+    /// or `normal priority (why)`); empty from an older daemon.
+    #[serde(default)]
+    pub loop_priority: String,
 }
 
 /// One VM.

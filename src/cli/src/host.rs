@@ -48,11 +48,13 @@ pub fn guest_command() -> Result<GuestCommand> {
     })
 }
 
-/// A host configuration for `run_dir`.
+/// A host configuration for `run_dir` (softhca's port thread asks for real-time priority
+/// unless `RESEX_NO_RT` is set; `log_stalls`: log each stalled second, else only count them).
 pub fn host_config(
     run_dir: &Path,
     caps: CapMode,
     keep_logs: Option<PathBuf>,
+    log_stalls: bool,
 ) -> Result<HostConfig> {
     let ram_dir = if Path::new("/dev/shm").is_dir() {
         PathBuf::from("/dev/shm")
@@ -66,6 +68,8 @@ pub fn host_config(
         command: guest_command()?,
         report_ms: 10,
         keep_logs,
+        realtime: std::env::var_os("RESEX_NO_RT").is_none(),
+        log_stalls,
     })
 }
 
@@ -75,12 +79,13 @@ pub fn start_host(
     run_dir: &Path,
     caps: CapMode,
     keep_logs: Option<PathBuf>,
+    log_stalls: bool,
 ) -> Result<(EmbeddedHost, Arc<AtomicBool>)> {
     let stop = Arc::new(AtomicBool::new(false));
     for s in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         signal_hook::flag::register(s, stop.clone())?;
     }
-    let host = EmbeddedHost::new(scenario, host_config(run_dir, caps, keep_logs)?)?;
+    let host = EmbeddedHost::new(scenario, host_config(run_dir, caps, keep_logs, log_stalls)?)?;
     Ok((host, stop))
 }
 
@@ -108,7 +113,7 @@ pub fn scenario_link(s: &Scenario) -> resex_daemon::config::LinkConfig {
 pub fn run(a: HostArgs) -> Result<()> {
     let scenario = Scenario::load(&a.scenario)?;
     let run_dir = a.run_dir.clone().unwrap_or_else(default_run_dir);
-    let (mut host, stop) = start_host(&scenario, &run_dir, a.caps, a.keep_logs.clone())?;
+    let (mut host, stop) = start_host(&scenario, &run_dir, a.caps, a.keep_logs.clone(), true)?;
     let daemon = if a.daemon {
         let cfg = resex_daemon::config::Config {
             run_dir: Some(run_dir.clone()),

@@ -79,10 +79,21 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&cli.log));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
+    let mut filter = Some(filter);
+    if let Command::Demo(a) = &cli.command {
+        // The real-time demo logs into a file (its end says how many warnings and where).
+        if !a.lab {
+            if let Err(e) = demo::log_to_file(a, &mut filter) {
+                eprintln!("resex demo: logging to stderr: {e}");
+            }
+        }
+    }
+    if let Some(filter) = filter {
+        tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .init();
+    }
     let result = match cli.command {
         Command::Ibmon(c) => ibmon::run(c),
         Command::Price(c) => price::run(c),

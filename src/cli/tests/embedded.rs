@@ -1,5 +1,5 @@
 //! End to end on the embedded host: real guest processes (`resex agent`, `resex benchex`), the
-//! real daemon, counts checked exactly against what BenchEx sent, and `resex demo` itself.
+//! real daemon, counts checked exactly against what BenchEx sent (`resex demo` itself: demo.rs).
 #![allow(clippy::cast_possible_truncation, clippy::cast_precision_loss)]
 
 use resex_api::VmSnap;
@@ -11,7 +11,6 @@ use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
-use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -27,6 +26,8 @@ fn host_config(run: &Path) -> HostConfig {
         },
         report_ms: 10,
         keep_logs: None,
+        realtime: false,
+        log_stalls: true,
     }
 }
 
@@ -355,32 +356,4 @@ rate = 2000.0
     }
     d.stop();
     host.stop();
-}
-
-#[test]
-fn resex_demo_headless_prints_four_phases_and_interference_shows() {
-    let out = Command::new(env!("CARGO_BIN_EXE_resex"))
-        .args(["demo", "--headless", "--duration", "12", "--json"])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let phases = v["phases"].as_array().unwrap();
-    let names: Vec<&str> = phases.iter().map(|p| p["name"].as_str().unwrap()).collect();
-    assert_eq!(names, ["base", "interfered", "freemarket", "ioshares"]);
-    let f = |i: usize, k: &str| phases[i][k].as_f64().unwrap_or(f64::NAN);
-    assert!(f(0, "victim_mean_us") > 0.0, "{v}");
-    assert_eq!(f(0, "interferer_mbps"), 0.0);
-    assert!(phases[0]["interferer_cap_mean"].is_null());
-    assert!(
-        f(1, "interferer_mbps") > 0.0,
-        "the 2 MiB VM runs and is counted: {v}"
-    );
-    for i in 1..4 {
-        assert!(f(i, "interferer_cap_mean") <= 100.0, "{v}");
-    }
-    // How much the interference and each policy move the latencies is a measurement of a shared,
-    // noisy 2-core machine in real time: it is in the closing notes and the README (and will be
-    // asserted deterministically in the lab's virtual time), not timed here.
 }

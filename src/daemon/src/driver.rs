@@ -79,6 +79,8 @@ pub struct Driver {
     /// The loop's figures.
     pub stats: LoopStats,
     backend: &'static str,
+    /// The priority the loop's thread got (empty until it runs).
+    priority: String,
     log_step: LogLimiter,
 }
 
@@ -107,6 +109,7 @@ impl Driver {
             snap_at_ns: 0,
             stats: LoopStats::default(),
             backend,
+            priority: String::new(),
             log_step: LogLimiter::default(),
         }
     }
@@ -299,6 +302,11 @@ impl Driver {
         }
     }
 
+    /// Records the priority the loop's thread got (published in every snapshot).
+    pub fn set_priority(&mut self, priority: String) {
+        self.priority = priority;
+    }
+
     /// Builds and publishes the snapshot now.
     pub fn publish(&mut self, now_ns: u64) {
         let snap = self.snapshot(now_ns);
@@ -322,6 +330,7 @@ impl Driver {
         }
         s.uptime_ms = now_ns / 1_000_000;
         s.host.backend = self.backend.into();
+        s.host.loop_priority.clone_from(&self.priority);
         s.host.tick_late_p50_us = st.last_window.0;
         s.host.tick_late_p99_us = st.last_window.1;
         s.host.tick_late_max_us = st.last_window.2;

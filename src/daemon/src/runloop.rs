@@ -1,6 +1,6 @@
 //! The real-time loop: wake at the core's next interval boundary, tick the driver, record how
 //! late the tick started, and at the end put every cap back. SCHED_FIFO at a modest priority
-//! when allowed (root), and a 1 ns timer slack, so a busy host does not delay its ticks.
+//! when allowed (root), else nice -10, and a 1 ns timer slack, so a busy host does not delay its ticks.
 
 use crate::actuator::Actuator;
 use crate::driver::Driver;
@@ -30,26 +30,18 @@ pub struct RunSummary {
     pub restored_tx: usize,
 }
 
-fn set_realtime() {
-    let p = libc::sched_param { sched_priority: 10 };
-    // SAFETY: sched_setscheduler on this thread (pid 0) with a valid, initialised parameter.
-    let r = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) };
-    if r == 0 {
-        tracing::info!("control loop runs under SCHED_FIFO priority 10");
-    } else {
-        tracing::info!(
-            "control loop runs at normal priority (SCHED_FIFO refused: {})",
-            std::io::Error::last_os_error()
-        );
-    }
-}
+/// The loop's `SCHED_FIFO` priority when allowed (above softhca's port thread in the embedded
+/// host: a tick is microseconds long).
+pub const LOOP_FIFO_PRIORITY: i32 = 10;
 
-fn set_timer_slack() {
-    // SAFETY: PR_SET_TIMERSLACK takes an integer argument and changes only this thread's
-    // timer slack (1 ns: the loop wakes on time instead of up to 50 us late).
-    unsafe {
-        libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0);
+fn set_realtime() -> resex_rt::Priority {
+    let got = resex_rt::raise_priority(Some(LOOP_FIFO_PRIORITY), -10);
+    if got.raised() {
+        tracing::info!("control loop runs under {got}");
+    } else {
+        tracing::warn!("control loop runs at {got}: a busy host will delay its ticks");
     }
+    got
 }
 
 /// What the loop runs with.
@@ -73,10 +65,14 @@ pub struct Loop {
 impl Loop {
     /// Runs until `stop`; returns the run's figures after restoring every cap.
     pub fn run(mut self) -> RunSummary {
-        set_timer_slack();
-        if self.realtime {
-            set_realtime();
-        }
+        // 1 ns: the loop wakes on time instead of up to 50 us late.
+        resex_rt::set_timer_slack(1);
+        let priority = if self.realtime {
+            set_realtime()
+        } else {
+            resex_rt::Priority::Normal("not asked for (realtime = false)".into())
+        };
+        self.driver.set_priority(priority.to_string());
         self.driver.publish(ns_since(self.clock));
         while !self.stop.load(Ordering::Acquire) {
             let due = self.driver.core.next_step_ns();

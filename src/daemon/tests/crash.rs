@@ -100,6 +100,7 @@ fn crash_and_recover(mode: CapMode) {
         &format!("resex-test-{pid}"),
         "busy",
         pid,
+        None,
     );
     let ram = dir.path().join("busy.ram");
     FileMemory::create(&ram, 1 << 20).unwrap();

@@ -157,15 +157,32 @@ fn join(dir: &Path, pid: u32) -> std::io::Result<()> {
     std::fs::write(dir.join("cgroup.procs"), pid.to_string())
 }
 
+/// Weighs the host's group (all its guests together) as `weight` nice-0 tasks against the
+/// rest of the machine: cgroup v2 `cpu.weight` (100 each), v1 `cpu.shares` (1024 each).
+fn weigh(group: &Path, v2: bool, weight: u32) {
+    let (file, value) = if v2 {
+        ("cpu.weight", (100 * weight).clamp(1, 10_000))
+    } else {
+        ("cpu.shares", (1024 * weight).max(2))
+    };
+    if let Err(e) = std::fs::write(group.join(file), value.to_string()) {
+        tracing::info!("could not weigh {}/{file}: {e}", group.display());
+    }
+}
+
 impl GuestCgroups {
     /// Puts `pid` into cgroups named `group/guest` as `mode` allows; falls back (with the
-    /// reason logged) until something works.
+    /// reason logged) until something works. With `weight`, `group` (every guest of the host
+    /// together) weighs as that many nice-0 tasks against the rest of the machine, so the
+    /// guests stand up to a busy host as VMs with their own vCPUs would; each guest keeps the
+    /// default weight inside it.
     pub fn setup(
         mounts: &Mounts,
         mode: CapMode,
         group: &str,
         guest: &str,
         pid: u32,
+        weight: Option<u32>,
     ) -> GuestCgroups {
         let mut dirs = Vec::new();
         let mut cap = None;
@@ -180,6 +197,9 @@ impl GuestCgroups {
                     std::fs::write(g.join("cgroup.subtree_control"), "+cpu")?;
                     let d = make(root, group, guest)?;
                     join(&d, pid)?;
+                    if let Some(w) = weight {
+                        weigh(&g, true, w);
+                    }
                     Ok(d)
                 })();
                 match r {
@@ -196,6 +216,9 @@ impl GuestCgroups {
             if let Some(root) = &mounts.v1_cpu {
                 match make(root, group, guest).and_then(|d| join(&d, pid).map(|()| d)) {
                     Ok(d) => {
+                        if let Some(w) = weight {
+                            weigh(&root.join(group), false, w);
+                        }
                         cap = Some(CapHandle::CgroupV1(d.clone()));
                         dirs.push(d);
                     }
@@ -273,7 +296,7 @@ mod tests {
 
     #[test]
     fn sigstop_mode_uses_signals_and_proc() {
-        let g = GuestCgroups::setup(&Mounts::default(), CapMode::Sigstop, "t", "g", 42);
+        let g = GuestCgroups::setup(&Mounts::default(), CapMode::Sigstop, "t", "g", 42, Some(8));
         assert_eq!(g.cap, CapHandle::Sigstop(42));
         assert_eq!(g.cpu, CpuSource::Proc(42));
     }

@@ -12,7 +12,19 @@ use resex_proto::hca_admin::{self, AdminRequest};
 use resex_proto::hca_wire;
 use resex_scenario::{GuestSpec, Scenario};
 use resex_softhca::mr::GuestId;
-use resex_softhca::{Clock, GuestPort, HcaThread, LinkConfig, MonotonicClock, PortId, SoftHca};
+use resex_softhca::{
+    Clock, GuestPort, HcaThread, LinkConfig, MonotonicClock, PollOptions, PortId, Priority,
+    SoftHca, StallSummary,
+};
+
+/// softhca's port thread's nice value when asked for (not `SCHED_FIFO`: see
+/// `resex_softhca::PollOptions::nice`).
+pub const HCA_NICE: i32 = -10;
+
+/// With [`HostConfig::realtime`], the host's guests and their clients together weigh as this
+/// many nice-0 tasks against the rest of the machine (cgroup `cpu.shares`/`cpu.weight`): on a
+/// 2-CPU machine beside one CPU hog they then keep what VMs with their own vCPUs would have.
+pub const GUEST_GROUP_WEIGHT: u32 = 8;
 use std::io::BufReader;
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
@@ -48,6 +60,12 @@ pub struct HostConfig {
     pub report_ms: u64,
     /// Where guest logs are copied when a guest stops (None: they are deleted with it).
     pub keep_logs: Option<PathBuf>,
+    /// Raise the host's time-critical parts: softhca's port thread (nice -10) and the guests'
+    /// cgroup ([`GUEST_GROUP_WEIGHT`]).
+    pub realtime: bool,
+    /// Log each second softhca's port thread was stalled (otherwise only count them:
+    /// [`EmbeddedHost::hca_stalls`]).
+    pub log_stalls: bool,
 }
 
 /// What stops the host.
@@ -110,6 +128,7 @@ pub struct RunningGuest {
     server: Proc,
     clients: Option<Proc>,
     cgroups: Option<GuestCgroups>,
+    client_cgroups: Option<GuestCgroups>,
     dir: PathBuf,
 }
 
@@ -132,7 +151,7 @@ pub struct EmbeddedHost {
         Arc<AtomicBool>,
         Option<std::thread::JoinHandle<()>>,
     ),
-    _thread: HcaThread,
+    hca_thread: HcaThread,
     mounts: Mounts,
     guests: Vec<RunningGuest>,
     next_id: u32,
@@ -259,7 +278,14 @@ impl EmbeddedHost {
         let host_id = format!("{}-{}", scenario.name, std::process::id());
         let hca = SoftHca::new(link_of(scenario), 2);
         let clock = Arc::new(MonotonicClock::new());
-        let thread = hca.spawn(clock.clone() as Arc<dyn Clock>, Duration::from_micros(20));
+        let thread = hca.spawn_with(
+            clock.clone() as Arc<dyn Clock>,
+            PollOptions {
+                idle_sleep: Duration::from_micros(20),
+                nice: cfg.realtime.then_some(HCA_NICE),
+                log_stalls: cfg.log_stalls,
+            },
+        );
         let dir = cfg.run_dir.join("local").join(&host_id);
         std::fs::create_dir_all(&dir).map_err(io(format!("creating {}", dir.display())))?;
         let admin = dir.join("hca-admin.sock");
@@ -271,7 +297,7 @@ impl EmbeddedHost {
             hca,
             clock,
             admin: (admin, admin_stop, Some(admin_thread)),
-            _thread: thread,
+            hca_thread: thread,
             mounts: {
                 let m = Mounts::detect();
                 m.remove_stale();
@@ -334,13 +360,18 @@ impl EmbeddedHost {
             .stdin(Stdio::null())
             .stdout(logf)
             .stderr(errf);
-        // SAFETY: the closure runs in the forked child before exec and only calls prctl, which
-        // is async-signal-safe: the guest gets SIGTERM when the thread that started it (the
+        // SAFETY: the closure runs in the forked child before exec and only makes two system
+        // calls (prctl, setpriority) that neither allocate nor lock: the guest gets SIGTERM when the thread that started it (the
         // host's) goes away, so no guest outlives its host spinning on a vanished device.
         unsafe {
             use std::os::unix::process::CommandExt;
             cmd.pre_exec(|| {
                 if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                // Guests run at nice 0 whatever the host raised itself to (a raise is
+                // inherited; lowering one's own priority is always allowed).
+                if libc::setpriority(libc::PRIO_PROCESS, 0, 0) != 0 {
                     return Err(std::io::Error::last_os_error());
                 }
                 Ok(())
@@ -411,12 +442,15 @@ impl EmbeddedHost {
         if !g.tx().is_none() {
             self.hca.set_tx_limit(vport, g.tx(), self.clock.now_ns());
         }
+        let group = format!("resex-{}", self.host_id);
+        let weight = self.cfg.realtime.then_some(GUEST_GROUP_WEIGHT);
         let cgroups = GuestCgroups::setup(
             &self.mounts,
             self.cfg.cap_mode,
-            &format!("resex-{}", self.host_id),
+            &group,
             &g.name,
             pid,
+            weight,
         );
         tracing::info!("{}: pid {pid}, caps by {}", g.name, cgroups.cap.describe());
         if let Some(c) = g.cap {
@@ -458,6 +492,16 @@ impl EmbeddedHost {
             &client_prefix,
             &client_args,
         )?;
+        // The clients stand for machines across the link: in the host's group (beside the
+        // guests, never capped), so a busy host delays them no more than the guests.
+        let client_cgroups = GuestCgroups::setup(
+            &self.mounts,
+            self.cfg.cap_mode,
+            &group,
+            &format!("{}-clients", g.name),
+            clients.child.id(),
+            weight,
+        );
         let id = self.next_id;
         self.next_id += 1;
         let record = DomainRecord {
@@ -487,9 +531,21 @@ impl EmbeddedHost {
             server,
             clients: Some(clients),
             cgroups: Some(cgroups),
+            client_cgroups: Some(client_cgroups),
             dir,
         });
         Ok(())
+    }
+
+    /// How often softhca's port thread was held up so far (see `resex_softhca::thread`).
+    pub fn hca_stalls(&self) -> StallSummary {
+        self.hca_thread.stalls()
+    }
+
+    /// The priority softhca's port thread got (None until it has asked, or when
+    /// [`HostConfig::realtime`] is off).
+    pub fn hca_priority(&self) -> Option<Priority> {
+        self.hca_thread.priority()
     }
 
     /// Checks that every guest still runs: a guest process that exited, or clients that
@@ -556,6 +612,7 @@ impl EmbeddedHost {
                 }
             }
         }
+        drop(g.client_cgroups.take());
         drop(g.cgroups.take());
         let _ = std::fs::remove_dir_all(&g.dir);
     }

@@ -1,73 +1,68 @@
-//! `resex demo`: the main job. An embedded host with the paper's pair (a 64 KiB reporting VM and
-//! a 2 MiB interfering VM), the daemon, and four phases: `base` (the reporting VM alone),
-//! `interfered` (both, no policy), `freemarket` and `ioshares`. Prints a live table (the
-//! dashboard arrives with `resex top`) and, at the end, one line per phase.
+//! The demo's real-time run: an embedded host (softhca, real guest processes), resexd on it,
+//! and the four phases; each phase watched for the host's own health.
 
+use super::health::PhaseWatch;
+use super::{DemoArgs, Phase, Plan, INTERFERER, VICTIM};
 use crate::host::{scenario_link, start_host};
 use anyhow::{bail, Context, Result};
-use clap::Args;
 use resex_api::{Snapshot, VmSnap};
 use resex_backend::local::LocalBackend;
-use resex_embedded::cgroup::CapMode;
 use resex_embedded::EmbeddedHost;
-use resex_pricing::PolicyConfig;
 use resex_scenario::Scenario;
 use serde::Serialize;
 use std::io::IsTerminal;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-const SCENARIO: &str = include_str!("../../../tools/scenarios/paper-pair.toml");
-const FREEMARKET: &str = include_str!("../../../policies/freemarket.toml");
-const IOSHARES: &str = include_str!("../../../policies/ioshares.toml");
-const VICTIM: &str = "reporting";
-const INTERFERER: &str = "interfering";
-
-/// Options of `resex demo`.
-#[derive(Debug, Args)]
-pub struct DemoArgs {
-    /// No live table: run the phases and print the results.
-    #[arg(long)]
-    pub headless: bool,
-    /// Total seconds, split evenly between the four phases.
-    #[arg(long, default_value_t = 40.0)]
-    pub duration: f64,
-    /// Print the results as JSON.
-    #[arg(long)]
-    pub json: bool,
-    /// Cap mechanism: auto, cgroup-v2, cgroup-v1 or sigstop.
-    #[arg(long, default_value = "auto")]
-    pub caps: CapMode,
-    /// Run directory (default: a fresh one under /tmp, removed at exit).
-    #[arg(long)]
-    pub run_dir: Option<PathBuf>,
-    /// Copy each guest's log (agent, server, clients) into DIR when it stops.
-    #[arg(long, value_name = "DIR")]
-    pub keep_logs: Option<PathBuf>,
-}
-
-/// One phase's figures.
+/// The whole run's host figures.
 #[derive(Debug, Clone, Serialize)]
-pub struct Phase {
-    /// base, interfered, freemarket, ioshares.
-    pub name: &'static str,
-    /// The reporting VM's mean server latency over the phase, us (null when it reported
-    /// nothing in the phase's measured part; the demo then says so on stderr).
-    pub victim_mean_us: Option<f64>,
-    /// The count-weighted mean of its reports' p99, us.
-    pub victim_p99_us: Option<f64>,
-    /// What the interfering VM sent, Mbit/s.
-    pub interferer_mbps: f64,
-    /// Its mean cap over the phase, percent of one CPU (100 x vCPUs when uncapped; null when it
-    /// is not running).
-    pub interferer_cap_mean: Option<f64>,
+pub struct HostReport {
+    /// What softhca's port thread runs at.
+    pub softhca_priority: String,
+    /// What the daemon's control loop runs at.
+    pub loop_priority: String,
+    /// Seconds in which softhca was held up 20 ms or more, of `hca_watched_s`.
+    pub hca_stalled_s: u64,
+    /// Seconds softhca watched.
+    pub hca_watched_s: u64,
+    /// Its longest hold-up, ms.
+    pub hca_longest_ms: f64,
+    /// The daemon's ticks.
+    pub ticks: u64,
+    /// Their lateness over the run, us: p50, p99, max.
+    pub tick_late_p50_us: f64,
+    /// p99.
+    pub tick_late_p99_us: f64,
+    /// max.
+    pub tick_late_max_us: f64,
 }
 
-#[derive(Serialize)]
-struct Output<'a> {
-    phases: &'a [Phase],
+impl HostReport {
+    /// One line.
+    pub fn line(&self) -> String {
+        format!(
+            "host: daemon {} ticks of 1 ms, late p50 {:.0} us, p99 {:.0} us, max {:.0} us ({}); \
+             softhca ({}) held up 20 ms or more in {} of {} s, longest {:.1} ms; caps restored",
+            self.ticks,
+            self.tick_late_p50_us,
+            self.tick_late_p99_us,
+            self.tick_late_max_us,
+            self.loop_priority,
+            self.softhca_priority,
+            self.hca_stalled_s,
+            self.hca_watched_s,
+            self.hca_longest_ms,
+        )
+    }
+}
+
+/// A real-time run's results.
+pub struct LiveRun {
+    /// The phases.
+    pub phases: Vec<Phase>,
+    /// The host.
+    pub host: HostReport,
 }
 
 fn vm<'a>(s: &'a Snapshot, name: &str) -> Option<&'a VmSnap> {
@@ -127,15 +122,36 @@ fn row(s: &Snapshot) -> String {
     out
 }
 
-fn policy(text: &str) -> Result<PolicyConfig> {
-    Ok(PolicyConfig::from_toml(text)?)
+/// Waits (a second at most) for both time-critical threads to say what priority they got.
+fn priorities(
+    host: &EmbeddedHost,
+    d: &resex_daemon::DaemonHandle,
+    asked: bool,
+) -> (String, String) {
+    let start = Instant::now();
+    loop {
+        let hca = host.hca_priority();
+        let lp = d.snapshot().host.loop_priority.clone();
+        if ((hca.is_some() || !asked) && !lp.is_empty()) || start.elapsed() > Duration::from_secs(1)
+        {
+            let hca = match hca {
+                Some(p) => p.to_string(),
+                None if asked => "normal priority (the thread did not say)".to_owned(),
+                None => "normal priority (not asked for: RESEX_NO_RT)".to_owned(),
+            };
+            return (hca, lp);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }
 
-pub fn run(a: DemoArgs) -> Result<()> {
-    if !(a.duration.is_finite() && a.duration >= 4.0) {
-        bail!("--duration must be at least 4 seconds (one per phase)");
-    }
-    let scenario = Scenario::from_toml(SCENARIO).context("the built-in scenario")?;
+pub fn run(
+    a: &DemoArgs,
+    scenario: &Scenario,
+    plan: &Plan,
+    secs: f64,
+    settle: f64,
+) -> Result<LiveRun> {
     let spec = |n: &str| {
         scenario
             .guests
@@ -150,13 +166,22 @@ pub fn run(a: DemoArgs) -> Result<()> {
         .run_dir
         .clone()
         .unwrap_or_else(|| std::env::temp_dir().join(format!("resex-demo-{}", std::process::id())));
-    let (mut host, stop) = start_host(&scenario, &run_dir, a.caps, a.keep_logs.clone())?;
+    let rt = std::env::var_os("RESEX_NO_RT").is_none();
+    if rt {
+        // Every thread of the host side (the daemon's samplers and actuators, softhca's
+        // control threads) inherits nice -10 from here: a lock one of them holds must not wait
+        // behind the guests or a CPU hog while a real-time thread waits for it (seen: the
+        // control loop and softhca both held up 1.4 s). Guests are put back to nice 0.
+        let _ = resex_rt::raise_priority(None, -10);
+    }
+    // Stalls are counted per phase and summarised at the end, not logged in the table.
+    let (mut host, stop) = start_host(scenario, &run_dir, a.caps, a.keep_logs.clone(), false)?;
     let cfg = resex_daemon::config::Config {
         run_dir: Some(run_dir.clone()),
         state_dir: Some(run_dir.join("state")),
         api_socket: Some(run_dir.join("resexd.sock")),
-        realtime: std::env::var_os("RESEX_NO_RT").is_none(),
-        link: Some(scenario_link(&scenario)),
+        realtime: rt,
+        link: Some(scenario_link(scenario)),
         ..Default::default()
     };
     let d = resex_daemon::start(
@@ -167,6 +192,22 @@ pub fn run(a: DemoArgs) -> Result<()> {
         },
         Arc::new(LocalBackend::new(&run_dir)),
     )?;
+    let (hca_priority, loop_priority) = priorities(&host, &d, rt);
+    let lowered: Vec<String> = [
+        ("softhca's port", &hca_priority),
+        ("the control loop", &loop_priority),
+    ]
+    .into_iter()
+    .filter(|(_, p)| rt && !(p.starts_with("SCHED_FIFO") || p.starts_with("nice")))
+    .map(|(who, p)| format!("{who} ({p})"))
+    .collect();
+    if !lowered.is_empty() {
+        eprintln!(
+            "resex demo: could not raise the priority of {}: on a busy host the figures will \
+             suffer (run as root, or see `resex demo --lab`)",
+            lowered.join(" or ")
+        );
+    }
     // On a terminal the dashboard shows the run; elsewhere (or with --headless) a plain table.
     let dashboard = !a.headless && std::io::stdout().is_terminal();
     if !a.headless {
@@ -196,14 +237,21 @@ pub fn run(a: DemoArgs) -> Result<()> {
     } else {
         None
     };
+    let mut warnings = Vec::new();
     let result = phases(
-        &a,
-        !a.headless && !dashboard,
+        PhaseRun {
+            plan,
+            secs,
+            settle,
+            live_table: !a.headless && !dashboard,
+            // Under the dashboard a line would tear its screen: said after it ends.
+            defer_warnings: dashboard,
+        },
         &mut host,
         &d,
-        &victim,
-        &interferer,
+        (&victim, &interferer),
         &stop,
+        &mut warnings,
     );
     done.store(true, Ordering::Release);
     if let Some(t) = top {
@@ -213,82 +261,79 @@ pub fn run(a: DemoArgs) -> Result<()> {
             Err(_) => eprintln!("resex demo: the dashboard panicked"),
         }
     }
+    for w in warnings {
+        eprintln!("{w}");
+    }
+    let stalls = host.hca_stalls();
     let summary = d.stop();
     host.stop();
     if temp {
         let _ = std::fs::remove_dir_all(&run_dir);
     }
-    let phases = result?;
-    if a.json {
-        println!("{}", serde_json::to_string(&Output { phases: &phases })?);
-    } else {
-        println!("\nphase         victim mean   victim p99   interferer Mb/s   interferer cap");
-        for p in &phases {
-            println!(
-                "{:<12} {:>12} {:>12} {:>17.0} {:>16}",
-                p.name,
-                p.victim_mean_us.map_or("-".into(), |x| format!("{x:.1}us")),
-                p.victim_p99_us.map_or("-".into(), |x| format!("{x:.1}us")),
-                p.interferer_mbps,
-                p.interferer_cap_mean
-                    .map_or("-".into(), |c| format!("{c:.0}%"))
-            );
-        }
-        println!(
-            "daemon: {} ticks of 1 ms; lateness p50 {:.0} us, p99 {:.0} us, max {:.0} us; caps restored at exit",
-            summary.ticks, summary.late_p50_us, summary.late_p99_us, summary.late_max_us
-        );
-    }
-    Ok(())
+    #[allow(clippy::cast_precision_loss)]
+    let host = HostReport {
+        softhca_priority: hca_priority,
+        loop_priority,
+        hca_stalled_s: stalls.stalled_seconds,
+        hca_watched_s: stalls.seconds,
+        hca_longest_ms: stalls.longest_us as f64 / 1000.0,
+        ticks: summary.ticks,
+        tick_late_p50_us: summary.late_p50_us,
+        tick_late_p99_us: summary.late_p99_us,
+        tick_late_max_us: summary.late_max_us,
+    };
+    Ok(LiveRun {
+        phases: result?,
+        host,
+    })
 }
 
-/// A phase: its name, its policy (name, file text), whether the interferer runs.
-type PhasePlan = (&'static str, Option<(&'static str, &'static str)>, bool);
+/// How the phases run.
+struct PhaseRun<'a> {
+    plan: &'a Plan,
+    secs: f64,
+    settle: f64,
+    live_table: bool,
+    defer_warnings: bool,
+}
 
 fn phases(
-    a: &DemoArgs,
-    live_table: bool,
+    r: PhaseRun<'_>,
     host: &mut EmbeddedHost,
     d: &resex_daemon::DaemonHandle,
-    victim: &resex_scenario::GuestSpec,
-    interferer: &resex_scenario::GuestSpec,
+    (victim, interferer): (&resex_scenario::GuestSpec, &resex_scenario::GuestSpec),
     stop: &AtomicBool,
+    warnings: &mut Vec<String>,
 ) -> Result<Vec<Phase>> {
-    let secs = a.duration / 4.0;
-    let settle = (secs * 0.25).min(2.0);
     host.start_guest(victim)?;
     wait_registered(d, host, VICTIM, true)?;
-    let plan: [PhasePlan; 4] = [
-        ("base", None, false),
-        ("interfered", None, true),
-        ("freemarket", Some(("freemarket", FREEMARKET)), true),
-        ("ioshares", Some(("ioshares", IOSHARES)), true),
-    ];
     let mut out = Vec::new();
-    for (name, pol, with_interferer) in plan {
-        if with_interferer && !host.guests().iter().any(|g| g.spec.name == INTERFERER) {
+    for (k, (name, pol)) in r.plan.iter().enumerate() {
+        // The interferer joins after the base phase and stays.
+        if k > 0 && !host.guests().iter().any(|g| g.spec.name == INTERFERER) {
             host.start_guest(interferer)?;
             wait_registered(d, host, INTERFERER, false)?;
         }
-        d.reload(match pol {
-            Some((n, text)) => Some((n.to_owned(), policy(text)?)),
-            None => None,
-        });
-        if live_table {
-            println!("phase {name}: {secs:.0} s");
+        d.reload(pol.as_ref().map(|(n, c)| ((*n).to_owned(), c.clone())));
+        if r.live_table {
+            println!("phase {name}: {:.0} s", r.secs);
         }
         let t0 = Instant::now();
         let mut s0 = None;
+        // The host's health is watched from the phase's start: a freeze during the settle
+        // time leaves a backlog in the measured part.
+        let mut watch = PhaseWatch::start(host.hca_stalls());
         let mut caps = Vec::new();
         let mut last_print = Instant::now();
-        while t0.elapsed().as_secs_f64() < secs {
+        while t0.elapsed().as_secs_f64() < r.secs {
             if stop.load(Ordering::Acquire) {
                 bail!("interrupted");
             }
             host.check()?;
             std::thread::sleep(Duration::from_millis(100));
             let s = d.snapshot();
-            if t0.elapsed().as_secs_f64() >= settle {
+            watch.sample(&s);
+            if t0.elapsed().as_secs_f64() >= r.settle {
                 if s0.is_none() {
                     s0 = Some((s.clone(), Instant::now()));
                 }
@@ -296,13 +341,14 @@ fn phases(
                     caps.push(v.cap_pct.unwrap_or(100.0 * f64::from(v.vcpus)));
                 }
             }
-            if live_table && last_print.elapsed() >= Duration::from_secs(1) {
+            if r.live_table && last_print.elapsed() >= Duration::from_secs(1) {
                 last_print = Instant::now();
                 print!("{}", row(&s));
             }
         }
         let s1 = d.snapshot();
         let (s0, at) = s0.context("phase too short to measure")?;
+        let mut health = watch.finish(host.hca_stalls());
         let dt = at.elapsed().as_secs_f64().max(1e-3);
         let (v0, v1) = (vm(&s0, VICTIM), vm(&s1, VICTIM));
         let (mean, p99) = match (v0, v1) {
@@ -314,9 +360,8 @@ fn phases(
                 )
             }
             _ => {
-                eprintln!(
-                    "resex demo: warning: the reporting VM sent no latency reports during phase {name}"
-                );
+                // Registered, reporting before, silent now: its guest did not get to run.
+                health = health.with_reason("the reporting VM sent no latency report".into());
                 (None, None)
             }
         };
@@ -326,6 +371,16 @@ fn phases(
             }
             _ => 0.0,
         };
+        if k > 0 && mbps == 0.0 {
+            health = health.with_reason("the interfering VM sent nothing".into());
+        }
+        if let Some(w) = health.warning(name) {
+            if r.defer_warnings {
+                warnings.push(w);
+            } else {
+                eprintln!("{w}");
+            }
+        }
         let cap_mean = (!caps.is_empty()).then(|| caps.iter().sum::<f64>() / caps.len() as f64);
         out.push(Phase {
             name,
@@ -333,6 +388,8 @@ fn phases(
             victim_p99_us: p99,
             interferer_mbps: mbps,
             interferer_cap_mean: cap_mean,
+            host_overloaded: health.host_overloaded,
+            health: Some(health),
         });
     }
     Ok(out)

@@ -1,0 +1,125 @@
+//! Real-time helpers for the host's time-critical threads (softhca's port, resexd's loop): ask
+//! for `SCHED_FIFO` at a modest priority, fall back to a raised nice value, and say which one
+//! the thread got, so that a caller can tell its user once when neither was allowed.
+
+use std::fmt;
+
+/// The priority a thread got.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Priority {
+    /// `SCHED_FIFO` at this priority.
+    Fifo(i32),
+    /// `SCHED_OTHER` at this nice value.
+    Nice(i32),
+    /// As started: raising it was refused (why).
+    Normal(String),
+}
+
+impl Priority {
+    /// Whether the thread runs above normal priority.
+    pub fn raised(&self) -> bool {
+        !matches!(self, Priority::Normal(_))
+    }
+}
+
+impl fmt::Display for Priority {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Priority::Fifo(p) => write!(f, "SCHED_FIFO priority {p}"),
+            Priority::Nice(n) => write!(f, "nice {n}"),
+            Priority::Normal(why) => write!(f, "normal priority ({why})"),
+        }
+    }
+}
+
+/// Raises the calling thread: `SCHED_FIFO` at `fifo` (when given), else nice `nice`, else
+/// nothing (and says why). Linux applies both per thread.
+///
+/// `SCHED_FIFO` suits a thread that blocks for real between bursts of work (a 1 ms control
+/// loop). It does not suit one that rests for microseconds: the kernel gives real-time threads
+/// no timer slack, and a sleep of a few microseconds then expires before the thread is switched
+/// out, so the thread spins, the kernel's real-time throttling stops it after 950 ms of every
+/// second, and every normal thread on its CPU starves meanwhile. Such a thread asks for a nice
+/// value only.
+pub fn raise_priority(fifo: Option<i32>, nice: i32) -> Priority {
+    let mut fifo_err = None;
+    if let Some(fifo) = fifo {
+        let p = libc::sched_param {
+            sched_priority: fifo,
+        };
+        // SAFETY: sched_setscheduler on the calling thread (0) with an initialised parameter.
+        if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) } == 0 {
+            return Priority::Fifo(fifo);
+        }
+        fifo_err = Some(std::io::Error::last_os_error());
+    }
+    // SAFETY: gettid takes no argument; setpriority with PRIO_PROCESS and a thread id changes
+    // that thread's nice value only (Linux).
+    let r = unsafe {
+        let tid = libc::gettid();
+        libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice)
+    };
+    if r == 0 {
+        return Priority::Nice(nice);
+    }
+    let nice_err = std::io::Error::last_os_error();
+    Priority::Normal(match fifo_err {
+        Some(e) => format!("SCHED_FIFO: {e}; nice {nice}: {nice_err}"),
+        None => format!("nice {nice}: {nice_err}"),
+    })
+}
+
+/// Sets the calling thread's timer slack (how late the kernel may wake its sleeps), ns.
+pub fn set_timer_slack(ns: u64) {
+    // SAFETY: PR_SET_TIMERSLACK takes an integer argument and changes only this thread.
+    unsafe {
+        libc::prctl(libc::PR_SET_TIMERSLACK, ns as libc::c_ulong, 0, 0, 0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn raising_priority_says_what_it_got() {
+        // Root here gets SCHED_FIFO; elsewhere the answer must still name what happened.
+        let got = std::thread::spawn(|| raise_priority(Some(1), -1))
+            .join()
+            .unwrap();
+        match &got {
+            Priority::Fifo(1) | Priority::Nice(-1) => assert!(got.raised()),
+            Priority::Normal(why) => {
+                assert!(why.contains("SCHED_FIFO"), "{why}");
+                assert!(!got.raised());
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(!got.to_string().is_empty());
+    }
+
+    #[test]
+    fn a_refused_raise_falls_back_and_explains() {
+        // Priority 1000 is out of SCHED_FIFO's range (1..=99) even for root: the fallback runs.
+        let got = std::thread::spawn(|| raise_priority(Some(1000), 0))
+            .join()
+            .unwrap();
+        match &got {
+            Priority::Nice(0) => {}
+            Priority::Normal(why) => assert!(why.contains("Invalid argument"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_nice_only_raise_never_asks_for_fifo() {
+        let got = std::thread::spawn(|| raise_priority(None, -2))
+            .join()
+            .unwrap();
+        match &got {
+            Priority::Nice(-2) => {}
+            Priority::Normal(why) => assert!(!why.contains("SCHED_FIFO"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+    }
+}
