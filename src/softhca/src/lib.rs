@@ -6,6 +6,7 @@
 //! - [`clock`]: the real monotonic clock or virtual time.
 //! - [`link`]: the link model (bandwidth per port and direction, MTU packets, round robin).
 //! - [`mr`]: memory regions (keys, page lists, rights, bounds).
+//! - [`nic`]: the NIC's own latencies (doorbell, DMA reads and writes, CQE writes).
 //! - [`objects`]: guests, CQs, QPs and work requests in flight.
 //! - [`hca`]: the HCA's state and one poll: fetch, transmit, execute, complete (a file each);
 //!   errors as error CQEs with flushes.
@@ -18,6 +19,7 @@ pub mod control;
 pub mod hca;
 pub mod link;
 pub mod mr;
+pub mod nic;
 pub mod objects;
 mod sched;
 
@@ -25,6 +27,7 @@ pub use clock::{Clock, MonotonicClock, VirtualClock};
 pub use control::GuestPort;
 pub use link::{LinkConfig, PortId};
 pub use mr::GuestId;
+pub use nic::NicModel;
 pub use objects::QpStats;
 
 use hca::HcaState;
@@ -201,6 +204,14 @@ impl SoftHca {
             handle: Some(handle),
         }
     }
+}
+
+/// How [`SoftHca::spawn`]'s thread polls, in words (for benchmarks to print).
+pub fn describe_polling(idle_sleep: Duration) -> String {
+    format!(
+        "a thread of its own on the real clock, sleeping {SHORT_REST:?} to {idle_sleep:?} between \
+         polls (until the next completion is due while busy; {idle_sleep:?} once idle), never spinning"
+    )
 }
 
 /// The shortest rest between polls. The thread never yield-spins: on a host with few CPUs a
