@@ -20,6 +20,12 @@ pub trait BlockSender: Send {
     fn in_flight(&self) -> u64;
     /// The work done since the last call.
     fn take_work(&mut self) -> Work;
+    /// When the machine wants to be called again even if nothing changes (a timer: the
+    /// status-byte sender's next synchronisation after fruitless ones), ns; `None`: only when
+    /// something changes.
+    fn wake_at(&self) -> Option<u64> {
+        None
+    }
     /// Tells the peer the stream has ended (HiPower's end flag); true once that is done.
     fn finish(&mut self, _now_ns: u64) -> Result<bool, ShimError> {
         Ok(true)

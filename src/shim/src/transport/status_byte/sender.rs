@@ -278,6 +278,10 @@ impl BlockSender for SbSender {
         u64::from(self.in_flight)
     }
 
+    fn wake_at(&self) -> Option<u64> {
+        (self.sync_since.is_none()).then_some(self.next_sync_ns)
+    }
+
     fn take_work(&mut self) -> Work {
         self.work.take()
     }
