@@ -4,7 +4,7 @@
 //! happened, in virtual ns.
 
 use super::sim::{Actor, SimError, Step};
-use resex_shim::transport::{BlockReceiver, BlockSender, Work};
+use resex_shim::transport::{BlockReceiver, BlockSender, Kind, Work};
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
@@ -35,21 +35,28 @@ pub struct Sender {
     /// When each message was first tried.
     pub started: Vec<u64>,
     trying: bool,
+    /// Polls completions itself while it waits (not when an ACK thread does: the sliding
+    /// window's).
+    own_poll: bool,
 }
 
 impl Sender {
     /// A sender of `count` messages of `size` bytes.
     pub fn new(tx: SharedTx, shared: Rc<Shared>, size: usize, count: u64, one: bool) -> Self {
+        let own_poll = tx.borrow().kind() != Kind::SlidingWindow;
         Self {
             tx,
             shared,
-            data: (0..size).map(|i| (i % 251) as u8).collect(),
+            data: (0..size)
+                .map(|i| u8::try_from(i % 251).unwrap_or(0))
+                .collect(),
             count,
             one_at_a_time: one,
             sent: 0,
             until_ns: u64::MAX,
             started: Vec::new(),
             trying: false,
+            own_poll,
         }
     }
 }
@@ -61,7 +68,7 @@ impl Actor for Sender {
             self.count = self.sent;
         }
         if self.sent == self.count {
-            let changed = tx.poll(now)?;
+            let changed = self.own_poll && tx.poll(now)?;
             let done = tx.in_flight() == 0 && tx.finish(now)?;
             let w = tx.take_work();
             if done {
@@ -71,7 +78,7 @@ impl Actor for Sender {
             return Ok((if changed { Step::Progress } else { Step::Wait }, w));
         }
         if self.one_at_a_time && self.shared.received.get() < self.sent {
-            let changed = tx.poll(now)?;
+            let changed = self.own_poll && tx.poll(now)?;
             let w = tx.take_work();
             return Ok((if changed { Step::Progress } else { Step::Wait }, w));
         }

@@ -16,8 +16,8 @@ pub mod sb_paper;
 pub mod sim;
 
 pub use preset::Testbed;
-pub use sim::SimError;
 use sim::context;
+pub use sim::SimError;
 
 use one::{measure, OneFigures, Setup};
 use resex_shim::transport::Kind;
@@ -195,13 +195,19 @@ pub fn run(
     let mut sync_us: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     for &b in &blocks {
         let s = setup(cfg.sb_bed, b, 64);
-        let v = context(sb_paper::status_byte_sync_us(&s, if cfg.quick { 20 } else { 200 }), || format!("sync, status-byte, {b} blocks"))?;
+        let v = context(
+            sb_paper::status_byte_sync_us(&s, if cfg.quick { 20 } else { 200 }),
+            || format!("sync, status-byte, {b} blocks"),
+        )?;
         sync_us
             .entry(Kind::StatusByte.to_string())
             .or_default()
             .push(v);
         tick(format!("sync, status-byte, {b} blocks"), progress);
-        let v = context(sb_paper::window_sync_us(&s, if cfg.quick { 20 } else { 100 }), || format!("sync, window, {b} blocks"))?;
+        let v = context(
+            sb_paper::window_sync_us(&s, if cfg.quick { 20 } else { 100 }),
+            || format!("sync, window, {b} blocks"),
+        )?;
         sync_us
             .entry(Kind::SlidingWindow.to_string())
             .or_default()
@@ -213,7 +219,10 @@ pub fn run(
     for &size in &msg_sizes {
         for kind in sb_kinds {
             let (lat_n, tput_n) = counts(size, cfg.quick);
-            let f = context(measure(kind, &setup(cfg.sb_bed, 3, size), lat_n, tput_n), || format!("{kind}, {size} B"))?;
+            let f = context(
+                measure(kind, &setup(cfg.sb_bed, 3, size), lat_n, tput_n),
+                || format!("{kind}, {size} B"),
+            )?;
             figs.entry(kind.to_string()).or_default().push(f);
             tick(format!("{kind}, {size} B"), progress);
         }
@@ -240,7 +249,10 @@ pub fn run(
         drop_pct: BTreeMap::new(),
     };
     for kind in sb_kinds {
-        let v = context(sb_paper::hold_series(kind, &setup(cfg.sb_bed, 3, hold_size), hold, bin_ns), || format!("hold, {kind}"))?;
+        let v = context(
+            sb_paper::hold_series(kind, &setup(cfg.sb_bed, 3, hold_size), hold, bin_ns),
+            || format!("hold, {kind}"),
+        )?;
         let mean = |a: usize, b: usize| v[a..b].iter().sum::<f64>() / (b - a).max(1) as f64;
         let (before, during) = (mean(1, 10), mean(11, 20));
         let drop = if before > 0.0 {
@@ -263,13 +275,19 @@ pub fn run(
         let (lat_n, tput_n) = counts(size, cfg.quick);
         let s = setup(cfg.hp_bed, buffers, size);
         for kind in hp_kinds {
-            let f = context(measure(kind, &s, lat_n, tput_n), || format!("one-to-one, {kind}, {size} B"))?;
+            let f = context(measure(kind, &s, lat_n, tput_n), || {
+                format!("one-to-one, {kind}, {size} B")
+            })?;
             hp.one_to_one.entry(kind.to_string()).or_default().push(f);
             tick(format!("one-to-one, {kind}, {size} B"), progress);
-            let b = context(hp_paper::incast(kind, &s, tput_n / 2 + 4, false), || format!("broadcast, {kind}, {size} B"))?;
+            let b = context(hp_paper::incast(kind, &s, tput_n / 2 + 4, false), || {
+                format!("broadcast, {kind}, {size} B")
+            })?;
             hp.broadcast.entry(kind.to_string()).or_default().push(b);
             tick(format!("broadcast, {kind}, {size} B"), progress);
-            let g = context(hp_paper::incast(kind, &s, tput_n / 2 + 4, true), || format!("gather, {kind}, {size} B"))?;
+            let g = context(hp_paper::incast(kind, &s, tput_n / 2 + 4, true), || {
+                format!("gather, {kind}, {size} B")
+            })?;
             let gf = &mut hp.gather;
             if kind == Kind::Hipower {
                 gf.hipower_cpu.push(g.master_cpu_ns);

@@ -43,7 +43,7 @@ pub fn status_byte_sync_us(s: &Setup, rounds: u32) -> Result<f64, SimError> {
     let mut syncer = Syncer { tx, left: rounds };
     run(&world, &mut [&mut syncer], 0)?;
     let st = syncer.tx.stats();
-    Ok(st.sync_ns as f64 / f64::from(st.syncs.max(1) as u32) / 1e3)
+    Ok(st.sync_ns as f64 / st.syncs.max(1) as f64 / 1e3)
 }
 
 /// Sliding-window synchronisation: the receiver's ACK until the sender's ACK thread moves the
@@ -82,12 +82,10 @@ struct HoldingReceiver {
 impl HoldingReceiver {
     fn act(&mut self, now: u64) -> Result<(), SimError> {
         match (&mut self.held, self.phase) {
-            (Held::Sb(r), 0) if now >= self.hold.from_ns => {
-                // The block is held once it is free (taken): its status becomes unavailable.
-                if r.status(self.hold.block)? == FREE {
-                    r.mark_unavailable(self.hold.block)?;
-                    self.phase = 1;
-                }
+            // The block is held once it is free (taken): its status becomes unavailable.
+            (Held::Sb(r), 0) if now >= self.hold.from_ns && r.status(self.hold.block)? == FREE => {
+                r.mark_unavailable(self.hold.block)?;
+                self.phase = 1;
             }
             (Held::Sb(r), 1) if now >= self.hold.to_ns => {
                 r.mark_available(self.hold.block)?;
@@ -130,8 +128,8 @@ impl Actor for HoldingReceiver {
         }
         // Wake for the schedule even when nothing arrives.
         let st = match self.phase {
-            0 => Step::SleepUntil(self.hold.from_ns.max(now + 1)),
-            1 => Step::SleepUntil(self.hold.to_ns.max(now + 1)),
+            0 => Step::WaitUntil(self.hold.from_ns.max(now + 1)),
+            1 => Step::WaitUntil(self.hold.to_ns.max(now + 1)),
             _ => Step::Wait,
         };
         Ok((st, w))

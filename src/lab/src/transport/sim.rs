@@ -182,7 +182,6 @@ pub fn run(
         let (step, work) = actors[i].step(now)?;
         // What the step posted is fetched now (its doorbell rang during the step).
         world.hca.poll(now);
-        if std::env::var_os("SIMDBG").is_some() { eprintln!("t={now} actor {i} -> {step:?} {work:?} due {:?}", world.hca.next_due_ns()); }
         let cost = world.cpu.cost(&work, world.charge_copies);
         let end = now + cost;
         cpu[i].work_ns += cost;
