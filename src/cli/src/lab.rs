@@ -20,6 +20,9 @@ pub enum LabCommand {
     Compare(CompareArgs),
     /// The DRUM paper's simulations: ADMM vs dual decomposition against the certified optimum.
     Drum(crate::lab_drum::DrumArgs),
+    /// The shim's transports in virtual time on a NIC model: status-byte vs sliding window
+    /// (Figs. 10, 12-15, 18) and HiPower vs CPWR (one-to-one, broadcast, gather).
+    Transport(crate::lab_transport::TransportArgs),
 }
 
 /// Options of `resex lab compare`.
@@ -127,6 +130,7 @@ pub fn run(c: LabCommand) -> Result<()> {
         LabCommand::Paper(a) => paper(&a),
         LabCommand::Compare(a) => crate::lab_compare::compare(&a),
         LabCommand::Drum(a) => crate::lab_drum::drum(&a),
+        LabCommand::Transport(a) => crate::lab_transport::transport(&a),
     }
 }
 

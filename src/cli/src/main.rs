@@ -15,6 +15,8 @@ mod lab_drum;
 mod lab_drum_plot;
 mod lab_plot;
 mod lab_tradeoff;
+mod lab_transport;
+mod lab_transport_plot;
 mod price;
 mod top;
 

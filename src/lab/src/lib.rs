@@ -15,6 +15,8 @@
 //! - [`result`]: what a run reports.
 //! - [`paper`]: the ResEx paper's experiments as lab runs.
 //! - [`compare`]: policies side by side on the same scenarios.
+//! - [`transport`]: the shim's transports on softhca in virtual time (status-byte, sliding
+//!   window, CPWR, HiPower), the papers' experiments.
 
 pub mod compare;
 pub mod driver;
@@ -24,6 +26,7 @@ pub mod host;
 pub mod paper;
 pub mod result;
 pub mod server;
+pub mod transport;
 pub mod vcpu;
 
 pub use host::{LabConfig, LabError, LabHost};

@@ -6,6 +6,7 @@
 //! - [`clock`]: the real monotonic clock or virtual time.
 //! - [`link`]: the link model (bandwidth per port and direction, MTU packets, round robin).
 //! - [`mr`]: memory regions (keys, page lists, rights, bounds).
+//! - [`nic`]: the NIC's own latencies (doorbell, DMA reads and writes, CQE writes).
 //! - [`objects`]: guests, CQs, QPs and work requests in flight.
 //! - [`hca`]: the HCA's state and one poll: fetch, transmit, execute, complete (a file each);
 //!   errors as error CQEs with flushes.
@@ -19,6 +20,7 @@ pub mod control;
 pub mod hca;
 pub mod link;
 pub mod mr;
+pub mod nic;
 pub mod objects;
 mod sched;
 pub mod thread;
@@ -27,8 +29,9 @@ pub use clock::{Clock, MonotonicClock, VirtualClock};
 pub use control::GuestPort;
 pub use link::{LinkConfig, PortId};
 pub use mr::GuestId;
+pub use nic::NicModel;
 pub use objects::QpStats;
-pub use thread::{HcaThread, PollOptions, Priority, StallSummary};
+pub use thread::{describe_polling, HcaThread, PollOptions, Priority, StallSummary};
 
 use hca::HcaState;
 use objects::Guest;

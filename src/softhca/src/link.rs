@@ -7,6 +7,7 @@
 //! Times are picoseconds (exact for the bandwidths used here: 8 Gb/s is 1 000 ps per byte,
 //! 100 Gb/s 80).
 
+use crate::nic::NicModel;
 use crate::sched::PortQueue;
 use resex_common::TxLimit;
 
@@ -21,6 +22,8 @@ pub struct LinkConfig {
     pub header_bytes: u32,
     /// One-way latency added to every packet (switch + propagation), ns.
     pub base_latency_ns: u64,
+    /// The NIC's own latencies (doorbell, DMA, CQE); zero: the wire only.
+    pub nic: NicModel,
 }
 
 /// The default link mirrors the ResEx testbed.
@@ -47,6 +50,7 @@ impl LinkConfig {
             mtu: 1024,
             header_bytes: 30,
             base_latency_ns: 1_000,
+            nic: NicModel::default(),
         }
     }
 
@@ -57,6 +61,7 @@ impl LinkConfig {
             mtu: 4096,
             header_bytes: 30,
             base_latency_ns: 600,
+            nic: NicModel::default(),
         }
     }
 

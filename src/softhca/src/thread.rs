@@ -72,6 +72,14 @@ struct StallCounters {
     longest_us: AtomicU64,
 }
 
+/// How [`SoftHca::spawn`]'s thread polls, in words (for benchmarks to print).
+pub fn describe_polling(idle_sleep: Duration) -> String {
+    format!(
+        "a thread of its own on the real clock, sleeping {SHORT_REST:?} to {idle_sleep:?} between \
+         polls (until the next completion is due while busy; {idle_sleep:?} once idle), never spinning"
+    )
+}
+
 /// The shortest rest between polls. The thread never yield-spins: on a host with few CPUs a
 /// thread that is always runnable starves the guests' cgroups (seen for seconds at a time on a
 /// 2-CPU machine), and the guests are what the HCA serves.

@@ -1,16 +1,36 @@
-//! Block transports over the shim.
+//! Block transports over the shim, as sans-IO state machines: each owns no thread, no clock
+//! and no waiting loop; the real-time driver ([`realtime`]) and the lab's virtual-time driver
+//! call the same code through [`BlockSender`] / [`BlockReceiver`].
 //!
 //! - [`status_byte`]: the status-byte mechanism (`papers/status-byte-rdma-transport.txt`,
 //!   section 3): one-sided writes of data and status byte, RDMA READ of the receiver's status
 //!   bytes when no free block is known, several tasks on one QP.
 //! - [`window`]: the sliding window it is measured against (WRITE with immediate into a ring,
-//!   head/tail, ACKs by SEND).
+//!   head/tail, ACKs by SEND, an ACK thread at the sender).
+//! - [`cpwr`]: confirming per work request (`papers/hipower-batched-confirmation.txt`'s
+//!   "Vanilla"): WRITE with immediate into a pool of buffers, one receive per message, the
+//!   reusable buffer named back by SEND.
+//! - [`hipower`]: HiPower's batched confirmation: plain WRITEs, bitmap0/bitmap1 on each side,
+//!   RDMA READs of the peer's bitmap, reuse in batches below a threshold, an end flag.
+//! - [`pair`]: both ends of any mechanism connected in one process;
+//! - [`traits`]: the transport trait; [`work`]: the CPU work a call did, counted;
+//!   [`realtime`]: the real-time driver (polling modes, waits).
 //!
-//! Both put the same 8-byte header at the start of a block: device number (1 byte), reserved
+//! All put the same 8-byte header at the start of a block: device number (1 byte), reserved
 //! (1), packet number (2, big-endian), payload length (4, big-endian).
 
+pub mod cpwr;
+pub mod hipower;
+pub mod pair;
+pub mod realtime;
 pub mod status_byte;
+pub mod traits;
 pub mod window;
+pub mod work;
+
+pub use realtime::Polling;
+pub use traits::{BlockReceiver, BlockSender, Kind};
+pub use work::Work;
 
 use crate::buffer::Buffer;
 use crate::provider::{CompletionQueue, Wc, WcStatus};
@@ -48,13 +68,14 @@ fn parse_header(h: &[u8; 8]) -> (u8, u16, u32) {
 
 /// Blocks of `block_size` bytes (header included) in one buffer: how both transports frame
 /// a message, and number each device's packets in the order they are filled.
-pub(crate) struct Framing {
+pub struct Framing {
     block_size: u64,
     packet: [u16; 256],
 }
 
 impl Framing {
-    pub(crate) fn new(block_size: u64) -> Self {
+    /// Framing for blocks of `block_size` bytes, header included.
+    pub fn new(block_size: u64) -> Self {
         Self {
             block_size,
             packet: [0; 256],
@@ -62,7 +83,7 @@ impl Framing {
     }
 
     /// Refuses a payload that does not fit a block.
-    pub(crate) fn check(&self, len: usize) -> Result<(), ShimError> {
+    pub fn check(&self, len: usize) -> Result<(), ShimError> {
         let cap = self.block_size.saturating_sub(HEADER);
         if len as u64 > cap {
             return Err(ShimError::Invalid(format!(
@@ -74,7 +95,7 @@ impl Framing {
 
     /// Writes header + `data` into block `block` of `buf` as the next packet of `dev`; returns
     /// the packet number and the bytes the block now holds (header included).
-    pub(crate) fn fill(
+    pub fn fill(
         &mut self,
         buf: &Buffer,
         block: u32,
@@ -92,7 +113,7 @@ impl Framing {
     }
 
     /// Reads block `block` of `buf` (written by a peer: its length is checked).
-    pub(crate) fn read(&self, buf: &Buffer, block: u32) -> Result<Message, ShimError> {
+    pub fn read(&self, buf: &Buffer, block: u32) -> Result<Message, ShimError> {
         let base = u64::from(block) * self.block_size;
         let mut h = [0u8; 8];
         buf.read(base, &mut h)?;
@@ -121,77 +142,4 @@ pub(crate) fn poll_ok(cq: &mut dyn CompletionQueue, wcs: &mut Vec<Wc>) -> Result
         }
     }
     Ok(())
-}
-
-/// How a transport waits for the device.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Polling {
-    /// Busy-poll (spinning, then yielding) for the whole wait, as RDMA applications do and as
-    /// the ResEx paper's BenchEx does: the VM's I/O rate then follows its CPU share, which is
-    /// what makes a CPU cap an I/O lever.
-    #[default]
-    Spin,
-    /// Poll hot for [`HOT_POLL`], then sleep between polls: many guests can share a few CPUs,
-    /// but a CPU cap no longer bounds a VM's I/O as tightly.
-    Adaptive,
-}
-
-impl std::fmt::Display for Polling {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Self::Spin => "spin",
-            Self::Adaptive => "adaptive",
-        })
-    }
-}
-
-impl std::str::FromStr for Polling {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "spin" => Ok(Self::Spin),
-            "adaptive" => Ok(Self::Adaptive),
-            _ => Err(format!("polling must be spin or adaptive, not {s:?}")),
-        }
-    }
-}
-
-/// How long [`spin`] polls hot (spinning, then yielding) before it starts to sleep between
-/// polls: longer than a small message's round trip, so latency-critical waits never sleep,
-/// while a wait for a large transfer does not burn a CPU that other guests need.
-pub(crate) const HOT_POLL: std::time::Duration = std::time::Duration::from_micros(200);
-
-/// Polls until `f` returns `Some`, or `timeout` passes: spins briefly, then yields; with
-/// [`Polling::Adaptive`], after [`HOT_POLL`] it sleeps between polls (an eighth of the time
-/// waited so far, 10 to 100 us).
-pub(crate) fn spin<T>(
-    timeout: std::time::Duration,
-    polling: Polling,
-    what: &str,
-    mut f: impl FnMut() -> Result<Option<T>, ShimError>,
-) -> Result<T, ShimError> {
-    use std::time::Duration;
-    let start = std::time::Instant::now();
-    let mut spins = 0u32;
-    loop {
-        if let Some(v) = f()? {
-            return Ok(v);
-        }
-        spins = spins.saturating_add(1);
-        if spins < 64 {
-            std::hint::spin_loop();
-            continue;
-        }
-        let waited = start.elapsed();
-        if waited > timeout {
-            return Err(ShimError::Timeout(format!("{what} after {timeout:?}")));
-        }
-        if polling == Polling::Spin || waited < HOT_POLL {
-            std::thread::yield_now();
-        } else {
-            let nap = (waited / 8).clamp(Duration::from_micros(10), Duration::from_micros(100));
-            std::thread::sleep(nap);
-        }
-    }
 }

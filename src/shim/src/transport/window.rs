@@ -2,16 +2,22 @@
 //! sender RDMA WRITEs with immediate into a ring of N receive blocks (the immediate names the
 //! block and length), tail advances per block; the receiver takes blocks in order from its
 //! receive CQ, processes them and returns an ACK by RDMA SEND, which moves the sender's head.
+//! As in the paper (section 4.2.1), the sender handles ACKs on a thread of its own: here the
+//! ACK side is [`BlockSender::poll`], which the lab runs as its own CPU and the real-time
+//! driver on its own thread ([`super::realtime::spawn_poller`]); with `ack_thread` off,
+//! `try_send` handles them itself.
+//!
+//! Hostile input: the immediate is checked against the ring, the block header by the framing,
+//! and an unexpected completion is an error, never a panic.
 
-use super::{poll_ok, spin, Framing, Message, Polling, HEADER};
+use super::status_byte::Config;
+use super::{poll_ok, BlockReceiver, BlockSender, Framing, Kind, Message, Work, HEADER};
 use crate::provider::{
     access, CompletionQueue, Mr, Provider, QpAddr, QpInit, QueuePair, RecvWr, RemoteAddr, SendOp,
     SendWr, Wc, WcOpcode,
 };
 use crate::ShimError;
-use std::time::Duration;
-
-pub use super::status_byte::Config;
+use std::collections::VecDeque;
 
 /// What the sender needs of the receiver.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,7 +46,7 @@ fn imm(block: u32, len: u32) -> u32 {
     (block << 24) | (len & 0x00ff_ffff)
 }
 
-/// The receiving side: the ring, a receive per block, ACKs by SEND.
+/// The receiving side: the ring, a receive per block, ACKs by SEND, in order.
 pub struct WindowReceiver {
     qp: Box<dyn QueuePair>,
     send_cq: Box<dyn CompletionQueue>,
@@ -51,6 +57,10 @@ pub struct WindowReceiver {
     framing: Framing,
     wcs: Vec<Wc>,
     acks_unreaped: u32,
+    /// ACKs withheld (block numbers, in order) while a block is held.
+    withheld: VecDeque<u32>,
+    holding: bool,
+    work: Work,
 }
 
 impl std::fmt::Debug for WindowReceiver {
@@ -90,6 +100,9 @@ impl WindowReceiver {
             framing: Framing::new(block_size),
             wcs: Vec::new(),
             acks_unreaped: 0,
+            withheld: VecDeque::new(),
+            holding: false,
+            work: Work::default(),
         })
     }
 
@@ -108,17 +121,53 @@ impl WindowReceiver {
         self.qp.connect(sender)
     }
 
+    /// Holds the next block taken (its ACK, and every later one, since ACKs go in order, is
+    /// withheld until [`Self::release`]): the paper's Fig. 18 retention.
+    pub fn hold(&mut self) {
+        self.holding = true;
+    }
+
+    /// Releases a held block: the withheld ACKs go out, in order.
+    pub fn release(&mut self) -> Result<(), ShimError> {
+        self.holding = false;
+        while let Some(block) = self.withheld.pop_front() {
+            self.ack(block)?;
+        }
+        Ok(())
+    }
+
+    fn ack(&mut self, block: u32) -> Result<(), ShimError> {
+        self.qp.post_recv(&[RecvWr {
+            wr_id: u64::from(block),
+            sges: &[],
+        }])?;
+        let ack = block.to_be_bytes();
+        self.qp.post_send(&[SendWr {
+            wr_id: u64::from(block),
+            op: SendOp::Send,
+            sges: &[],
+            inline: Some(&ack),
+            signaled: true,
+        }])?;
+        self.work.post(1);
+        self.work.post(1);
+        self.acks_unreaped += 1;
+        Ok(())
+    }
+
     /// The next block, if one arrived: copied out, its receive re-posted, its ACK sent.
     pub fn try_recv(&mut self) -> Result<Option<Message>, ShimError> {
         // Keep the ACK send queue drained.
         if self.acks_unreaped > 0 {
             poll_ok(&mut *self.send_cq, &mut self.wcs)?;
+            self.work.poll(self.wcs.len());
             self.acks_unreaped = self
                 .acks_unreaped
                 .saturating_sub(u32::try_from(self.wcs.len()).unwrap_or(0));
         }
         self.wcs.clear();
         self.recv_cq.poll(&mut self.wcs, 1)?;
+        self.work.poll(self.wcs.len());
         let Some(wc) = self.wcs.first().copied() else {
             return Ok(None);
         };
@@ -131,8 +180,7 @@ impl WindowReceiver {
         if wc.opcode != WcOpcode::RecvWriteImm {
             return Err(ShimError::Invalid("unexpected receive completion".into()));
         }
-        let imm = wc.imm.unwrap_or(0);
-        let block = imm >> 24;
+        let block = wc.imm.unwrap_or(0) >> 24;
         if block >= self.n {
             return Err(ShimError::Invalid(format!(
                 "immediate names block {block} of {}",
@@ -140,27 +188,27 @@ impl WindowReceiver {
             )));
         }
         let message = self.framing.read(&self.ring.buf, block)?;
-        self.qp.post_recv(&[RecvWr {
-            wr_id: wc.wr_id,
-            sges: &[],
-        }])?;
-        let ack = block.to_be_bytes();
-        self.qp.post_send(&[SendWr {
-            wr_id: u64::from(block),
-            op: SendOp::Send,
-            sges: &[],
-            inline: Some(&ack),
-            signaled: true,
-        }])?;
-        self.acks_unreaped += 1;
+        self.work.copy(HEADER + message.data.len() as u64);
+        if self.holding || !self.withheld.is_empty() {
+            self.withheld.push_back(block);
+        } else {
+            self.ack(block)?;
+        }
         Ok(Some(message))
     }
+}
 
-    /// Waits for the next block.
-    pub fn recv(&mut self, timeout: Duration) -> Result<Message, ShimError> {
-        spin(timeout, Polling::Spin, "waiting for a block", || {
-            self.try_recv()
-        })
+impl BlockReceiver for WindowReceiver {
+    fn kind(&self) -> Kind {
+        Kind::SlidingWindow
+    }
+
+    fn try_recv(&mut self, _now_ns: u64) -> Result<Option<Message>, ShimError> {
+        WindowReceiver::try_recv(self)
+    }
+
+    fn take_work(&mut self) -> Work {
+        self.work.take()
     }
 }
 
@@ -177,9 +225,10 @@ pub struct WindowSender {
     unreaped: u64,
     framing: Framing,
     wcs: Vec<Wc>,
-    timeout: Duration,
+    ack_thread: bool,
     /// ACKs processed.
     pub acks_seen: u64,
+    work: Work,
 }
 
 impl std::fmt::Debug for WindowSender {
@@ -193,16 +242,34 @@ impl std::fmt::Debug for WindowSender {
 }
 
 impl WindowSender {
-    /// Allocates send blocks and ACK buffers, posts a receive per ACK, connects.
-    pub fn connect(p: &dyn Provider, cfg: &Config, remote: Endpoint) -> Result<Self, ShimError> {
+    /// Allocates send blocks and ACK buffers, posts a receive per ACK, connects. With
+    /// `ack_thread`, ACKs are handled only by [`BlockSender::poll`] (the ACK thread's work).
+    pub fn connect(
+        p: &dyn Provider,
+        cfg: &Config,
+        remote: Endpoint,
+        ack_thread: bool,
+    ) -> Result<Self, ShimError> {
         let n = remote.n;
+        if n == 0 || n > 255 || remote.block_size < HEADER {
+            return Err(ShimError::Invalid(
+                "receiver endpoint has no usable ring".into(),
+            ));
+        }
         let send = p.alloc(remote.block_size * u64::from(n))?;
         let send = p.reg_mr(&send, access::LOCAL_WRITE)?;
         let acks = p.alloc(4 * u64::from(n))?;
         let acks = p.reg_mr(&acks, access::LOCAL_WRITE)?;
         let send_cq = p.create_cq(n + 4)?;
         let recv_cq = p.create_cq(n + 4)?;
-        let mut qp = p.create_qp(&qp_init(cfg), send_cq.cqn(), recv_cq.cqn())?;
+        let init = QpInit {
+            max_send_wr: n + 2,
+            max_recv_wr: n,
+            max_recv_sge: 1,
+            max_inline: 16,
+            path_mtu: cfg.path_mtu,
+        };
+        let mut qp = p.create_qp(&init, send_cq.cqn(), recv_cq.cqn())?;
         for k in 0..n {
             let sge = acks.sge(4 * u64::from(k), 4);
             qp.post_recv(&[RecvWr {
@@ -223,8 +290,9 @@ impl WindowSender {
             unreaped: 0,
             framing: Framing::new(remote.block_size),
             wcs: Vec::new(),
-            timeout: cfg.timeout,
+            ack_thread,
             acks_seen: 0,
+            work: Work::default(),
         })
     }
 
@@ -238,38 +306,58 @@ impl WindowSender {
         self.tail - self.head
     }
 
-    /// Processes ACKs (each frees the oldest block, in order) and send completions.
-    pub fn poll_acks(&mut self) -> Result<(), ShimError> {
-        if self.unreaped > 0 {
-            poll_ok(&mut *self.send_cq, &mut self.wcs)?;
-            self.unreaped = self.unreaped.saturating_sub(self.wcs.len() as u64);
-        }
+    /// Processes ACKs: each frees the oldest block, in order. True if any arrived.
+    pub fn poll_acks(&mut self) -> Result<bool, ShimError> {
         poll_ok(&mut *self.recv_cq, &mut self.wcs)?;
+        self.work.poll(self.wcs.len());
         let acked: Vec<u64> = self.wcs.iter().map(|w| w.wr_id).collect();
-        for wr_id in acked {
-            let sge = self.acks.sge(4 * wr_id, 4);
+        for wr_id in &acked {
+            // Our own receive's id: bounded by the ring (the device echoes what we posted).
+            let slot = wr_id % u64::from(self.remote.n);
+            let sge = self.acks.sge(4 * slot, 4);
             self.qp.post_recv(&[RecvWr {
-                wr_id,
+                wr_id: slot,
                 sges: &[sge],
             }])?;
-            self.head += 1;
+            self.work.post(1);
+            // An ACK beyond what was sent (a hostile receiver) moves nothing.
+            if self.head < self.tail {
+                self.head += 1;
+            }
             self.acks_seen += 1;
+        }
+        Ok(!acked.is_empty())
+    }
+
+    fn reap_sends(&mut self) -> Result<(), ShimError> {
+        if self.unreaped > 0 {
+            poll_ok(&mut *self.send_cq, &mut self.wcs)?;
+            self.work.poll(self.wcs.len());
+            self.unreaped = self.unreaped.saturating_sub(self.wcs.len() as u64);
         }
         Ok(())
     }
+}
 
-    /// Sends `data` as the next packet of `dev` into the block at the tail; waits (processing
-    /// ACKs) while the window is full.
-    pub fn send(&mut self, dev: u8, data: &[u8]) -> Result<u16, ShimError> {
+impl BlockSender for WindowSender {
+    fn kind(&self) -> Kind {
+        Kind::SlidingWindow
+    }
+
+    /// Sends into the block at the tail if the window has room.
+    fn try_send(&mut self, _now_ns: u64, dev: u8, data: &[u8]) -> Result<Option<u16>, ShimError> {
         self.framing.check(data.len())?;
         let n = u64::from(self.remote.n);
-        let timeout = self.timeout;
-        spin(timeout, Polling::Spin, "waiting for an ACK", || {
+        if !self.ack_thread {
             self.poll_acks()?;
-            Ok((self.tail - self.head < n && self.unreaped < n).then_some(()))
-        })?;
+        }
+        self.reap_sends()?;
+        if self.tail - self.head >= n || self.unreaped >= n {
+            return Ok(None);
+        }
         let block = u32::try_from(self.tail % n).unwrap_or(0);
         let (packet, bytes) = self.framing.fill(&self.send.buf, block, dev, data)?;
+        self.work.copy(u64::from(bytes));
         let base = u64::from(block) * self.remote.block_size;
         let sge = self.send.sge(base, bytes);
         self.qp.post_send(&[SendWr {
@@ -285,17 +373,22 @@ impl WindowSender {
             inline: None,
             signaled: true,
         }])?;
+        self.work.post(1);
         self.unreaped += 1;
         self.tail += 1;
-        Ok(packet)
+        Ok(Some(packet))
     }
 
-    /// Waits until every block is acknowledged.
-    pub fn flush(&mut self) -> Result<(), ShimError> {
-        let timeout = self.timeout;
-        spin(timeout, Polling::Spin, "waiting for the last ACKs", || {
-            self.poll_acks()?;
-            Ok((self.head == self.tail).then_some(()))
-        })
+    /// The ACK thread's work.
+    fn poll(&mut self, _now_ns: u64) -> Result<bool, ShimError> {
+        self.poll_acks()
+    }
+
+    fn in_flight(&self) -> u64 {
+        self.tail - self.head
+    }
+
+    fn take_work(&mut self) -> Work {
+        self.work.take()
     }
 }

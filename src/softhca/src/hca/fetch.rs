@@ -35,7 +35,7 @@ impl HcaState {
         };
         // The WQEs were written before the doorbell: read them after it.
         fence(Ordering::Acquire);
-        for _ in 0..FETCH_BUDGET {
+        for k in 0..FETCH_BUDGET as u64 {
             let q = &self.qps[&qpn];
             let pending = u32::from(pi.wrapping_sub(index16(q.sq_ci)));
             if pending == 0 {
@@ -46,7 +46,7 @@ impl HcaState {
                 self.fail_at_fetch(qpn, now, syndrome::LOCAL_QP_OP, 1);
                 break;
             }
-            match self.fetch_one(qpn, &*g.mem, pending, now) {
+            match self.fetch_one(qpn, &*g.mem, pending, now, k) {
                 Ok(wr) => {
                     let q = self.qps.get_mut(&qpn).expect("qp exists");
                     q.sq_ci = q.sq_ci.wrapping_add(wr.bbs);
@@ -83,6 +83,7 @@ impl HcaState {
         mem: &dyn GuestMemory,
         pending: u32,
         now: u64,
+        k: u64,
     ) -> Result<Wr, (Syndrome, u32)> {
         let q = &self.qps[&qpn];
         let slot = u64::from(q.sq_ci & (q.sq_cnt - 1)) * SEND_WQE_BB;
@@ -148,6 +149,13 @@ impl HcaState {
             _ => (packets(len, q.mtu), 0),
         };
         let raddr = wqe.raddr.unwrap_or_default();
+        // The NIC model: doorbell, WQE fetch, the chain's processing, the payload's DMA read.
+        let gathered = inline.is_none() && !is_read && len > 0;
+        let ready_ps = if opcode == send_op::NOP {
+            now
+        } else {
+            self.link.config().nic.ready_ps(now, k, gathered)
+        };
         Ok(Wr {
             index: ctrl.wqe_index,
             bbs,
@@ -163,7 +171,7 @@ impl HcaState {
             req_sent: 0,
             resp_pkts,
             resp_sent: 0,
-            ready_ps: now,
+            ready_ps,
             req_arrived_ps: None,
             done_ps: (opcode == send_op::NOP).then_some(now),
             ack_ps: (opcode == send_op::NOP).then_some(now),

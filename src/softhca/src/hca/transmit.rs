@@ -30,6 +30,7 @@ impl HcaState {
 
     pub(super) fn transmit(&mut self, now: u64) {
         let base = self.link.config().base_ps();
+        let nic = self.link.config().nic;
         for _ in 0..PACKET_BUDGET {
             let Some((port, (qpn, dir))) = self.link.next_port(now) else {
                 break;
@@ -101,10 +102,13 @@ impl HcaState {
                     if w.req_sent == w.req_pkts {
                         w.req_arrived_ps = Some(sent.arrived_ps);
                         if w.opcode == send_op::RDMA_READ {
-                            self.resp_pending.insert((sent.arrived_ps, qpn));
+                            // The responder's DMA read: the response is ready after it.
+                            let ready = sent.arrived_ps + nic.read_response_ps();
+                            w.req_arrived_ps = Some(ready);
+                            self.resp_pending.insert((ready, qpn));
                         } else {
-                            w.done_ps = Some(sent.arrived_ps);
-                            w.ack_ps = Some(sent.arrived_ps + base);
+                            w.done_ps = Some(sent.arrived_ps + nic.dma_write_ps());
+                            w.ack_ps = Some(sent.arrived_ps + base + nic.cqe_write_ps());
                         }
                     }
                 }
@@ -114,8 +118,9 @@ impl HcaState {
                     let sent = self.link.send(port, home, payload, ready, true);
                     w.resp_sent += 1;
                     if w.resp_sent == w.resp_pkts {
-                        w.done_ps = Some(sent.arrived_ps);
-                        w.ack_ps = Some(sent.arrived_ps);
+                        let landed = sent.arrived_ps + nic.dma_write_ps();
+                        w.done_ps = Some(landed);
+                        w.ack_ps = Some(landed + nic.cqe_write_ps());
                     }
                 }
             }

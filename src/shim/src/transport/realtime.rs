@@ -1,0 +1,241 @@
+//! The real-time driver: runs the transports' state machines on the monotonic clock, waiting by
+//! polling (spinning, yielding, and with [`Polling::Adaptive`] sleeping) until they can go on.
+//! The only place in the transports that reads a clock or waits.
+
+use super::{BlockReceiver, BlockSender, Message};
+use crate::ShimError;
+use std::time::{Duration, Instant};
+
+/// How a transport waits for the device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Polling {
+    /// Busy-poll (spinning, then yielding) for the whole wait, as RDMA applications do and as
+    /// the ResEx paper's BenchEx does: the VM's I/O rate then follows its CPU share, which is
+    /// what makes a CPU cap an I/O lever.
+    #[default]
+    Spin,
+    /// Poll hot for [`HOT_POLL`], then sleep between polls: many guests can share a few CPUs,
+    /// but a CPU cap no longer bounds a VM's I/O as tightly.
+    Adaptive,
+}
+
+impl std::fmt::Display for Polling {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Spin => "spin",
+            Self::Adaptive => "adaptive",
+        })
+    }
+}
+
+impl std::str::FromStr for Polling {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "spin" => Ok(Self::Spin),
+            "adaptive" => Ok(Self::Adaptive),
+            _ => Err(format!("polling must be spin or adaptive, not {s:?}")),
+        }
+    }
+}
+
+/// How long [`spin`] polls hot (spinning, then yielding) before it starts to sleep between
+/// polls: longer than a small message's round trip, so latency-critical waits never sleep,
+/// while a wait for a large transfer does not burn a CPU that other guests need.
+pub const HOT_POLL: Duration = Duration::from_micros(200);
+
+/// Polls until `f` returns `Some`, or `timeout` passes: spins briefly, then yields; with
+/// [`Polling::Adaptive`], after [`HOT_POLL`] it sleeps between polls (an eighth of the time
+/// waited so far, 10 to 100 us).
+pub fn spin<T>(
+    timeout: Duration,
+    polling: Polling,
+    what: &str,
+    mut f: impl FnMut() -> Result<Option<T>, ShimError>,
+) -> Result<T, ShimError> {
+    let start = Instant::now();
+    let mut spins = 0u32;
+    loop {
+        if let Some(v) = f()? {
+            return Ok(v);
+        }
+        spins = spins.saturating_add(1);
+        if spins < 64 {
+            std::hint::spin_loop();
+            continue;
+        }
+        let waited = start.elapsed();
+        if waited > timeout {
+            return Err(ShimError::Timeout(format!("{what} after {timeout:?}")));
+        }
+        if polling == Polling::Spin || waited < HOT_POLL {
+            std::thread::yield_now();
+        } else {
+            let nap = (waited / 8).clamp(Duration::from_micros(10), Duration::from_micros(100));
+            std::thread::sleep(nap);
+        }
+    }
+}
+
+/// The monotonic clock the state machines are given, in ns since the driver's origin.
+#[derive(Debug, Clone, Copy)]
+pub struct RealClock(Instant);
+
+impl RealClock {
+    /// A clock whose zero is now.
+    pub fn new() -> Self {
+        Self(Instant::now())
+    }
+
+    /// ns since the origin.
+    pub fn now_ns(&self) -> u64 {
+        u64::try_from(self.0.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+}
+
+impl Default for RealClock {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Waits (polling) until `tx` takes `data`; returns its packet number.
+pub fn send(
+    tx: &mut dyn BlockSender,
+    clock: &RealClock,
+    dev: u8,
+    data: &[u8],
+    timeout: Duration,
+    polling: Polling,
+) -> Result<u16, ShimError> {
+    spin(timeout, polling, "waiting for a free block", || {
+        tx.try_send(clock.now_ns(), dev, data)
+    })
+}
+
+/// Waits (polling) for the next message of `rx`.
+pub fn recv(
+    rx: &mut dyn BlockReceiver,
+    clock: &RealClock,
+    timeout: Duration,
+    polling: Polling,
+) -> Result<Message, ShimError> {
+    spin(timeout, polling, "waiting for a block", || {
+        rx.try_recv(clock.now_ns())
+    })
+}
+
+/// Waits (polling) until every block `tx` sent is known reusable.
+pub fn flush(
+    tx: &mut dyn BlockSender,
+    clock: &RealClock,
+    timeout: Duration,
+    polling: Polling,
+) -> Result<(), ShimError> {
+    spin(
+        timeout,
+        polling,
+        "waiting for the last confirmations",
+        || {
+            tx.poll(clock.now_ns())?;
+            Ok((tx.in_flight() == 0).then_some(()))
+        },
+    )
+}
+
+/// Like [`send`] for a sender shared with a [`Poller`]: the lock is taken per attempt.
+pub fn send_shared<S: BlockSender + ?Sized>(
+    tx: &std::sync::Mutex<Box<S>>,
+    clock: &RealClock,
+    dev: u8,
+    data: &[u8],
+    timeout: Duration,
+    polling: Polling,
+) -> Result<u16, ShimError> {
+    spin(timeout, polling, "waiting for a free block", || {
+        let mut g = tx.lock().unwrap_or_else(|p| p.into_inner());
+        g.try_send(clock.now_ns(), dev, data)
+    })
+}
+
+/// Like [`flush`] for a sender shared with a [`Poller`].
+pub fn flush_shared<S: BlockSender + ?Sized>(
+    tx: &std::sync::Mutex<Box<S>>,
+    clock: &RealClock,
+    timeout: Duration,
+    polling: Polling,
+) -> Result<(), ShimError> {
+    spin(
+        timeout,
+        polling,
+        "waiting for the last confirmations",
+        || {
+            let mut g = tx.lock().unwrap_or_else(|p| p.into_inner());
+            g.poll(clock.now_ns())?;
+            Ok((g.in_flight() == 0).then_some(()))
+        },
+    )
+}
+
+/// A thread that calls a sender's [`BlockSender::poll`] until dropped: the sliding window's
+/// ACK thread on the real clock. It yields between polls (a dedicated polling thread, as the
+/// paper's); an error ends it and is returned by [`Poller::stop`].
+pub struct Poller {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    handle: Option<std::thread::JoinHandle<Result<(), ShimError>>>,
+}
+
+impl std::fmt::Debug for Poller {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Poller")
+    }
+}
+
+/// Starts a [`Poller`] on `tx`.
+pub fn spawn_poller<S: BlockSender + ?Sized + 'static>(
+    tx: std::sync::Arc<std::sync::Mutex<Box<S>>>,
+    clock: RealClock,
+) -> Result<Poller, ShimError> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let flag = stop.clone();
+    let handle = std::thread::Builder::new()
+        .name("ack-poller".into())
+        .spawn(move || {
+            while !flag.load(Ordering::Acquire) {
+                tx.lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .poll(clock.now_ns())?;
+                std::thread::yield_now();
+            }
+            Ok(())
+        })
+        .map_err(|e| ShimError::Unavailable(format!("spawning the ACK thread: {e}")))?;
+    Ok(Poller {
+        stop,
+        handle: Some(handle),
+    })
+}
+
+impl Poller {
+    /// Stops the thread and returns how it ended.
+    pub fn stop(mut self) -> Result<(), ShimError> {
+        self.halt()
+    }
+
+    fn halt(&mut self) -> Result<(), ShimError> {
+        self.stop.store(true, std::sync::atomic::Ordering::Release);
+        match self.handle.take().map(|h| h.join()) {
+            Some(Ok(r)) => r,
+            Some(Err(_)) => Err(ShimError::Invalid("the ACK thread panicked".into())),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for Poller {
+    fn drop(&mut self) {
+        let _ = self.halt();
+    }
+}
