@@ -61,7 +61,7 @@ impl Solver {
         let mut utility = 0.0;
         for &(j, v) in &sc.ins {
             st.x[j as usize] = v;
-            utility += fair(self.model.params.alpha, v);
+            utility += self.w[j as usize] * fair(self.model.params.alpha, v);
         }
         (utility, stationarity_sq)
     }
@@ -81,6 +81,7 @@ impl Solver {
     ) -> f64 {
         let p = self.model.params;
         let (a, reach, inv_a) = (&self.model.a, &self.reach, &self.inv_a);
+        let (sv, w) = (&self.s, &self.w);
         let inv_rho = 1.0 / p.rho;
         let (z, old_top, old_mu) = (&st.z, &st.top, st.mu_x);
         run_chunks(par, &mut sc.chunks, &mut st.x, |lo, xs, cs| {
@@ -101,18 +102,18 @@ impl Solver {
                     }
                     cs.sums.stationarity_sq += d * d;
                 }
-                let s = p.rho * aj * aj;
+                let s = sv[j];
                 // x_hat without a division: (z - (u + mu / a) / rho) / a.
                 let ia = inv_a[j];
                 let xh = (z[j] - (u[j] + mu * ia) * inv_rho) * ia;
                 let out = outside(xh);
                 *xj = out;
                 cs.sums.sum += out;
-                if !fixed && gain_bound(p.alpha, xh, s, reach[j]) >= cs.top.threshold() {
+                if !fixed && w[j] * gain_bound(p.alpha, xh, s, reach[j]) >= cs.top.threshold() {
                     let xin = inside(p.alpha, xh, s);
                     #[allow(clippy::cast_possible_truncation)]
                     cs.top.offer(Cand {
-                        key: gain(p.alpha, xh, s, xin),
+                        key: w[j] * gain(p.alpha, xh, s, xin),
                         idx: j as u32,
                         val: xin,
                     });
@@ -124,8 +125,7 @@ impl Solver {
         if fixed {
             for &j in &sc.select {
                 let j = j as usize;
-                let s = p.rho * a[j] * a[j];
-                let xin = inside(p.alpha, x_hat(p.rho, a[j], st.z[j], u[j], mu), s);
+                let xin = inside(p.alpha, x_hat(p.rho, a[j], st.z[j], u[j], mu), self.s[j]);
                 sum += xin - st.x[j];
                 #[allow(clippy::cast_possible_truncation)]
                 sc.ins.push((j as u32, xin));
@@ -172,8 +172,7 @@ impl Solver {
         let mut sum = sc.total().sum;
         for &j in &sc.select {
             let j = j as usize;
-            let s = p.rho * a[j] * a[j];
-            sum += inside(p.alpha, x_hat(p.rho, a[j], st.z[j], u[j], mu), s);
+            sum += inside(p.alpha, x_hat(p.rho, a[j], st.z[j], u[j], mu), self.s[j]);
         }
         sum
     }

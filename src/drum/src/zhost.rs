@@ -137,6 +137,7 @@ impl Solver {
         ZKernel {
             a: &self.model.a,
             inv_a: &self.inv_a,
+            wexp: &self.wexp,
             beta: p.beta,
             rho: p.rho,
             mu,
@@ -195,6 +196,7 @@ fn model_step(s: f64, slope: f64, curv: f64) -> f64 {
 pub(crate) struct ZKernel<'a> {
     a: &'a [f64],
     inv_a: &'a [f64],
+    wexp: &'a [f64],
     beta: f64,
     rho: f64,
     mu: f64,
@@ -233,10 +235,10 @@ pub(crate) fn z_app(
     s.z_sq += z * z;
     let xr = z * k.inv_a[j];
     s.recovered_x += xr;
-    if xr > rtop.threshold() {
+    if xr * k.wexp[j] > rtop.threshold() {
         #[allow(clippy::cast_possible_truncation)]
         rtop.offer(Cand {
-            key: xr,
+            key: xr * k.wexp[j],
             idx: j as u32,
             val: 0.0,
         });
