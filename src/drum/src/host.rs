@@ -223,10 +223,14 @@ impl Solver {
             }
         }
         if let Some(j) = a.iter().position(|v| !(v.is_finite() && *v > 0.0)) {
-            return Err(DrumError::Invalid(format!("a_{j} must be a positive number")));
+            return Err(DrumError::Invalid(format!(
+                "a_{j} must be a positive number"
+            )));
         }
         if let Some(j) = w.iter().position(|v| !(v.is_finite() && *v > 0.0)) {
-            return Err(DrumError::Invalid(format!("w_{j} must be a positive number")));
+            return Err(DrumError::Invalid(format!(
+                "w_{j} must be a positive number"
+            )));
         }
         self.model.a.copy_from_slice(a);
         self.w.copy_from_slice(w);

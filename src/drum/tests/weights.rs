@@ -47,7 +47,11 @@ fn weights_two_to_one_split_the_x_capacity_four_to_one() {
     assert!((st.x[0] - 0.8).abs() < 1e-3, "{:?}", st.x);
     assert!((st.x[1] - 0.2).abs() < 1e-3, "{:?}", st.x);
     // z = A x at convergence.
-    assert!((st.z[0] - 0.8).abs() < 1e-3 && (st.z[1] - 0.4).abs() < 1e-3, "{:?}", st.z);
+    assert!(
+        (st.z[0] - 0.8).abs() < 1e-3 && (st.z[1] - 0.4).abs() < 1e-3,
+        "{:?}",
+        st.z
+    );
 }
 
 #[test]
@@ -58,7 +62,11 @@ fn equal_weights_split_equally_and_the_z_capacity_can_bind() {
     // mu = 0.451, lambda = 0.644, both >= 0: it is the optimum.
     let mut solver = Solver::new(Model::new(params(2, 1.0, 100.0), vec![1.0, 4.0]).unwrap());
     let st = solve(&solver, 300);
-    assert!((st.x[0] - 0.5).abs() < 1e-3 && (st.x[1] - 0.5).abs() < 1e-3, "{:?}", st.x);
+    assert!(
+        (st.x[0] - 0.5).abs() < 1e-3 && (st.x[1] - 0.5).abs() < 1e-3,
+        "{:?}",
+        st.x
+    );
     solver = Solver::new(Model::new(params(2, 1.0, 1.5), vec![1.0, 4.0]).unwrap());
     let st = solve(&solver, 1000);
     assert!((st.x[0] - 5.0 / 6.0).abs() < 2e-3, "{:?}", st.x);
