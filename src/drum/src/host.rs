@@ -302,7 +302,8 @@ impl Solver {
         }
         let p = self.model.params;
         let (utility, stationarity_sq, first) =
-            if p.selection == Selection::Rates && st.iteration > 0 && self.fuse {
+            // Fused only while the x capacity was slack: when it binds the pass is redone.
+            if p.selection == Selection::Rates && st.iteration > 0 && self.fuse && st.mu_x == 0.0 {
                 let f = self.fused_pass(st, &b.u, sc, par);
                 if f.sum_x <= p.x_capacity * (1.0 + 1e-12) {
                     st.mu_x = 0.0;

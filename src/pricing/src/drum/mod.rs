@@ -35,7 +35,6 @@ use crate::policy::{Ctx, Policy};
 use crate::types::{CapReason, TxLimit, TxReason, VmId};
 use config::{DrumConfig, RateAs};
 use host::{DrumHost, Shape, VmInput};
-use std::collections::BTreeMap;
 
 /// What the policy tracks of one VM.
 #[derive(Debug, Clone, Copy, Default)]
@@ -59,7 +58,8 @@ pub struct Drum {
     lever: Lever,
     per_period: u64,
     timeout_intervals: u64,
-    tracks: BTreeMap<VmId, Track>,
+    /// One per account, in the accounts' (id) order.
+    tracks: Vec<(VmId, Track)>,
     host: DrumHost,
     inputs: Vec<VmInput>,
     /// Solves that failed (a bug: inputs are validated); every VM is released when one does.
@@ -75,7 +75,7 @@ impl Drum {
             lever,
             per_period: per_period.max(1),
             timeout_intervals,
-            tracks: BTreeMap::new(),
+            tracks: Vec::new(),
             host: DrumHost::default(),
             inputs: Vec::new(),
             failures: 0,
@@ -92,18 +92,36 @@ impl Drum {
         self.failures
     }
 
+    /// Makes `tracks` one per account, in order (VMs that stay keep theirs): only when the VM
+    /// set changed.
+    fn sync(&mut self, accounts: &[Account]) {
+        let same = self.tracks.len() == accounts.len()
+            && self.tracks.iter().zip(accounts).all(|(t, a)| t.0 == a.id());
+        if same {
+            return;
+        }
+        let old = std::mem::take(&mut self.tracks);
+        self.tracks = accounts
+            .iter()
+            .map(|a| {
+                let t = old
+                    .binary_search_by_key(&a.id(), |t| t.0)
+                    .map_or_else(|_| Track::default(), |i| old[i].1);
+                (a.id(), t)
+            })
+            .collect();
+    }
+
     /// Updates every VM's demand and a_j from the period; fills `self.inputs` with the active
     /// VMs; returns the z capacity (CPUs).
     fn measure(&mut self, ctx: &Ctx<'_>, accounts: &[Account]) -> f64 {
+        self.sync(accounts);
         let c = &self.cfg;
         let period_s = (self.per_period * ctx.cfg.ledger.interval_ms) as f64 / 1000.0;
         let link_bits = (ctx.link_bps * period_s).max(1.0);
-        self.tracks
-            .retain(|id, _| accounts.binary_search_by_key(id, Account::id).is_ok());
         self.inputs.clear();
         let mut vcpus = 0.0;
-        for acc in accounts {
-            let t = self.tracks.entry(acc.id()).or_default();
+        for (acc, (_, t)) in accounts.iter().zip(&mut self.tracks) {
             let rate = t.bytes as f64 * 8.0 / link_bits;
             let cpu = t.cpu_sum / self.per_period as f64 / 100.0;
             t.demand = rate.max(t.demand * c.demand_memory);
@@ -168,8 +186,8 @@ impl Policy for Drum {
     }
 
     fn price(&mut self, ctx: &Ctx<'_>, accounts: &mut [Account]) {
-        for acc in accounts.iter_mut() {
-            let t = self.tracks.entry(acc.id()).or_default();
+        self.sync(accounts);
+        for (acc, (_, t)) in accounts.iter_mut().zip(&mut self.tracks) {
             t.bytes = t.bytes.saturating_add(acc.bytes);
             t.cpu_sum += acc.cpu_pct;
             if acc.report.is_some_and(|r| valid_report(&r, 1)) {
