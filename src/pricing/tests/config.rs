@@ -41,6 +41,7 @@ fn every_key_is_explained_in_the_policies_readme() {
         "freemarket-rate.toml",
         "ioshares-rate.toml",
         "drum.toml",
+        "drum-rate.toml",
     ] {
         for line in shipped(file).lines() {
             let line = line.trim();
@@ -66,6 +67,7 @@ fn the_variants_differ_from_the_defaults_in_one_key() {
     for (file, kind) in [
         ("freemarket-rate.toml", PolicyKind::Freemarket),
         ("ioshares-rate.toml", PolicyKind::Ioshares),
+        ("drum-rate.toml", PolicyKind::Drum),
     ] {
         let cfg = PolicyConfig::from_toml(&shipped(file)).unwrap();
         let mut want = PolicyConfig::defaults(kind);

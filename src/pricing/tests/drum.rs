@@ -4,7 +4,8 @@ use resex_pricing::{
     CapReason, Engine, IntervalInput, PolicyConfig, TxLimit, TxReason, VmId, VmSpec, VmUsage,
 };
 
-/// A 1 GB/s (8 Gb/s) link, 1 ms intervals, 10 ms periods, a negligible latency utility.
+/// A 1 GB/s (8 Gb/s) link, 1 ms intervals, 10 ms periods, 2 CPUs for CQ service, a negligible
+/// latency utility.
 fn config(lever: &str) -> PolicyConfig {
     PolicyConfig::from_toml(&format!(
         r#"
@@ -15,6 +16,7 @@ link_bytes_per_sec = 1000000000
 [drum]
 beta = 1e-9
 iterations = 400
+cpu_capacity_pct = 200.0
 "#
     ))
     .unwrap()
@@ -69,7 +71,7 @@ fn run(lever: &str) -> (Vec<(VmId, f64, CapReason)>, Vec<(VmId, TxLimit, TxReaso
 
 #[test]
 fn two_vms_split_the_link_where_both_capacities_bind() {
-    // a = (1, 10), C = 2 CPUs (the two active VMs' vCPUs; VM 3 is idle), Q = 1:
+    // a = (1, 10), C = 2 CPUs (VM 3 is idle), Q = 1:
     // max 2 sqrt(x1) + 2 sqrt(x2), x1 + x2 <= 1, x1 + 10 x2 <= 2. Both bind: x = (8/9, 1/9),
     // z = (8/9, 10/9); the prices 1/sqrt(x_j) = lambda + a_j mu give mu = 0.2155,
     // lambda = 0.8452, both >= 0. Shares in steps of 1 %: 89 % and 11 % of 8 Gb/s; caps
@@ -119,4 +121,49 @@ fn a_drum_section_needs_the_drum_policy_and_ranges_are_checked() {
     assert!(e.to_string().contains("drum.alpha"), "{e}");
     let e = PolicyConfig::from_toml("policy = \"drum\"\n[drum]\nspeed = 1\n").unwrap_err();
     assert!(e.to_string().contains("speed"), "{e}");
+}
+
+#[test]
+fn a_reporting_vm_weighs_ten_so_its_share_comes_a_hundred_to_one() {
+    // Default weights (reporting 10, bulk 1), no CPU limit, beta negligible: x_j ~ w_j^2, so
+    // x = (100/101, 1/101) = (0.990, 0.0099): shares of 99 % and, in steps of 1 %, 1 %.
+    let mut cfg = config("rate");
+    cfg.drum.as_mut().unwrap().cpu_capacity_pct = 0.0;
+    let mut e = Engine::new(cfg);
+    e.add_vm(VmSpec::new(1, "victim", 1), 0).unwrap();
+    e.add_vm(VmSpec::new(2, "bulk", 1), 0).unwrap();
+    let mut last = Vec::new();
+    for i in 0..=30 {
+        let mut v = usage(1, 100.0, 0.05);
+        v.report = Some(resex_pricing::LatencyReport {
+            count: 100,
+            mean_ns: 20_000.0,
+            stddev_ns: 1_000.0,
+            ..Default::default()
+        });
+        let u = [v, usage(2, 100.0, 0.9)];
+        let out = e
+            .step(&IntervalInput {
+                interval: i,
+                link_util: None,
+                usage: &u,
+            })
+            .unwrap();
+        for d in &out.tx_decisions {
+            last.retain(|t: &(VmId, TxLimit)| t.0 != d.vm);
+            last.push((d.vm, d.tx));
+        }
+    }
+    last.sort_by_key(|t| t.0);
+    let share = |bps| TxLimit {
+        share_bps: Some(bps),
+        max_bps: None,
+    };
+    assert_eq!(
+        last,
+        [
+            (VmId(1), share(7_920_000_000)),
+            (VmId(2), share(80_000_000))
+        ]
+    );
 }

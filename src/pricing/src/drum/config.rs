@@ -29,9 +29,12 @@ pub struct ClassWeights {
 }
 
 impl Default for ClassWeights {
+    /// Latency-sensitive VMs weigh 10: at alpha = 1/2 rates go as the weight squared, so their
+    /// shares come about 100:1 before a bulk VM's while both are backlogged (the scheduler
+    /// serves them first, and the bulk VM takes every moment they leave).
     fn default() -> Self {
         Self {
-            reporting: 1.0,
+            reporting: 10.0,
             bulk: 1.0,
         }
     }
@@ -51,8 +54,8 @@ pub struct DrumConfig {
     pub rho: f64,
     /// ADMM iterations per actuation period (each warm-started from the last period's).
     pub iterations: u32,
-    /// The CPU the VMs' CQ service may take in all, percent of one CPU (`0`: the sum of the
-    /// active VMs' vCPUs x 100).
+    /// The CPU the VMs' CQ service may take in all, percent of one CPU (`0`: no host-wide
+    /// limit, each VM's vCPUs are its own: a host whose CPUs are not oversubscribed).
     pub cpu_capacity_pct: f64,
     /// The link fraction the VMs' WQE rates may take in all.
     pub link_capacity: f64,
@@ -141,7 +144,7 @@ impl DrumConfig {
             "drum.cpu_capacity_pct",
             self.cpu_capacity_pct,
             finite_in(self.cpu_capacity_pct, 0.0, 1e6),
-            "0.0..=1000000.0 (0: the active VMs' vCPUs)",
+            "0.0..=1000000.0 (0: no host-wide limit)",
         )?;
         check(
             "drum.link_capacity",

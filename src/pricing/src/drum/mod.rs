@@ -15,7 +15,7 @@
 //! The host's problem is then the paper's problem (4) for these VMs: maximise the top-k
 //! weighted alpha-fair utility of the WQE rates x (fractions of the link, `sum x <=
 //! link_capacity`) plus the CQ latency utility `-beta sum z^-2` (z in CPUs, `sum z <=
-//! cpu_capacity_pct / 100`, or the active VMs' vCPUs), with `z_j = a_j x_j`. `iterations` ADMM
+//! cpu_capacity_pct / 100` when the host's CPUs are oversubscribed), with `z_j = a_j x_j`. `iterations` ADMM
 //! iterations run per period, warm-started from the last period's x, z and u ([`host`]).
 //!
 //! The levers: **x is the VM's transmit limit** (`rate_as`: a work-conserving `tx_share` of
@@ -35,6 +35,9 @@ use crate::policy::{Ctx, Policy};
 use crate::types::{CapReason, TxLimit, TxReason, VmId};
 use config::{DrumConfig, RateAs};
 use host::{DrumHost, Shape, VmInput};
+
+/// The z capacity without a host-wide CPU limit: more CPUs than any host has, so it never binds.
+const UNBOUNDED_CPUS: f64 = 1e9;
 
 /// What the policy tracks of one VM.
 #[derive(Debug, Clone, Copy, Default)]
@@ -113,14 +116,13 @@ impl Drum {
     }
 
     /// Updates every VM's demand and a_j from the period; fills `self.inputs` with the active
-    /// VMs; returns the z capacity (CPUs).
+    /// VMs; returns the z capacity (CPUs; without a host-wide limit, one that cannot bind).
     fn measure(&mut self, ctx: &Ctx<'_>, accounts: &[Account]) -> f64 {
         self.sync(accounts);
         let c = &self.cfg;
         let period_s = (self.per_period * ctx.cfg.ledger.interval_ms) as f64 / 1000.0;
         let link_bits = (ctx.link_bps * period_s).max(1.0);
         self.inputs.clear();
-        let mut vcpus = 0.0;
         for (acc, (_, t)) in accounts.iter().zip(&mut self.tracks) {
             let rate = t.bytes as f64 * 8.0 / link_bits;
             let cpu = t.cpu_sum / self.per_period as f64 / 100.0;
@@ -147,12 +149,11 @@ impl Drum {
                 a,
                 weight: class * acc.spec.weight,
             });
-            vcpus += acc.max_cap / 100.0;
         }
         if c.cpu_capacity_pct > 0.0 {
             c.cpu_capacity_pct / 100.0
         } else {
-            vcpus
+            UNBOUNDED_CPUS
         }
     }
 }
