@@ -4,12 +4,16 @@
 //! 1. One pass at price 0 writes case 1 for every application, offers each application whose
 //!    [`gain_bound`] can still enter the chunk's top k to a [`TopK`] (solving case 2 or 3 for
 //!    it), and measures the stationarity of the previous x under the new u.
-//! 2. If the rates then exceed Q, the price is found for the fixed T by the Illinois method
-//!    (regula falsi that halves the stale end), then T is chosen again at that price; up to
+//! 2. If the rates then exceed Q, the price is found for the fixed T by Newton's method with
+//!    the exact slope, safeguarded by a bracket (`price_for`), then T is chosen
+//!    again at that price; up to
 //!    four rounds while T changes (the paper's "test with complementary slackness"). When T
 //!    keeps changing, the last round stands: the step is non-convex there (see
 //!    [`crate::utility`]).
 //! 3. The members of T get their case-2/3 rates.
+//!
+//! With the selection by rates (T fixed before the step) and a capacity that bound in the last
+//! iteration, the step starts the price search at the last price instead of trying 0 first.
 
 use crate::host::{run_chunks, HostScratch, HostState, Parallel, Solver};
 use crate::params::Selection;
