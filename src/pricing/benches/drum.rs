@@ -1,7 +1,7 @@
 //! The DRUM policy's per-host solve for 1 024 VMs against the 1 ms tick budget.
 //!
 //! `cargo bench -p resex-pricing --bench drum` steps an engine with `policies/drum.toml`'s
-//! defaults (5 ADMM iterations per 10 ms actuation period) through 3 000 intervals of 1 024 VMs
+//! defaults (3 ADMM iterations per 10 ms actuation period) through 3 000 intervals of 1 024 VMs
 //! that all send (their rates and CPU vary, the link is oversubscribed), and prints the time of
 //! the intervals that end a period (the measurement, the solve and the decisions) and of the
 //! others, median and worst, plus the solve's last relative primal residual. The budget is the

@@ -89,7 +89,7 @@ impl Default for DrumConfig {
             k: 1024,
             beta: 1e-3,
             rho: 1.0,
-            iterations: 5,
+            iterations: 3,
             cpu_capacity_pct: 0.0,
             link_capacity: 1.0,
             a_min: 0.01,
