@@ -34,7 +34,12 @@ fn usage(vm: u32, cpu_pct: f64, link: f64) -> VmUsage {
 
 /// Steps intervals 0..=30 (the boundaries 0, 10, 20, 30) and returns each VM's last cap and
 /// transmit decision.
-fn run(lever: &str) -> (Vec<(VmId, f64, CapReason)>, Vec<(VmId, TxLimit, TxReason)>) {
+/// Each VM's last cap decision.
+type Caps = Vec<(VmId, f64, CapReason)>;
+/// Each VM's last transmit decision.
+type Txs = Vec<(VmId, TxLimit, TxReason)>;
+
+fn run(lever: &str) -> (Caps, Txs) {
     let mut e = Engine::new(config(lever));
     for id in 1..=3 {
         e.add_vm(VmSpec::new(id, format!("vm{id}"), 1), 0).unwrap();
