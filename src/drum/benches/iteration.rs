@@ -44,7 +44,21 @@ fn main() {
         .position(|a| a == "--rho")
         .and_then(|i| args.get(i + 1))
         .map_or(1e-3, |r| r.parse().expect("--rho takes a number"));
-    let sizes: &[(usize, usize)] = if quick {
+    let only: Option<(usize, usize)> = args
+        .iter()
+        .position(|a| a == "--size")
+        .and_then(|i| args.get(i + 1))
+        .map(|s| {
+            let (n, m) = s.split_once(',').expect("--size takes HOSTS,APPS");
+            (
+                n.parse().expect("--size: hosts"),
+                m.parse().expect("--size: apps"),
+            )
+        });
+    let only = only.map(|s| [s]);
+    let sizes: &[(usize, usize)] = if let Some(s) = &only {
+        s
+    } else if quick {
         &[(100, 50), (1000, 500), (100, 5000)]
     } else {
         &[

@@ -78,8 +78,8 @@ pub struct Summary {
     pub stop: bool,
 }
 
-/// Algorithm 2.
-#[derive(Debug, Clone)]
+/// Algorithm 2 (serde: a fleet's coordinator can checkpoint it, or hand it over).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Coordinator {
     hosts: u64,
     rule: StepRule,

@@ -67,6 +67,11 @@ impl Solver {
     ) -> Result<(), DrumError> {
         let p = self.model.params;
         let (a, u) = (&self.model.a, &b.u);
+        if self.is_weighted() {
+            return Err(DrumError::Invalid(
+                "the dual-decomposition baseline solves the unweighted model".into(),
+            ));
+        }
         if u.len() != p.apps || report.residual.len() != p.apps {
             return Err(DrumError::Length {
                 what: "broadcast or report",

@@ -38,7 +38,7 @@ impl Solver {
     ) -> Fused {
         let p = self.model.params;
         let k = self.z_kernel(st.mu_z.max(0.0));
-        let (a, inv_a) = (&self.model.a, &self.inv_a);
+        let (a, inv_a, sv, w) = (&self.model.a, &self.inv_a, &self.s, &self.w);
         let inv_rho = 1.0 / p.rho;
         let (old_top, top, old_mu) = (&st.top, &st.rate_top, st.mu_x);
         let (xs_all, zs_all) = (&mut st.x, &mut st.z);
@@ -65,8 +65,8 @@ impl Solver {
                 let is_in = top.get(tp).is_some_and(|&t| t as usize == j);
                 tp += usize::from(is_in);
                 let xn = if is_in {
-                    let v = inside(p.alpha, xh, p.rho * aj * aj);
-                    cs.sums.utility += fair(p.alpha, v);
+                    let v = inside(p.alpha, xh, sv[j]);
+                    cs.sums.utility += w[j] * fair(p.alpha, v);
                     v
                 } else {
                     outside(xh)

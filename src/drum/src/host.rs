@@ -168,34 +168,91 @@ where
     }
 }
 
-/// The model with what every host step precomputes from it (per application
-/// `s_j^(-1/(1+alpha))`, see [`reach`]).
+/// The model with what every host step precomputes from it, and the applications' utility
+/// weights.
+///
+/// **Weights** (not in the paper; a resex policy gives classes of VMs different weights): the
+/// utility of application j in T is `w_j x^(1-alpha) / (1-alpha)`. Dividing its x-step by
+/// w_j leaves the unweighted step with `s_j = rho a_j^2 / w_j` and the same `x^`, so each case
+/// of [`crate::xstep`] applies unchanged to `s_j`; gains are multiplied back by w_j. The
+/// selection by rates ranks `x w_j^(1/(1-alpha))`, whose alpha-fair value is the weighted
+/// utility. The baseline and the reference solve the unweighted model only.
 #[derive(Debug, Clone)]
 pub struct Solver {
     pub(crate) model: Model,
+    /// Per application `s_j^(-1/(1+alpha))` with `s_j = rho a_j^2 / w_j` (see [`reach`]).
     pub(crate) reach: Vec<f64>,
     pub(crate) inv_a: Vec<f64>,
+    /// `w_j`.
+    pub(crate) w: Vec<f64>,
+    /// `s_j = rho a_j^2 / w_j`.
+    pub(crate) s: Vec<f64>,
+    /// `w_j^(1/(1-alpha))`: the factor of a rate in the selection's ranking.
+    pub(crate) wexp: Vec<f64>,
     /// Whether the x-step and the z-step's first evaluation share a pass (see `fused`); off
     /// only in the test that checks both give the same iterates.
     pub(crate) fuse: bool,
 }
 
 impl Solver {
-    /// Prepares a model.
+    /// Prepares a model (every weight 1).
     #[must_use]
     pub fn new(model: Model) -> Self {
-        let p = model.params;
-        let reach = model
-            .a
-            .iter()
-            .map(|&a| reach(p.alpha, p.rho * a * a))
-            .collect();
-        let inv_a = model.a.iter().map(|a| 1.0 / a).collect();
-        Self {
+        let m = model.params.apps;
+        let mut s = Self {
             model,
-            reach,
-            inv_a,
+            reach: vec![0.0; m],
+            inv_a: vec![0.0; m],
+            w: vec![1.0; m],
+            s: vec![0.0; m],
+            wexp: vec![1.0; m],
             fuse: true,
+        };
+        s.derive();
+        s
+    }
+
+    /// New `a_j` and weights for the same number of applications, in place (no allocation):
+    /// what a policy does each time it measures its VMs again. The hosts' states stay valid
+    /// warm starts.
+    pub fn update(&mut self, a: &[f64], w: &[f64]) -> Result<(), DrumError> {
+        let m = self.model.params.apps;
+        for (what, got) in [("A", a.len()), ("weights", w.len())] {
+            if got != m {
+                return Err(DrumError::Length { what, got, want: m });
+            }
+        }
+        if let Some(j) = a.iter().position(|v| !(v.is_finite() && *v > 0.0)) {
+            return Err(DrumError::Invalid(format!(
+                "a_{j} must be a positive number"
+            )));
+        }
+        if let Some(j) = w.iter().position(|v| !(v.is_finite() && *v > 0.0)) {
+            return Err(DrumError::Invalid(format!(
+                "w_{j} must be a positive number"
+            )));
+        }
+        self.model.a.copy_from_slice(a);
+        self.w.copy_from_slice(w);
+        self.derive();
+        Ok(())
+    }
+
+    /// True when some weight is not 1.
+    #[must_use]
+    pub fn is_weighted(&self) -> bool {
+        self.w.iter().any(|&w| w != 1.0)
+    }
+
+    fn derive(&mut self) {
+        let p = self.model.params;
+        let e = 1.0 / (1.0 - p.alpha);
+        for j in 0..p.apps {
+            let (a, w) = (self.model.a[j], self.w[j]);
+            self.s[j] = p.rho * a * a / w;
+            self.reach[j] = reach(p.alpha, self.s[j]);
+            self.inv_a[j] = 1.0 / a;
+            self.wexp[j] = if w == 1.0 { 1.0 } else { w.powf(e) };
         }
     }
 
@@ -245,7 +302,8 @@ impl Solver {
         }
         let p = self.model.params;
         let (utility, stationarity_sq, first) =
-            if p.selection == Selection::Rates && st.iteration > 0 && self.fuse {
+            // Fused only while the x capacity was slack: when it binds the pass is redone.
+            if p.selection == Selection::Rates && st.iteration > 0 && self.fuse && st.mu_x == 0.0 {
                 let f = self.fused_pass(st, &b.u, sc, par);
                 if f.sum_x <= p.x_capacity * (1.0 + 1e-12) {
                     st.mu_x = 0.0;

@@ -34,6 +34,9 @@
 //! 6. Stopping: primal residual and objective change, both reported ([`coordinator`]).
 //! 7. The baseline solves the same problem (4) with the same shared price; the paper's
 //!    baseline solved problem (1), without the CQ ([`dual`]).
+//! 8. Not in the paper: utility weights per application, `w_j x^(1-alpha) / (1-alpha)`, for
+//!    the resex policy's classes of VMs ([`host::Solver::update`]); the baseline and the
+//!    reference solve the unweighted model only.
 
 #![forbid(unsafe_code)]
 #![cfg_attr(test, allow(clippy::cast_possible_truncation))]

@@ -77,7 +77,8 @@ pub fn cubic_positive_root(p: f64, q: f64) -> f64 {
     let p3 = p / 3.0;
     let d = h * h + p3 * p3 * p3;
     let mut y = if d >= 0.0 {
-        let a = (-h + d.sqrt()).cbrt();
+        // The fast cube root (within an ulp or two; the Newton steps below polish y anyway).
+        let a = crate::num::cbrt(-h + d.sqrt());
         if p >= 0.0 {
             // y = A + B with B = -p/(3A) < 0 would cancel: y = -q / (A^2 - AB + B^2).
             let b = p3 / a;

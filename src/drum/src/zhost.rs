@@ -6,7 +6,8 @@
 //! iteration's price, each step goes to the root of the second-order model of S (Newton's step
 //! where the model has no root), which usually meets the tolerance in two passes where Newton
 //! needs three; a step that lands at a negative price is cut to 0, where `S(0) <= 0` means the
-//! capacity is slack. Each evaluation is one pass
+//! capacity is slack. A host with no price yet (its first iteration) starts the search from the
+//! price that fills the capacity for a sample of 64 applications. Each evaluation is one pass
 //! that writes its candidate z (the warm start of the next evaluation); the last pass's z is the
 //! step's result, and its sums (residual, latency, the recovered schedule) are what the host
 //! reports. Tolerance: `|S| <= 1e-11 C`.
@@ -33,6 +34,9 @@ impl Solver {
     ) {
         let c = self.model.params.z_capacity;
         let mut mu = st.mu_z.max(0.0);
+        if first.is_none() && st.iteration == 0 {
+            mu = self.sample_price(st, u);
+        }
         let (mut s, mut slope, mut curv) = match first {
             Some(e) => e,
             None => self.z_pass(st, u, sc, par, mu),
@@ -41,15 +45,7 @@ impl Solver {
             if (mu == 0.0 && s <= 0.0) || s.abs() <= 1e-10 * c || slope <= 0.0 {
                 break;
             }
-            // The root of the quadratic model S - slope d + curv d^2 / 2 (Newton's step when
-            // the model has none): one pass fewer than Newton when the price moved.
-            let disc = slope * slope - 2.0 * curv * s;
-            let step = if disc >= 0.0 {
-                2.0 * s / (slope + disc.sqrt())
-            } else {
-                s / slope
-            };
-            let next = (mu + step).max(0.0);
+            let next = (mu + model_step(s, slope, curv)).max(0.0);
             if next == mu {
                 break;
             }
@@ -58,6 +54,49 @@ impl Solver {
         }
         st.mu_z = mu;
         self.report_z(st, sc, report);
+    }
+
+    /// A first price when the host has none (its first iteration): the same search on every
+    /// `stride`-th application against their share of the capacity, without a pass over the
+    /// host. The exact passes start from it; the result is theirs (a start, not an
+    /// approximation). Without it the first z-step took 10 passes from price 0 at the paper's
+    /// set-up, with it 3.
+    fn sample_price(&self, st: &HostState, u: &[f64]) -> f64 {
+        let p = self.model.params;
+        let m = p.apps;
+        let stride = m.div_ceil(SAMPLE).max(1);
+        #[allow(clippy::cast_precision_loss)]
+        let share = p.z_capacity * (m.div_ceil(stride) as f64) / (m as f64);
+        let a = &self.model.a;
+        // Each evaluation starts from the last one's z (the first from the bound).
+        let mut warm = [0.0; SAMPLE];
+        let mut eval = |mu: f64| {
+            let (mut s, mut slope, mut curv) = (-share, 0.0, 0.0);
+            for (j, zw) in (0..m).step_by(stride).zip(&mut warm) {
+                let t = solve_t(p.beta, p.rho, u[j] + p.rho * a[j] * st.x[j] - mu, *zw);
+                let t4 = t * t * t * t;
+                let d = 1.0 / (p.rho + 6.0 * p.beta * t4);
+                *zw = 1.0 / t;
+                s += *zw;
+                slope += d;
+                curv += 24.0 * p.beta * t4 * t * d * d * d;
+            }
+            (s, slope, curv)
+        };
+        let mut mu = 0.0;
+        let (mut s, mut slope, mut curv) = eval(mu);
+        for _ in 0..100 {
+            if (mu == 0.0 && s <= 0.0) || s.abs() <= 1e-9 * share || slope <= 0.0 {
+                break;
+            }
+            let next = (mu + model_step(s, slope, curv)).max(0.0);
+            if next == mu {
+                break;
+            }
+            mu = next;
+            (s, slope, curv) = eval(mu);
+        }
+        mu
     }
 
     /// One evaluation at price `mu`: writes z, returns `(S(mu), -S'(mu), S''(mu))`.
@@ -98,6 +137,7 @@ impl Solver {
         ZKernel {
             a: &self.model.a,
             inv_a: &self.inv_a,
+            wexp: &self.wexp,
             beta: p.beta,
             rho: p.rho,
             mu,
@@ -137,10 +177,26 @@ impl Solver {
     }
 }
 
+/// Applications in the sample that gives a host its first price.
+const SAMPLE: usize = 64;
+
+/// The root of the quadratic model `S - slope d + curv d^2 / 2` of the capacity's excess as a
+/// function of the price step d (Newton's step when the model has none): one pass fewer than
+/// Newton when the price moved.
+fn model_step(s: f64, slope: f64, curv: f64) -> f64 {
+    let disc = slope * slope - 2.0 * curv * s;
+    if disc >= 0.0 {
+        2.0 * s / (slope + disc.sqrt())
+    } else {
+        s / slope
+    }
+}
+
 /// What the per-application z kernel needs.
 pub(crate) struct ZKernel<'a> {
     a: &'a [f64],
     inv_a: &'a [f64],
+    wexp: &'a [f64],
     beta: f64,
     rho: f64,
     mu: f64,
@@ -179,12 +235,45 @@ pub(crate) fn z_app(
     s.z_sq += z * z;
     let xr = z * k.inv_a[j];
     s.recovered_x += xr;
-    if xr > rtop.threshold() {
+    if xr * k.wexp[j] > rtop.threshold() {
         #[allow(clippy::cast_possible_truncation)]
         rtop.offer(Cand {
-            key: xr,
+            key: xr * k.wexp[j],
             idx: j as u32,
             val: 0.0,
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::zstep::solve;
+    use crate::{Broadcast, HostReport, HostScratch, HostState, Model, PaperSetup, Params};
+    use crate::{Parallel, Solver};
+
+    #[test]
+    fn the_first_z_step_fills_the_capacity_at_its_price() {
+        // u = 0, x^1 from z^0 = 0: the z capacity binds (every z would be (2 beta / rho)^(1/4)
+        // = 6.7 at price 0, C = m e^(15/m) = 5015).
+        let p = Params::from_paper(5000, &PaperSetup::default()).unwrap();
+        let solver = Solver::new(Model::paper(p, 2).unwrap());
+        let mut st = HostState::new(p.apps);
+        let mut sc = HostScratch::new(p.apps, p.k);
+        let mut r = HostReport::empty(p.apps, 1);
+        let b = Broadcast {
+            iteration: 0,
+            u: vec![0.0; p.apps],
+        };
+        solver
+            .host_step(&mut st, &b, &mut sc, Parallel::Serial, &mut r)
+            .unwrap();
+        let sum: f64 = st.z.iter().sum();
+        assert!(st.mu_z > 0.0);
+        assert!((sum - p.z_capacity).abs() <= 1e-9 * p.z_capacity, "{sum}");
+        for (j, (&x, &z)) in st.x.iter().zip(&st.z).enumerate() {
+            let w = p.rho * solver.model.a[j] * x - st.mu_z;
+            let want = solve(p.beta, p.rho, w, 0.0);
+            assert!((z - want).abs() <= 1e-12 * want, "{j}: {z} {want}");
+        }
     }
 }

@@ -3,6 +3,7 @@
 //! Unknown keys are rejected by serde (the message names the key); out-of-range values are
 //! rejected by [`PolicyConfig::validate`] with the key's dotted path and its allowed range.
 
+pub use crate::drum::config::{ClassWeights, DrumConfig, RateAs};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
@@ -16,6 +17,8 @@ pub enum PolicyKind {
     Ioshares,
     /// Ours: congestion-gated, split by share, proportional-integral (`governor.rs`).
     Governor,
+    /// DRUM's utility maximisation on one host: x as transmit limits, z as caps (`drum/`).
+    Drum,
 }
 
 /// How the link's MTUs per epoch are split between VMs.
@@ -54,7 +57,7 @@ impl Lever {
     /// The default of a policy kind: the governor uses both, the paper's policies the CPU.
     pub fn default_for(policy: PolicyKind) -> Self {
         match policy {
-            PolicyKind::Governor => Lever::Both,
+            PolicyKind::Governor | PolicyKind::Drum => Lever::Both,
             _ => Lever::Cpu,
         }
     }
@@ -311,6 +314,9 @@ pub struct PolicyConfig {
     /// `[governor]` (only with `policy = "governor"`).
     #[serde(default)]
     pub governor: Option<GovernorConfig>,
+    /// `[drum]` (only with `policy = "drum"`).
+    #[serde(default)]
+    pub drum: Option<DrumConfig>,
 }
 
 /// A policy file that cannot be used.
@@ -334,7 +340,7 @@ pub enum ConfigError {
     Inconsistent(String),
 }
 
-fn check<T: PartialOrd + std::fmt::Display + Copy>(
+pub(crate) fn check<T: PartialOrd + std::fmt::Display + Copy>(
     key: &'static str,
     value: T,
     ok: bool,
@@ -351,7 +357,7 @@ fn check<T: PartialOrd + std::fmt::Display + Copy>(
     }
 }
 
-fn finite_in(v: f64, lo: f64, hi: f64) -> bool {
+pub(crate) fn finite_in(v: f64, lo: f64, hi: f64) -> bool {
     v.is_finite() && v >= lo && v <= hi
 }
 
@@ -367,6 +373,7 @@ impl PolicyConfig {
             balance_rule: BalanceRule::default(),
             ioshares: (policy == PolicyKind::Ioshares).then(IoSharesConfig::default),
             governor: (policy == PolicyKind::Governor).then(GovernorConfig::default),
+            drum: (policy == PolicyKind::Drum).then(DrumConfig::default),
         }
     }
 
@@ -379,6 +386,9 @@ impl PolicyConfig {
         }
         if cfg.policy == PolicyKind::Governor && cfg.governor.is_none() {
             cfg.governor = Some(GovernorConfig::default());
+        }
+        if cfg.policy == PolicyKind::Drum && cfg.drum.is_none() {
+            cfg.drum = Some(DrumConfig::default());
         }
         cfg.lever.get_or_insert(Lever::default_for(cfg.policy));
         cfg.validate()?;
@@ -479,6 +489,15 @@ impl PolicyConfig {
             (_, Some(_)) => {
                 return Err(ConfigError::Inconsistent(
                     "a `[governor]` section needs `policy = \"governor\"`".into(),
+                ))
+            }
+            _ => {}
+        }
+        match (self.policy, &self.drum) {
+            (PolicyKind::Drum, Some(d)) => d.validate()?,
+            (_, Some(_)) => {
+                return Err(ConfigError::Inconsistent(
+                    "a `[drum]` section needs `policy = \"drum\"`".into(),
                 ))
             }
             _ => {}

@@ -9,7 +9,8 @@
 //! - [`policy`]: the [`Policy`] trait and the balance rule both shipped policies use.
 //! - [`freemarket`], [`ioshares`]: the paper's Algorithms 1 and 2; [`governor`]: ours
 //!   (congestion-gated, split by share, a proportional-integral controller); [`interference`]:
-//!   the report-to-interference measure IOShares and the governor share.
+//!   the report-to-interference measure IOShares and the governor share; [`drum`]: DRUM's
+//!   utility maximisation on one host (`resex-drum`'s ADMM), x as transmit limits, z as caps.
 //! - [`engine`]: [`Engine`], which steps a host one interval at a time.
 //! - [`trace`], [`replay`]: the usage trace format and open-loop replay.
 
@@ -18,6 +19,7 @@
 
 pub mod baseline;
 pub mod config;
+pub mod drum;
 pub mod engine;
 pub mod freemarket;
 pub mod governor;

@@ -56,6 +56,12 @@ pub fn build(cfg: &PolicyConfig) -> Box<dyn Policy> {
             cfg.intervals_per_actuation(),
             cfg.ledger.interval_ms,
         )),
+        PolicyKind::Drum => Box::new(crate::drum::Drum::new(
+            cfg.drum.clone().unwrap_or_default(),
+            cfg.lever(),
+            cfg.intervals_per_actuation(),
+            cfg.ledger.interval_ms,
+        )),
         PolicyKind::Governor => Box::new(
             Governor::new(
                 cfg.governor.clone().unwrap_or_default(),

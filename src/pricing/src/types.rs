@@ -108,6 +108,12 @@ pub enum CapReason {
         /// The new rate.
         rate: f64,
     },
+    /// DRUM's allocation: the VM's CQ service z as a CPU share (the VM's full vCPUs when it
+    /// is idle).
+    Allocation {
+        /// z, percent of one CPU (before rounding and clamping).
+        cpu_pct: f64,
+    },
 }
 
 impl fmt::Display for CapReason {
@@ -127,6 +133,7 @@ impl fmt::Display for CapReason {
                 write!(f, "interferer of {victim}: rate {rate:.3}")
             }
             CapReason::Decay { rate } => write!(f, "no interference: rate decays to {rate:.3}"),
+            CapReason::Allocation { cpu_pct } => write!(f, "DRUM: CQ service {cpu_pct:.1}% CPU"),
         }
     }
 }
@@ -150,6 +157,11 @@ pub enum TxReason {
     /// A policy that decides caps, acting through the rate lever: its cap as a ceiling, the
     /// same fraction of the link.
     Ceiling(CapReason),
+    /// DRUM's allocation: the VM's WQE rate x as its share (or ceiling) of the link.
+    Allocation {
+        /// x, percent of the link (before rounding).
+        link_pct: f64,
+    },
 }
 
 impl fmt::Display for TxReason {
@@ -159,6 +171,9 @@ impl fmt::Display for TxReason {
             TxReason::Limit { victim } => write!(f, "ceiling for {victim}'s latency"),
             TxReason::Release => f.write_str("released"),
             TxReason::Ceiling(r) => write!(f, "{r} (as a ceiling)"),
+            TxReason::Allocation { link_pct } => {
+                write!(f, "DRUM: WQE rate {link_pct:.1}% of the link")
+            }
         }
     }
 }

@@ -13,11 +13,13 @@ fn shipped_files_are_the_documented_defaults() {
         PolicyKind::Freemarket,
         PolicyKind::Ioshares,
         PolicyKind::Governor,
+        PolicyKind::Drum,
     ] {
         let name = match kind {
             PolicyKind::Freemarket => "freemarket.toml",
             PolicyKind::Ioshares => "ioshares.toml",
             PolicyKind::Governor => "governor.toml",
+            PolicyKind::Drum => "drum.toml",
         };
         let cfg = PolicyConfig::from_toml(&shipped(name)).unwrap();
         assert_eq!(cfg, PolicyConfig::defaults(kind), "{name}");
@@ -38,6 +40,8 @@ fn every_key_is_explained_in_the_policies_readme() {
         "governor-cpu.toml",
         "freemarket-rate.toml",
         "ioshares-rate.toml",
+        "drum.toml",
+        "drum-rate.toml",
     ] {
         for line in shipped(file).lines() {
             let line = line.trim();
@@ -63,6 +67,7 @@ fn the_variants_differ_from_the_defaults_in_one_key() {
     for (file, kind) in [
         ("freemarket-rate.toml", PolicyKind::Freemarket),
         ("ioshares-rate.toml", PolicyKind::Ioshares),
+        ("drum-rate.toml", PolicyKind::Drum),
     ] {
         let cfg = PolicyConfig::from_toml(&shipped(file)).unwrap();
         let mut want = PolicyConfig::defaults(kind);

@@ -1,0 +1,174 @@
+//! The DRUM policy through the engine, against hand-computed allocations.
+
+use resex_pricing::{
+    CapReason, Engine, IntervalInput, PolicyConfig, TxLimit, TxReason, VmId, VmSpec, VmUsage,
+};
+
+/// A 1 GB/s (8 Gb/s) link, 1 ms intervals, 10 ms periods, 2 CPUs for CQ service, a negligible
+/// latency utility.
+fn config(lever: &str) -> PolicyConfig {
+    PolicyConfig::from_toml(&format!(
+        r#"
+policy = "drum"
+lever = "{lever}"
+[ledger]
+link_bytes_per_sec = 1000000000
+[drum]
+beta = 1e-9
+iterations = 400
+cpu_capacity_pct = 200.0
+"#
+    ))
+    .unwrap()
+}
+
+fn usage(vm: u32, cpu_pct: f64, link: f64) -> VmUsage {
+    let mut u = VmUsage::new(VmId(vm), cpu_pct, 0);
+    // 1e6 bytes per 1 ms interval is the whole link.
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    {
+        u.bytes = (link * 1e6).round() as u64;
+    }
+    u
+}
+
+/// Steps intervals 0..=30 (the boundaries 0, 10, 20, 30) and returns each VM's last cap and
+/// transmit decision.
+/// Each VM's last cap decision.
+type Caps = Vec<(VmId, f64, CapReason)>;
+/// Each VM's last transmit decision.
+type Txs = Vec<(VmId, TxLimit, TxReason)>;
+
+fn run(lever: &str) -> (Caps, Txs) {
+    let mut e = Engine::new(config(lever));
+    for id in 1..=3 {
+        e.add_vm(VmSpec::new(id, format!("vm{id}"), 1), 0).unwrap();
+    }
+    let mut caps = Vec::new();
+    let mut txs = Vec::new();
+    for i in 0..=30 {
+        // VM 1: half the link on half a CPU (a = 1); VM 2: a tenth of the link on a whole CPU
+        // (a = 10); VM 3 idle.
+        let u = [
+            usage(1, 50.0, 0.5),
+            usage(2, 100.0, 0.1),
+            usage(3, 3.0, 0.0),
+        ];
+        let out = e
+            .step(&IntervalInput {
+                interval: i,
+                link_util: None,
+                usage: &u,
+            })
+            .unwrap();
+        for d in &out.decisions {
+            caps.retain(|c: &(VmId, f64, CapReason)| c.0 != d.vm);
+            caps.push((d.vm, d.cap_pct, d.reason));
+        }
+        for d in &out.tx_decisions {
+            txs.retain(|t: &(VmId, TxLimit, TxReason)| t.0 != d.vm);
+            txs.push((d.vm, d.tx, d.reason));
+        }
+    }
+    txs.sort_by_key(|t| t.0);
+    (caps, txs)
+}
+
+#[test]
+fn two_vms_split_the_link_where_both_capacities_bind() {
+    // a = (1, 10), C = 2 CPUs (VM 3 is idle), Q = 1:
+    // max 2 sqrt(x1) + 2 sqrt(x2), x1 + x2 <= 1, x1 + 10 x2 <= 2. Both bind: x = (8/9, 1/9),
+    // z = (8/9, 10/9); the prices 1/sqrt(x_j) = lambda + a_j mu give mu = 0.2155,
+    // lambda = 0.8452, both >= 0. Shares in steps of 1 %: 89 % and 11 % of 8 Gb/s; caps
+    // 100 z = 88.9 -> 89 % and 111 % -> 100 % (its vCPU: unchanged, no decision).
+    let (caps, txs) = run("both");
+    assert_eq!(caps.len(), 1, "{caps:?}");
+    let (vm, cap, reason) = caps[0];
+    assert_eq!((vm, cap), (VmId(1), 89.0));
+    let CapReason::Allocation { cpu_pct } = reason else {
+        panic!("{reason:?}")
+    };
+    assert!((cpu_pct - 800.0 / 9.0).abs() < 0.1, "{cpu_pct}");
+    let share = |v: u32| txs.iter().find(|t| t.0 == VmId(v)).map(|t| t.1);
+    assert_eq!(
+        share(1),
+        Some(TxLimit {
+            share_bps: Some(7_120_000_000),
+            max_bps: None
+        })
+    );
+    assert_eq!(
+        share(2),
+        Some(TxLimit {
+            share_bps: Some(880_000_000),
+            max_bps: None
+        })
+    );
+    // The idle VM has no limit (none was ever set, so no decision either).
+    assert_eq!(share(3), None);
+}
+
+#[test]
+fn each_lever_alone_acts_alone() {
+    let (caps, txs) = run("rate");
+    assert!(caps.is_empty(), "{caps:?}");
+    assert_eq!(txs.len(), 2);
+    let (caps, txs) = run("cpu");
+    assert_eq!(caps.len(), 1);
+    assert!(txs.is_empty(), "{txs:?}");
+}
+
+#[test]
+fn a_drum_section_needs_the_drum_policy_and_ranges_are_checked() {
+    let e = PolicyConfig::from_toml("policy = \"governor\"\n[drum]\nk = 3\n").unwrap_err();
+    assert!(e.to_string().contains("`[drum]` section"), "{e}");
+    let e = PolicyConfig::from_toml("policy = \"drum\"\n[drum]\nalpha = 1.0\n").unwrap_err();
+    assert!(e.to_string().contains("drum.alpha"), "{e}");
+    let e = PolicyConfig::from_toml("policy = \"drum\"\n[drum]\nspeed = 1\n").unwrap_err();
+    assert!(e.to_string().contains("speed"), "{e}");
+}
+
+#[test]
+fn a_reporting_vm_weighs_ten_so_its_share_comes_a_hundred_to_one() {
+    // Default weights (reporting 10, bulk 1), no CPU limit, beta negligible: x_j ~ w_j^2, so
+    // x = (100/101, 1/101) = (0.990, 0.0099): shares of 99 % and, in steps of 1 %, 1 %.
+    let mut cfg = config("rate");
+    cfg.drum.as_mut().unwrap().cpu_capacity_pct = 0.0;
+    let mut e = Engine::new(cfg);
+    e.add_vm(VmSpec::new(1, "victim", 1), 0).unwrap();
+    e.add_vm(VmSpec::new(2, "bulk", 1), 0).unwrap();
+    let mut last = Vec::new();
+    for i in 0..=30 {
+        let mut v = usage(1, 100.0, 0.05);
+        v.report = Some(resex_pricing::LatencyReport {
+            count: 100,
+            mean_ns: 20_000.0,
+            stddev_ns: 1_000.0,
+            ..Default::default()
+        });
+        let u = [v, usage(2, 100.0, 0.9)];
+        let out = e
+            .step(&IntervalInput {
+                interval: i,
+                link_util: None,
+                usage: &u,
+            })
+            .unwrap();
+        for d in &out.tx_decisions {
+            last.retain(|t: &(VmId, TxLimit)| t.0 != d.vm);
+            last.push((d.vm, d.tx));
+        }
+    }
+    last.sort_by_key(|t| t.0);
+    let share = |bps| TxLimit {
+        share_bps: Some(bps),
+        max_bps: None,
+    };
+    assert_eq!(
+        last,
+        [
+            (VmId(1), share(7_920_000_000)),
+            (VmId(2), share(80_000_000))
+        ]
+    );
+}
