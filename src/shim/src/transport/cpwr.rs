@@ -9,10 +9,12 @@
 //! outside the pool, an unexpected completion or a bad header is an error, never a panic.
 
 use super::status_byte::Config;
-use super::{poll_ok, BlockReceiver, BlockSender, Framing, Kind, Message, Work, HEADER};
+use super::{
+    poll_ok, poll_write_imm, BlockReceiver, BlockSender, Framing, Kind, Message, Work, HEADER,
+};
 use crate::provider::{
     access, CompletionQueue, Mr, Provider, QpAddr, QpInit, QueuePair, RecvWr, RemoteAddr, SendOp,
-    SendWr, Wc, WcOpcode, WcStatus,
+    SendWr, Wc,
 };
 use crate::ShimError;
 use std::collections::VecDeque;
@@ -132,28 +134,11 @@ impl BlockReceiver for CpwrReceiver {
             let done = u32::try_from(self.wcs.len()).unwrap_or(u32::MAX);
             self.unreaped = self.unreaped.saturating_sub(done);
         }
-        self.wcs.clear();
-        self.recv_cq.poll(&mut self.wcs, 1)?;
+        let got = poll_write_imm(&mut *self.recv_cq, &mut self.wcs, self.n, "buffer");
         self.work.poll(self.wcs.len());
-        let Some(wc) = self.wcs.first().copied() else {
+        let Some((buf, wc)) = got? else {
             return Ok(None);
         };
-        if let WcStatus::Error(s) = wc.status {
-            return Err(ShimError::Completion {
-                wr_id: wc.wr_id,
-                syndrome: s,
-            });
-        }
-        if wc.opcode != WcOpcode::RecvWriteImm {
-            return Err(ShimError::Invalid("unexpected receive completion".into()));
-        }
-        let buf = wc.imm.unwrap_or(0) >> 24;
-        if buf >= self.n {
-            return Err(ShimError::Invalid(format!(
-                "immediate names buffer {buf} of {}",
-                self.n
-            )));
-        }
         let m = self.framing.read(&self.pool.buf, buf)?;
         self.work.copy(HEADER + m.data.len() as u64);
         // Confirm: the receive back, the buffer's number to the requester.

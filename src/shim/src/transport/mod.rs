@@ -129,6 +129,39 @@ impl Framing {
     }
 }
 
+/// Polls `cq` for one WRITE_IMM receive (into `wcs`, cleared first) and gives the slot its
+/// immediate names (its top byte), checked against `n` slots, with the completion; `what` names a slot in errors.
+/// `None`: nothing arrived. An error completion, another opcode or a slot past `n` (a hostile
+/// or broken peer) is an error.
+pub(crate) fn poll_write_imm(
+    cq: &mut dyn CompletionQueue,
+    wcs: &mut Vec<Wc>,
+    n: u32,
+    what: &str,
+) -> Result<Option<(u32, Wc)>, ShimError> {
+    wcs.clear();
+    cq.poll(wcs, 1)?;
+    let Some(wc) = wcs.first().copied() else {
+        return Ok(None);
+    };
+    if let WcStatus::Error(s) = wc.status {
+        return Err(ShimError::Completion {
+            wr_id: wc.wr_id,
+            syndrome: s,
+        });
+    }
+    if wc.opcode != crate::provider::WcOpcode::RecvWriteImm {
+        return Err(ShimError::Invalid("unexpected receive completion".into()));
+    }
+    let slot = wc.imm.unwrap_or(0) >> 24;
+    if slot >= n {
+        return Err(ShimError::Invalid(format!(
+            "immediate names {what} {slot} of {n}"
+        )));
+    }
+    Ok(Some((slot, wc)))
+}
+
 /// Polls `cq` once; an error completion becomes an error.
 pub(crate) fn poll_ok(cq: &mut dyn CompletionQueue, wcs: &mut Vec<Wc>) -> Result<(), ShimError> {
     wcs.clear();

@@ -11,10 +11,12 @@
 //! and an unexpected completion is an error, never a panic.
 
 use super::status_byte::Config;
-use super::{poll_ok, BlockReceiver, BlockSender, Framing, Kind, Message, Work, HEADER};
+use super::{
+    poll_ok, poll_write_imm, BlockReceiver, BlockSender, Framing, Kind, Message, Work, HEADER,
+};
 use crate::provider::{
     access, CompletionQueue, Mr, Provider, QpAddr, QpInit, QueuePair, RecvWr, RemoteAddr, SendOp,
-    SendWr, Wc, WcOpcode,
+    SendWr, Wc,
 };
 use crate::ShimError;
 use std::collections::VecDeque;
@@ -165,28 +167,11 @@ impl WindowReceiver {
                 .acks_unreaped
                 .saturating_sub(u32::try_from(self.wcs.len()).unwrap_or(0));
         }
-        self.wcs.clear();
-        self.recv_cq.poll(&mut self.wcs, 1)?;
+        let got = poll_write_imm(&mut *self.recv_cq, &mut self.wcs, self.n, "block");
         self.work.poll(self.wcs.len());
-        let Some(wc) = self.wcs.first().copied() else {
+        let Some((block, _)) = got? else {
             return Ok(None);
         };
-        if let crate::WcStatus::Error(s) = wc.status {
-            return Err(ShimError::Completion {
-                wr_id: wc.wr_id,
-                syndrome: s,
-            });
-        }
-        if wc.opcode != WcOpcode::RecvWriteImm {
-            return Err(ShimError::Invalid("unexpected receive completion".into()));
-        }
-        let block = wc.imm.unwrap_or(0) >> 24;
-        if block >= self.n {
-            return Err(ShimError::Invalid(format!(
-                "immediate names block {block} of {}",
-                self.n
-            )));
-        }
         let message = self.framing.read(&self.ring.buf, block)?;
         self.work.copy(HEADER + message.data.len() as u64);
         if self.holding || !self.withheld.is_empty() {
