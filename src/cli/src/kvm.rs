@@ -191,7 +191,7 @@ fn hca(a: &HcaArgs) -> Result<()> {
     });
     // The host-side peer's shim on a Unix socket.
     let peer_thread =
-        resex_embedded::host::serve_control("peer", &a.peer_hca, peer.clone(), stop.clone())?;
+        resex_embedded::sockets::serve_control("peer", &a.peer_hca, peer.clone(), stop.clone())?;
     println!(
         "resex kvm hca: {} (RAM {}) on port 0 via {HCA_CHANNEL}; peer on port 1 at {}",
         a.domain,

@@ -223,7 +223,7 @@ fn kill_dash_nine_then_restart_or_restore_puts_transmit_limits_back() {
     std::fs::create_dir_all(&run).unwrap();
     let admin = dir.path().join("hca-admin.sock");
     let stop = Arc::new(AtomicBool::new(false));
-    let server = resex_embedded::host::serve_admin(
+    let server = resex_embedded::sockets::serve_admin(
         &admin,
         hca.clone(),
         Arc::new(MonotonicClock::new()),

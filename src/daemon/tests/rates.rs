@@ -128,7 +128,7 @@ fn the_config_names_the_vf_the_backend_does_not_know() {
     hca.set_tx_limit(vport, ORIGINAL, 0);
     let admin = dir.path().join("hca-admin.sock");
     let stop = Arc::new(AtomicBool::new(false));
-    let server = resex_embedded::host::serve_admin(
+    let server = resex_embedded::sockets::serve_admin(
         &admin,
         hca.clone(),
         Arc::new(MonotonicClock::new()),

@@ -8,6 +8,7 @@
 //! processes.
 //!
 //! - [`cgroup`], per-guest cgroups and the cap mode.
+//! - [`sockets`], the admin and per-guest control sockets softhca is reached by.
 //! - [`host`], [`host::EmbeddedHost`]: start, stage, watch and stop the guests.
 //! - [`benchex_local`], `benchex local`: BenchEx's server and clients in one process on an
 //!   in-process softhca.
@@ -15,5 +16,6 @@
 pub mod benchex_local;
 pub mod cgroup;
 pub mod host;
+pub mod sockets;
 
 pub use host::{EmbeddedHost, GuestCommand, HostConfig, HostError};
