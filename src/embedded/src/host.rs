@@ -388,16 +388,21 @@ impl EmbeddedHost {
             &client_prefix,
             &client_args,
         )?;
-        // The clients stand for machines across the link: in the host's group (beside the
-        // guests, never capped), so a busy host delays them no more than the guests.
-        let client_cgroups = GuestCgroups::setup(
-            &self.mounts,
-            self.cfg.cap_mode,
-            &group,
-            &format!("{}-clients", g.name),
-            clients.child.id(),
-            weight,
-        );
+        // The clients stand for machines across the link. With a weighted group (`realtime`)
+        // they join it, beside the guests and never capped, so a busy host delays them no more
+        // than the guests. Without one they stay in this process's cgroup: in an unweighted
+        // group the guests and their clients would together weigh as one task against
+        // everything else (a CI run's parallel tests starved such clients into timeouts).
+        let client_cgroups = weight.map(|w| {
+            GuestCgroups::setup(
+                &self.mounts,
+                self.cfg.cap_mode,
+                &group,
+                &format!("{}-clients", g.name),
+                clients.child.id(),
+                Some(w),
+            )
+        });
         let id = self.next_id;
         self.next_id += 1;
         let record = DomainRecord {
@@ -427,7 +432,7 @@ impl EmbeddedHost {
             server,
             clients: Some(clients),
             cgroups: Some(cgroups),
-            client_cgroups: Some(client_cgroups),
+            client_cgroups,
             dir,
         });
         Ok(())
