@@ -165,7 +165,8 @@ pub fn main_with<I: IntoIterator<Item = std::ffi::OsString>>(
             } else {
                 let n = r.server.requests.max(1) as f64;
                 println!(
-                    "server: {} orders, latency {}",
+                    "server ({}): {} orders, latency {}",
+                    r.transport,
                     r.server.requests,
                     describe(&r.server_latency)
                 );

@@ -11,8 +11,10 @@ use crate::clock::{now_ns, wait_until, Idle};
 use crate::wire::{Answer, Done, Offer, Order, ReplyHeader, ORDER_BYTES};
 use crate::BenchError;
 use resex_common::{LatencyRecorder, LatencySummary};
-use resex_shim::transport::status_byte::{Config, StatusByteReceiver, StatusByteSender};
-use resex_shim::transport::Polling;
+use resex_shim::transport::any::{self, PendingReceiver};
+use resex_shim::transport::realtime::{self, RealClock};
+use resex_shim::transport::status_byte::Config;
+use resex_shim::transport::{Kind, Polling};
 use resex_shim::Provider;
 use serde::Serialize;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -114,17 +116,26 @@ pub fn run(
         ring_entries: 64,
         polling: cfg.polling,
     };
-    let mut replies = StatusByteReceiver::new(&*p, &tcfg(offer.buffer))?;
-    let orders = StatusByteSender::connect(&*p, &tcfg(ORDER_BYTES as u64), offer.orders)?;
+    // The server chose the mechanism: its order receiver's. The window's ACKs are read by
+    // `send` itself (no ACK thread).
+    let kind = offer.orders.kind();
+    let replies = PendingReceiver::new(kind, &*p, &tcfg(offer.buffer))?;
+    let opts = any::Options {
+        ack_thread: false,
+        ..any::Options::default()
+    };
+    let order_cfg = tcfg(ORDER_BYTES as u64);
+    let (mut orders, order_qp) = any::connect_sender(&*p, &order_cfg, offer.orders, opts)?;
     boot::send(
         &mut *s,
         &Answer {
-            order_qp: orders.qp(),
+            order_qp,
             replies: replies.endpoint(),
         },
     )?;
     let done: Done = boot::recv(&mut *s)?;
-    replies.accept(done.reply_qp)?;
+    let mut replies = replies.accept(done.reply_qp)?;
+    let clock = RealClock::new();
 
     let received = Arc::new(AtomicU64::new(0));
     let finished = Arc::new(AtomicBool::new(false));
@@ -138,7 +149,7 @@ pub fn run(
             .spawn(move || -> Result<(), BenchError> {
                 let mut idle = Idle::default();
                 while !finished.load(Ordering::Acquire) {
-                    match replies.try_recv()? {
+                    match replies.try_recv(clock.now_ns())? {
                         Some(m) => {
                             idle.busy();
                             let now = now_ns();
@@ -205,8 +216,23 @@ pub fn run(
                 rate: 0.02,
             },
         };
-        if let Err(e) = orders.send(0, &order.encode()) {
+        if let Err(e) = realtime::send(
+            &mut *orders,
+            &clock,
+            0,
+            &order.encode(),
+            order_cfg.timeout,
+            cfg.polling,
+        ) {
             break Err(e);
+        }
+        // HiPower's responder sees an order only once this side reaped its WRITE's completion
+        // (which flips the buffer's bitmap0 bit); the others' orders are visible on arrival.
+        if kind == Kind::Hipower {
+            if let Err(e) = realtime::complete(&mut *orders, &clock, order_cfg.timeout, cfg.polling)
+            {
+                break Err(e);
+            }
         }
         late.note(now_ns().saturating_sub(due));
         sent += 1;

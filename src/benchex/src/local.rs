@@ -11,6 +11,8 @@ use serde::Serialize;
 /// One local run's figures.
 #[derive(Debug, Clone, Serialize)]
 pub struct LocalResult {
+    /// The transport mechanism the connections used.
+    pub transport: resex_shim::transport::Kind,
     /// The server's counters.
     pub server: ServerStats,
     /// The server's own per-order latency.

@@ -11,7 +11,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use resex_common::{LatencyRecorder, LatencySummary};
 use resex_shim::guest::GuestMachine;
-use resex_shim::transport::Polling;
+use resex_shim::transport::{Kind, Polling};
 use resex_shim::Provider;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
@@ -61,6 +61,11 @@ pub struct ServerOpts {
     /// the paper's BenchEx do) or adaptive (sleep after 200 us: many guests on few CPUs).
     #[arg(long, default_value = "spin")]
     pub polling: Polling,
+    /// The transport of its connections: status_byte (the paper's), sliding_window (with
+    /// ACKs, read by the sender itself), cpwr (WRITE with immediate, feedback per message) or
+    /// hipower (bitmaps, batched reuse). Clients follow the server's choice.
+    #[arg(long, default_value = "status_byte")]
+    pub transport: Kind,
 }
 
 impl ServerOpts {
@@ -72,6 +77,7 @@ impl ServerOpts {
             blocks: self.blocks,
             path_mtu: self.mtu,
             polling: self.polling,
+            transport: self.transport,
             ..ServerConfig::default()
         }
     }

@@ -3,6 +3,10 @@
 //! Its own latency per order (arrival to reply completion) goes to a shared recorder: that is
 //! what the agent reports. Time is split as in the paper's Fig. 2: compute, I/O wait (inside
 //! `send`: free blocks, synchronisation) and polling (waiting for the reply's completion).
+//!
+//! The transport is the server's choice ([`ServerConfig::transport`]); clients follow its offer.
+//! Whatever the mechanism, a reply is done when its WRITEs completed locally (not when the
+//! client handed its block back).
 
 use crate::boot::{self, Listener};
 use crate::bs::price_book;
@@ -10,8 +14,10 @@ use crate::clock::{now_ns, Idle};
 use crate::wire::{Answer, Done, Offer, Order, ReplyHeader, ORDER_BYTES, REPLY_HEADER};
 use crate::BenchError;
 use resex_common::LatencyRecorder;
-use resex_shim::transport::status_byte::{Config, StatusByteReceiver, StatusByteSender};
-use resex_shim::transport::Polling;
+use resex_shim::transport::any::{self, PendingReceiver};
+use resex_shim::transport::realtime::{self, RealClock};
+use resex_shim::transport::status_byte::Config;
+use resex_shim::transport::{BlockReceiver, BlockSender, Kind, Polling};
 use resex_shim::Provider;
 use serde::Serialize;
 use std::collections::VecDeque;
@@ -35,6 +41,8 @@ pub struct ServerConfig {
     pub ring_entries: u32,
     /// How the server waits for the device.
     pub polling: Polling,
+    /// The transport mechanism of its connections.
+    pub transport: Kind,
 }
 
 impl Default for ServerConfig {
@@ -46,6 +54,7 @@ impl Default for ServerConfig {
             path_mtu: 1024,
             ring_entries: 256,
             polling: Polling::Spin,
+            transport: Kind::StatusByte,
         }
     }
 }
@@ -75,8 +84,10 @@ pub struct ServerStats {
 
 struct Conn {
     id: u64,
-    orders: StatusByteReceiver,
-    replies: StatusByteSender,
+    orders: Box<dyn BlockReceiver>,
+    replies: Box<dyn BlockSender>,
+    clock: RealClock,
+    timeout: Duration,
 }
 
 fn transport(cfg: &ServerConfig, payload: u64) -> Config {
@@ -96,7 +107,7 @@ fn handshake(
     s: &mut dyn boot::Stream,
     id: u64,
 ) -> Result<Conn, BenchError> {
-    let mut orders = StatusByteReceiver::new(p, &transport(cfg, ORDER_BYTES as u64))?;
+    let orders = PendingReceiver::new(cfg.transport, p, &transport(cfg, ORDER_BYTES as u64))?;
     boot::send(
         s,
         &Offer {
@@ -106,18 +117,28 @@ fn handshake(
         },
     )?;
     let a: Answer = boot::recv(s)?;
-    orders.accept(a.order_qp)?;
-    let replies = StatusByteSender::connect(p, &transport(cfg, cfg.buffer), a.replies)?;
-    boot::send(
-        s,
-        &Done {
-            reply_qp: replies.qp(),
-        },
-    )?;
+    if a.replies.kind() != cfg.transport {
+        return Err(BenchError::Invalid(format!(
+            "the client offered a {} reply receiver to a {} server",
+            a.replies.kind(),
+            cfg.transport
+        )));
+    }
+    let orders = orders.accept(a.order_qp)?;
+    let tcfg = transport(cfg, cfg.buffer);
+    // The window's ACKs are read by `send` itself (no ACK thread in a one-thread server).
+    let opts = any::Options {
+        ack_thread: false,
+        ..any::Options::default()
+    };
+    let (replies, reply_qp) = any::connect_sender(p, &tcfg, a.replies, opts)?;
+    boot::send(s, &Done { reply_qp })?;
     Ok(Conn {
         id,
         orders,
         replies,
+        clock: RealClock::new(),
+        timeout: tcfg.timeout,
     })
 }
 
@@ -186,7 +207,8 @@ pub fn run(
         for k in 0..conns.len() {
             let i = (next + k) % conns.len();
             loop {
-                match conns[i].orders.try_recv() {
+                let now = conns[i].clock.now_ns();
+                match conns[i].orders.try_recv(now) {
                     Ok(Some(m)) => match Order::decode(&m.data) {
                         Some(o) => queue.push_back((i, o, now_ns())),
                         None => stats.bad_orders += 1,
@@ -205,7 +227,7 @@ pub fn run(
         if let Some((i, order, arrived)) = queue.pop_front() {
             idle.busy();
             if !dead.contains(&i) {
-                let c = &conns[i];
+                let c = &mut conns[i];
                 match serve_one(c, &order, arrived, &cfg, &mut reply, &mut stats, &recorder) {
                     Ok(split) => slow.note(split, now_ns()),
                     Err(e) => {
@@ -285,7 +307,7 @@ impl SlowLog {
 }
 
 fn serve_one(
-    c: &Conn,
+    c: &mut Conn,
     order: &Order,
     arrived: u64,
     cfg: &ServerConfig,
@@ -304,9 +326,9 @@ fn serve_one(
         compute_ns: computed - start,
     }
     .write(reply);
-    c.replies.send(0, reply)?;
+    realtime::send(&mut *c.replies, &c.clock, 0, reply, c.timeout, cfg.polling)?;
     let sent = now_ns();
-    c.replies.flush()?;
+    realtime::complete(&mut *c.replies, &c.clock, c.timeout, cfg.polling)?;
     let done = now_ns();
     stats.requests += 1;
     stats.reply_bytes += cfg.buffer;

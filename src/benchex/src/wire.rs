@@ -1,10 +1,10 @@
 //! What crosses the wire: orders (client to server), replies (server to client, `buffer` bytes
 //! of which the first [`REPLY_HEADER`] carry the result), and the bootstrap handshake that
-//! exchanges status-byte endpoints over a stream socket (as perftest exchanges QP numbers).
+//! exchanges transport endpoints over a stream socket (as perftest exchanges QP numbers): the
+//! server chooses the mechanism, the client follows its offer.
 
 use crate::bs::Option_;
-use resex_shim::provider::QpAddr;
-use resex_shim::transport::status_byte::Endpoint;
+use resex_shim::transport::any::{AnyEndpoint, SenderAddr};
 use serde::{Deserialize, Serialize};
 
 /// Bytes of an order.
@@ -111,8 +111,8 @@ impl ReplyHeader {
 /// Handshake step 1, server to client.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Offer {
-    /// The server's order receiver.
-    pub orders: Endpoint,
+    /// The server's order receiver (its mechanism is the connection's).
+    pub orders: AnyEndpoint,
     /// Reply size, bytes.
     pub buffer: u64,
     /// Path MTU the server's QPs use.
@@ -122,17 +122,17 @@ pub struct Offer {
 /// Handshake step 2, client to server.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Answer {
-    /// The client's order sender QP.
-    pub order_qp: QpAddr,
+    /// The client's order sender.
+    pub order_qp: SenderAddr,
     /// The client's reply receiver.
-    pub replies: Endpoint,
+    pub replies: AnyEndpoint,
 }
 
 /// Handshake step 3, server to client.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Done {
-    /// The server's reply sender QP.
-    pub reply_qp: QpAddr,
+    /// The server's reply sender.
+    pub reply_qp: SenderAddr,
 }
 
 #[cfg(test)]

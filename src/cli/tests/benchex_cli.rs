@@ -36,3 +36,53 @@ fn an_unknown_link_preset_is_one_clear_error() {
     let e = String::from_utf8_lossy(&o.stderr);
     assert!(e.contains("unknown link preset `400g`"), "{e}");
 }
+
+/// Every mechanism of the shim carries BenchEx's orders and replies: the server chooses, the
+/// client follows its offer, and every order is answered.
+#[test]
+fn benchex_local_runs_on_every_transport() {
+    for kind in ["status_byte", "sliding_window", "cpwr", "hipower"] {
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_resex"))
+            .args([
+                "benchex",
+                "local",
+                "--buffer",
+                "4KiB",
+                "--rate",
+                "0",
+                "--count",
+                "40",
+                "--duration",
+                "0",
+                "--transport",
+                kind,
+                "--json",
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "{kind}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(v["transport"], kind, "{v}");
+        assert_eq!(v["server"]["requests"], 40, "{kind}: {v}");
+        assert_eq!(v["clients"][0]["received"], 40, "{kind}: {v}");
+        assert_eq!(v["clients"][0]["reply_bytes"], 40 * 4096, "{kind}: {v}");
+    }
+}
+
+#[test]
+fn an_unknown_transport_is_one_clear_error() {
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_resex"))
+        .args(["benchex", "local", "--transport", "tcp", "--count", "1"])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        e.contains("status_byte, sliding_window, cpwr or hipower") && e.contains("\"tcp\""),
+        "{e}"
+    );
+}

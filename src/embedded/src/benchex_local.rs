@@ -89,6 +89,7 @@ pub fn run(
         .unwrap_or_else(|p| p.into_inner())
         .take_interval();
     Ok(LocalResult {
+        transport: scfg.transport,
         server,
         server_latency,
         clients: results,

@@ -236,3 +236,19 @@ fn oversized_messages_are_refused() {
     let err = tx.send(0, &[0u8; 1001]).unwrap_err();
     assert!(err.to_string().contains("do not fit"), "{err}");
 }
+
+/// A receiver handed a sender of another mechanism says so instead of connecting.
+#[test]
+fn a_receiver_refuses_a_sender_of_another_mechanism() {
+    use resex_shim::transport::any::{connect_sender, PendingReceiver};
+    let (_hca, a, b, _t) = live(LinkConfig::hundred_gig(), 16 << 20);
+    let cfg = Config::default();
+    let hp = PendingReceiver::new(Kind::Hipower, &b.p, &cfg).unwrap();
+    let sb = PendingReceiver::new(Kind::StatusByte, &b.p, &cfg).unwrap();
+    let (_tx, sb_addr) = connect_sender(&a.p, &cfg, sb.endpoint(), Options::default()).unwrap();
+    let Err(e) = hp.accept(sb_addr) else {
+        panic!("a HiPower receiver accepted a status-byte sender");
+    };
+    let e = e.to_string();
+    assert!(e.contains("a hipower receiver cannot accept"), "{e}");
+}

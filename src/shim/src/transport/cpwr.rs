@@ -20,7 +20,7 @@ use crate::ShimError;
 use std::collections::VecDeque;
 
 /// What the requester needs of the responder.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Endpoint {
     /// The responder's QP.
     pub qp: QpAddr,
@@ -303,6 +303,10 @@ impl BlockSender for CpwrSender {
 
     fn in_flight(&self) -> u64 {
         self.busy.iter().filter(|b| **b).count() as u64
+    }
+
+    fn unfinished(&self) -> u64 {
+        self.unreaped
     }
 
     fn take_work(&mut self) -> Work {

@@ -12,6 +12,7 @@
 //!   reusable buffer named back by SEND.
 //! - [`hipower`]: HiPower's batched confirmation: plain WRITEs, bitmap0/bitmap1 on each side,
 //!   RDMA READs of the peer's bitmap, reuse in batches below a threshold, an end flag.
+//! - [`any`]: any mechanism chosen at run time (endpoints and addresses as one type each);
 //! - [`pair`]: both ends of any mechanism connected in one process;
 //! - [`traits`]: the transport trait; [`work`]: the CPU work a call did, counted;
 //!   [`realtime`]: the real-time driver (polling modes, waits).
@@ -19,6 +20,7 @@
 //! All put the same 8-byte header at the start of a block: device number (1 byte), reserved
 //! (1), packet number (2, big-endian), payload length (4, big-endian).
 
+pub mod any;
 pub mod cpwr;
 pub mod hipower;
 pub mod pair;

@@ -144,6 +144,25 @@ pub fn flush(
     )
 }
 
+/// Waits (polling) until every WRITE `tx` posted has completed locally
+/// ([`BlockSender::unfinished`]): a reply is on the wire; HiPower's responder can see it.
+pub fn complete(
+    tx: &mut dyn BlockSender,
+    clock: &RealClock,
+    timeout: Duration,
+    polling: Polling,
+) -> Result<(), ShimError> {
+    spin(
+        timeout,
+        polling,
+        "waiting for the WRITEs to complete",
+        || {
+            tx.poll(clock.now_ns())?;
+            Ok((tx.unfinished() == 0).then_some(()))
+        },
+    )
+}
+
 /// Like [`send`] for a sender shared with a [`Poller`]: the lock is taken per attempt.
 pub fn send_shared<S: BlockSender + ?Sized>(
     tx: &std::sync::Mutex<Box<S>>,

@@ -18,6 +18,12 @@ pub trait BlockSender: Send {
     fn poll(&mut self, now_ns: u64) -> Result<bool, ShimError>;
     /// Blocks sent whose block is not yet known to be reusable.
     fn in_flight(&self) -> u64;
+    /// Blocks sent whose WRITE's local completion this side has not yet reaped (its own
+    /// progress: [`Self::in_flight`] also counts blocks the peer has not handed back). Polling
+    /// reaps them.
+    fn unfinished(&self) -> u64 {
+        self.in_flight()
+    }
     /// The work done since the last call.
     fn take_work(&mut self) -> Work;
     /// When the machine wants to be called again even if nothing changes (a timer: the
@@ -80,6 +86,20 @@ impl Kind {
             Kind::Cpwr => "cpwr",
             Kind::Hipower => "hipower",
         }
+    }
+}
+
+impl std::str::FromStr for Kind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Kind::ALL
+            .into_iter()
+            .find(|k| k.name() == s)
+            .ok_or_else(|| {
+                format!(
+                    "the transport must be status_byte, sliding_window, cpwr or hipower, not {s:?}"
+                )
+            })
     }
 }
 

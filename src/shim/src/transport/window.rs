@@ -22,7 +22,7 @@ use crate::ShimError;
 use std::collections::VecDeque;
 
 /// What the sender needs of the receiver.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Endpoint {
     /// The receiver's QP.
     pub qp: QpAddr,
@@ -364,9 +364,14 @@ impl BlockSender for WindowSender {
         Ok(Some(packet))
     }
 
-    /// The ACK thread's work.
+    /// The ACK thread's work (and the WRITEs' completions).
     fn poll(&mut self, _now_ns: u64) -> Result<bool, ShimError> {
+        self.reap_sends()?;
         self.poll_acks()
+    }
+
+    fn unfinished(&self) -> u64 {
+        self.unreaped
     }
 
     fn in_flight(&self) -> u64 {

@@ -21,7 +21,7 @@ use crate::provider::{QpAddr, QpInit, RemoteAddr};
 use crate::ShimError;
 
 /// What each side needs of the other (both directions READ the peer's bitmap0).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Endpoint {
     /// The side's QP.
     pub qp: QpAddr,

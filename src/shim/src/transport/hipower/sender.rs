@@ -230,6 +230,12 @@ impl BlockSender for HpSender {
         (self.remote.n as usize - self.pool.len()) as u64
     }
 
+    /// A WRITE's buffer is marked busy until its completion flips its bitmap0 bit: only then
+    /// can the responder see the data.
+    fn unfinished(&self) -> u64 {
+        self.busy_count() as u64
+    }
+
     fn take_work(&mut self) -> Work {
         self.work.take()
     }
