@@ -1,0 +1,123 @@
+//! The crate's errors: why a trace has no period, why jobs cannot be put on one circle.
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+/// Why [`crate::detect::detect`] found no period.
+#[derive(Debug, Clone, PartialEq, Error, Serialize, Deserialize)]
+pub enum DetectError {
+    /// The sampling interval is zero.
+    #[error("the sampling interval is zero")]
+    ZeroInterval,
+    /// The trace's duration (samples x interval) does not fit in 64-bit nanoseconds.
+    #[error("{samples} samples of {interval_ns} ns overflow 64-bit nanoseconds")]
+    TooLong {
+        /// Samples analysed.
+        samples: usize,
+        /// The sampling interval.
+        interval_ns: u64,
+    },
+    /// A configuration value is out of range; the message names it.
+    #[error("invalid detection setting: {0}")]
+    BadConfig(&'static str),
+    /// Too few samples to see the required number of periods of the shortest period.
+    #[error("{samples} samples, at least {needed} are needed")]
+    TooShort {
+        /// Samples given (after the cap).
+        samples: usize,
+        /// The fewest that can be analysed.
+        needed: usize,
+    },
+    /// Every sample is zero: the VM sent nothing.
+    #[error("the VM sent nothing")]
+    Silent,
+    /// The samples do not fall into a low (compute) and a high (communication) level: the VM
+    /// sends at one steady level, or its levels differ by less than half.
+    #[error("no on/off structure: low level {low:.3e}, high level {high:.3e} bytes per interval")]
+    NoOnOff {
+        /// Mean of the lower class (bytes per interval).
+        low: f64,
+        /// Mean of the upper class (bytes per interval).
+        high: f64,
+    },
+    /// The on/off signal has no repeating pattern: its best autocorrelation peak is too low.
+    #[error("not periodic: best autocorrelation {best_correlation:.3} is below {needed:.3}")]
+    NotPeriodic {
+        /// The highest autocorrelation peak found (0 if none).
+        best_correlation: f64,
+        /// The configured minimum.
+        needed: f64,
+    },
+}
+
+/// Why [`crate::circle::compatibility`] or [`crate::circle::unify`] refused its jobs.
+#[derive(Debug, Clone, PartialEq, Error, Serialize, Deserialize)]
+pub enum CircleError {
+    /// No job was given.
+    #[error("no jobs")]
+    NoJobs,
+    /// More jobs than the configured maximum.
+    #[error("{got} jobs, at most {max}")]
+    TooManyJobs {
+        /// Jobs given.
+        got: usize,
+        /// The configured maximum.
+        max: usize,
+    },
+    /// A job's period is zero.
+    #[error("job {job}: period is zero")]
+    ZeroPeriod {
+        /// The job's index.
+        job: usize,
+    },
+    /// A job's demand is negative, not finite or above the sanity bound.
+    #[error("job {job}: demand {demand} is not in [0, {max}]")]
+    BadDemand {
+        /// The job's index.
+        job: usize,
+        /// The demand given (fraction of link capacity).
+        demand: f64,
+        /// The largest accepted.
+        max: f64,
+    },
+    /// A job has more arcs than the configured maximum.
+    #[error("job {job}: {got} arcs, at most {max}")]
+    TooManyArcs {
+        /// The job's index.
+        job: usize,
+        /// Arcs given.
+        got: usize,
+        /// The configured maximum.
+        max: usize,
+    },
+    /// An arc is not `0 <= start < 1`, `start <= end <= start + 1` (finite).
+    #[error("job {job}, arc {arc}: [{start}, {end}) is not within one turn starting in [0, 1)")]
+    BadArc {
+        /// The job's index.
+        job: usize,
+        /// The arc's index.
+        arc: usize,
+        /// Its start (fraction of the period).
+        start: f64,
+        /// Its end (fraction of the period; above 1 wraps).
+        end: f64,
+    },
+    /// A configuration value is out of range; the message names it.
+    #[error("invalid circle setting: {0}")]
+    BadConfig(&'static str),
+    /// No quantum keeps the unified circle within the slot bound with period errors within the
+    /// tolerance.
+    #[error(
+        "no unified circle of at most {max_slots} slots rounds every period within {tolerance} \
+         (best error {best_error:.4})"
+    )]
+    NoCommonPerimeter {
+        /// The configured bound on the unified circle's slots.
+        max_slots: usize,
+        /// The configured tolerance on a period's relative rounding error.
+        tolerance: f64,
+        /// The smallest worst-case relative error any admissible quantum gave (`f64::MAX` if no
+        /// quantum was admissible at all).
+        best_error: f64,
+    },
+}
