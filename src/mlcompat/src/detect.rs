@@ -7,11 +7,11 @@
 //!
 //! # Method
 //!
-//! 1. Levels ([`level`]): Otsu's split of the samples (clamped at the 99th percentile of the
+//! 1. Levels (`detect/level.rs`): Otsu's split of the samples (clamped at the 99th percentile of the
 //!    non-zero ones) into a compute and a communication level; a sample is on when above their
 //!    midpoint. Refused when the levels are not apart by at least half the high level (a VM
 //!    sending steadily has no on/off structure).
-//! 2. Autocorrelation of the centred on/off signal (FFT, [`fft`]), each lag normalised by its
+//! 2. Autocorrelation of the centred on/off signal (FFT, `detect/fft.rs`), each lag normalised by its
 //!    overlap so that long lags are not penalised. Lags run up to `n / min_periods`, so at least
 //!    `min_periods` periods are seen.
 //! 3. The trivial peak at lag 0 is skipped by starting after the first lag where the
@@ -22,7 +22,7 @@
 //! 4. Refinement: a parabola through the peak and its neighbours gives a sub-sample lag; then
 //!    the peaks near 2, 3, 4, 6, 9, ... times that lag are located and refined the same way,
 //!    each giving the period as lag / multiple with an error divided by the multiple.
-//! 5. Period and phase ([`phase`]): one window per period, the arc's centre in each (circular
+//! 5. Period and phase (`detect/phase.rs`): one window per period, the arc's centre in each (circular
 //!    mean), a line through the centres: its slope corrects the period, its intercept is the
 //!    centre of the first arc.
 //! 6. Duty: the fraction of samples on. Demand: the mean of the on samples whose neighbours

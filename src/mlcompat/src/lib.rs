@@ -26,9 +26,13 @@
 
 #![forbid(unsafe_code)]
 
+pub mod circle;
 pub mod detect;
 pub mod error;
 pub mod synth;
 
+pub use circle::{
+    compatibility, unify, CircleConfig, CommArc, Compatibility, Job, Search, UnifiedCircle,
+};
 pub use detect::{detect, DetectConfig, Periodicity};
 pub use error::{CircleError, DetectError};
