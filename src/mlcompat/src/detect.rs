@@ -7,13 +7,13 @@
 //!
 //! # Method
 //!
-//! 1. Levels (`detect/level.rs`): Otsu's split of the samples (clamped at the 99th percentile of the
-//!    non-zero ones) into a compute and a communication level; a sample is on when above their
-//!    midpoint. Refused when the levels are not apart by at least half the high level (a VM
-//!    sending steadily has no on/off structure).
-//! 2. Autocorrelation of the centred on/off signal (FFT, `detect/fft.rs`), each lag normalised by its
-//!    overlap so that long lags are not penalised. Lags run up to `n / min_periods`, so at least
-//!    `min_periods` periods are seen.
+//! 1. Levels (`detect/level.rs`): Otsu's split of the samples (clamped at the 99th
+//!    percentile of the non-zero ones) into a compute and a communication level; a sample is
+//!    on when above their midpoint. Refused when the levels are not apart by at least half the
+//!    high level (a VM sending steadily has no on/off structure).
+//! 2. Autocorrelation of the centred on/off signal (FFT, `detect/fft.rs`), each lag
+//!    normalised by its overlap so that long lags are not penalised. Lags run up to
+//!    `n / min_periods`, so at least `min_periods` periods are seen.
 //! 3. The trivial peak at lag 0 is skipped by starting after the first lag where the
 //!    correlation falls to zero or below. Among the local maxima after it, the first whose
 //!    correlation is at least [`HARMONIC_RATIO`] of the highest is the fundamental: multiples of
@@ -22,9 +22,9 @@
 //! 4. Refinement: a parabola through the peak and its neighbours gives a sub-sample lag; then
 //!    the peaks near 2, 3, 4, 6, 9, ... times that lag are located and refined the same way,
 //!    each giving the period as lag / multiple with an error divided by the multiple.
-//! 5. Period and phase (`detect/phase.rs`): one window per period, the arc's centre in each (circular
-//!    mean), a line through the centres: its slope corrects the period, its intercept is the
-//!    centre of the first arc.
+//! 5. Period and phase (`detect/phase.rs`): one window per period, the arc's centre in each
+//!    (circular mean), a line through the centres: its slope corrects the period, its
+//!    intercept is the centre of the first arc.
 //! 6. Duty: the fraction of samples on. Demand: the mean of the on samples whose neighbours
 //!    are on too (whole intervals of communication), less that of the off samples whose
 //!    neighbours are off too (the background). Phase: the arc's start, half the duty before
@@ -38,8 +38,9 @@
 //!
 //! Only the last `max_samples` samples are analysed (at most [`MAX_SAMPLES`]). With n of them:
 //! one sort O(n log n), two FFTs of N = next power of two >= 2n, O(N log N) time and O(N)
-//! memory; the peak search and refinement are O(n); the phase O(n). At the default cap of
-//! 65 536 samples (65 s at 1 ms) that is a few million floating-point operations.
+//! memory; the peak search and refinement are O(n); the phase fit two O(n) passes. At the
+//! default cap of 65 536 samples (65 s at 1 ms) that is a few million floating-point
+//! operations.
 
 mod fft;
 mod level;

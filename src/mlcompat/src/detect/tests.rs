@@ -40,13 +40,16 @@ fn run(spec: &TraceSpec) -> Result<Periodicity, DetectError> {
 }
 
 /// Periods 20 ms to 2 s (a geometric grid with non-integer periods), three duties, three seeds,
-/// 5 and 20 periods long: the period within 5 % (the issue's bar), the duty within 0.03, the
-/// demand within 5 %, the phase within 5 % of the period (plus a sample).
+/// 4, 5 and 20 periods long: the period within 5 % (the issue's bar), the duty within 0.03, the
+/// demand within 5 % (8 % at 4 periods: with +-20 % noise per sample and as few as 20 whole
+/// samples of communication, 5 % is only 2 standard errors), the phase within 5 % of the period
+/// (plus a sample).
 #[test]
 fn recovers_period_duty_demand_and_phase_across_the_grid() {
-    let mut worst = [0.0f64; 4];
-    let mut cases = 0;
-    for periods in [5.0, 20.0] {
+    for periods in [4.0, 5.0, 20.0] {
+        let mut worst = [0.0f64; 4];
+        let mut mean_period_error = 0.0;
+        let mut cases = 0;
         let mut period_ms = 20.0;
         while period_ms <= 2000.0 {
             for duty in [0.2, 0.45, 0.7] {
@@ -62,22 +65,29 @@ fn recovers_period_duty_demand_and_phase_across_the_grid() {
                     let phase_bar = 0.05 + MS / spec.period_ns;
                     assert!(errs[0] < 0.05, "period {errs:?} {got:?} {spec:?}");
                     assert!(errs[1] < 0.03, "duty {errs:?} {got:?} {spec:?}");
-                    assert!(errs[2] < 0.05, "demand {errs:?} {got:?} {spec:?}");
+                    let demand_bar = if periods < 5.0 { 0.08 } else { 0.05 };
+                    assert!(errs[2] < demand_bar, "demand {errs:?} {got:?} {spec:?}");
                     assert!(errs[3] < phase_bar, "phase {errs:?} {got:?} {spec:?}");
                     assert!(got.confidence >= 0.5, "{got:?}");
                     for (w, e) in worst.iter_mut().zip(errs) {
                         *w = w.max(e);
                     }
+                    mean_period_error += errs[0];
                     cases += 1;
                 }
             }
             period_ms *= 1.37;
         }
+        eprintln!(
+            "{periods} periods, {cases} traces: period error mean {:.5} worst {:.5}; worst duty \
+             {:.4}, demand {:.4}, phase {:.4} (of the period)",
+            mean_period_error / f64::from(cases),
+            worst[0],
+            worst[1],
+            worst[2],
+            worst[3]
+        );
     }
-    eprintln!(
-        "{cases} traces: worst period error {:.4}, duty {:.4}, demand {:.4}, phase {:.4} (of the period)",
-        worst[0], worst[1], worst[2], worst[3]
-    );
 }
 
 /// Without noise the period is found to well under a sample once harmonics are used.
