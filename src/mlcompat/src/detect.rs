@@ -15,10 +15,11 @@
 //!    normalised by its overlap so that long lags are not penalised. Lags run up to
 //!    `n / min_periods`, so at least `min_periods` periods are seen.
 //! 3. The trivial peak at lag 0 is skipped by starting after the first lag where the
-//!    correlation falls to zero or below. Among the local maxima after it, the first whose
-//!    correlation is at least [`HARMONIC_RATIO`] of the highest is the fundamental: multiples of
-//!    the period correlate as well as the period itself, and picking the highest would often
-//!    give 2x or 3x the period.
+//!    correlation falls to zero or below. Each local maximum after it is a candidate period,
+//!    scored by a comb: the mean correlation at its first [`COMB_TEETH`] multiples. Multiples
+//!    of the period score as well as the period itself, so the fundamental is the first
+//!    candidate whose score is at least [`HARMONIC_RATIO`] of the highest; averaging over the
+//!    teeth keeps one lucky peak at 2P (short arcs, jitter) from outscoring P.
 //! 4. Refinement: a parabola through the peak and its neighbours gives a sub-sample lag; then
 //!    the peaks near 2, 3, 4, 6, 9, ... times that lag are located and refined the same way,
 //!    each giving the period as lag / multiple with an error divided by the multiple.
@@ -30,15 +31,16 @@
 //!    neighbours are off too (the background). Phase: the arc's start, half the duty before
 //!    its centre.
 //!
-//! The confidence is the autocorrelation at the fundamental (clamped to [0, 1]): 1 for a
-//! perfectly repeating on/off pattern, near 0 for noise. Below `min_confidence` the trace is
+//! The confidence is the fundamental's comb score (clamped to [0, 1]): 1 for a perfectly
+//! repeating on/off pattern, near 0 for noise. Below `min_confidence` the trace is
 //! refused as not periodic.
 //!
 //! # Bounded work
 //!
 //! Only the last `max_samples` samples are analysed (at most [`MAX_SAMPLES`]). With n of them:
 //! one sort O(n log n), two FFTs of N = next power of two >= 2n, O(N log N) time and O(N)
-//! memory; the peak search and refinement are O(n); the phase fit two O(n) passes. At the
+//! memory; the peak search O(n), the comb at most 1024 candidates x 8 teeth x 9 lags, the
+//! refinement O(log n); the phase fit two O(n) passes. At the
 //! default cap of 65 536 samples (65 s at 1 ms) that is a few million floating-point
 //! operations.
 
@@ -54,9 +56,15 @@ use crate::error::DetectError;
 /// 32 MiB of FFT buffers).
 pub const MAX_SAMPLES: usize = 1 << 20;
 
-/// A local maximum of the autocorrelation is the fundamental when it reaches this fraction of
-/// the highest local maximum (multiples of the period reach about as high).
+/// A candidate period is the fundamental when its comb score reaches this fraction of the
+/// highest (multiples of the period score about as high).
 pub const HARMONIC_RATIO: f64 = 0.8;
+
+/// Multiples of a candidate period averaged in its comb score.
+const COMB_TEETH: usize = 8;
+
+/// The most candidate periods scored (local maxima of the autocorrelation, in lag order).
+const MAX_CANDIDATES: usize = 1024;
 
 /// Half-width, in lags, of the window searched for the peak at a multiple of the period.
 const HARMONIC_WINDOW: usize = 2;
@@ -118,7 +126,8 @@ pub struct Periodicity {
     /// Where the communication arc starts, in ns after the start of the first sample given
     /// (modulo the period), in [0, period).
     pub phase_ns: u64,
-    /// Autocorrelation of the on/off signal at the period, in [0, 1].
+    /// Mean autocorrelation of the on/off signal at the period's first multiples (the comb
+    /// score), in [0, 1].
     pub confidence: f64,
     /// How many periods the analysed samples span.
     pub periods_seen: f64,
@@ -254,17 +263,17 @@ fn fundamental(r: &[f64], max_lag: usize, cfg: &DetectConfig) -> Result<Fundamen
         return Err(not_periodic(0.0));
     };
     let first = start.max(cfg.min_period_samples);
-    let peaks: Vec<usize> = (first..=max_lag)
-        .filter(|&k| r[k] >= r[k - 1] && r[k] > r[k + 1])
+    // Candidates: local maxima high enough to matter (at most MAX_CANDIDATES of them).
+    let candidates: Vec<(usize, f64)> = (first..=max_lag)
+        .filter(|&k| r[k] >= r[k - 1] && r[k] > r[k + 1] && r[k] >= 0.5 * cfg.min_confidence)
+        .take(MAX_CANDIDATES)
+        .map(|k| (k, comb(r, refine(r, k), first, max_lag)))
         .collect();
-    let best = peaks
-        .iter()
-        .map(|&k| r[k])
-        .fold(f64::NEG_INFINITY, f64::max);
-    if peaks.is_empty() || best < cfg.min_confidence {
-        return Err(not_periodic(best.max(0.0)));
+    let best = candidates.iter().map(|c| c.1).fold(0.0, f64::max);
+    if best < cfg.min_confidence {
+        return Err(not_periodic(best));
     }
-    let Some(&k0) = peaks.iter().find(|&&k| r[k] >= HARMONIC_RATIO * best) else {
+    let Some(&(k0, score)) = candidates.iter().find(|c| c.1 >= HARMONIC_RATIO * best) else {
         return Err(not_periodic(best));
     };
     let mut lag = refine(r, k0);
@@ -291,8 +300,37 @@ fn fundamental(r: &[f64], max_lag: usize, cfg: &DetectConfig) -> Result<Fundamen
     }
     Ok(Fundamental {
         lag,
-        correlation: r[k0],
+        correlation: score,
     })
+}
+
+/// The comb score of a candidate period `lag`: the mean over its first multiples m (at most
+/// [`COMB_TEETH`], all within `max_lag`) of the highest correlation within 1 + m/2 lags of
+/// m x lag (the window widens because the candidate's error grows with m).
+fn comb(r: &[f64], lag: f64, first: usize, max_lag: usize) -> f64 {
+    let mut sum = 0.0;
+    let mut teeth = 0usize;
+    for m in 1..=COMB_TEETH {
+        let centre = (lag * m as f64).round();
+        if centre.is_nan() || centre > max_lag as f64 {
+            break;
+        }
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+        let centre = centre as usize;
+        let w = 1 + m / 2;
+        let lo = centre.saturating_sub(w).max(first);
+        let hi = (centre + w).min(max_lag);
+        sum += (lo..=hi)
+            .map(|k| r[k])
+            .fold(f64::NEG_INFINITY, f64::max)
+            .max(-1.0);
+        teeth += 1;
+    }
+    if teeth == 0 {
+        0.0
+    } else {
+        sum / teeth as f64
+    }
 }
 
 /// The sub-sample position of the peak at `k` (a parabola through `k - 1`, `k`, `k + 1`).

@@ -118,6 +118,32 @@ fn picks_the_fundamental_not_a_multiple() {
     );
 }
 
+/// Very short and very long arcs (2-5 % and 90-95 % duty) with jittered starts: the peak at
+/// 2P can beat the one at P by chance, the comb over multiples still picks P.
+#[test]
+fn extreme_duties_are_not_taken_at_twice_the_period() {
+    for (period_ms, duty) in [
+        (20.0, 0.05),
+        (100.0, 0.03),
+        (100.0, 0.95),
+        (20.0, 0.9),
+        (500.0, 0.02),
+    ] {
+        for seed in 1..=5 {
+            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+            let mut spec = TraceSpec::clean(period_ms * MS, duty, 5e9, (period_ms * 8.0) as usize);
+            spec.start_jitter = 0.01;
+            spec.amplitude_noise = 0.2;
+            spec.missing = 0.01;
+            spec.phase_ns = 3.0 * MS;
+            spec.seed = seed;
+            let got = run(&spec).unwrap_or_else(|e| panic!("{spec:?}: {e}"));
+            let err = (got.period_ns as f64 / spec.period_ns - 1.0).abs();
+            assert!(err < 0.05, "{got:?} {spec:?}");
+        }
+    }
+}
+
 /// A long period sampled finely: the wide peak at lag 0 is not taken for the period.
 #[test]
 fn skips_the_trivial_peak_at_lag_zero() {
