@@ -100,7 +100,8 @@ impl Job {
     /// period or link rate) are refused later, by [`compatibility`].
     #[must_use]
     pub fn from_periodicity(p: &Periodicity, link_bytes_per_s: f64) -> Self {
-        let start = p.phase_ns as f64 / p.period_ns as f64;
+        // A phase of a whole period (or more) folds back to the start of the circle.
+        let start = (p.phase_ns % p.period_ns.max(1)) as f64 / p.period_ns as f64;
         Self::single(
             p.period_ns,
             start,
@@ -112,6 +113,7 @@ impl Job {
 
 /// Settings of [`unify`] and [`compatibility`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct CircleConfig {
     /// The most slots the unified circle may have (the LCM bound; at most [`HARD_MAX_SLOTS`]).
     pub max_slots: usize,

@@ -71,6 +71,7 @@ const HARMONIC_WINDOW: usize = 2;
 
 /// Settings of [`detect`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct DetectConfig {
     /// Samples analysed: the most recent ones (capped at [`MAX_SAMPLES`]).
     pub max_samples: usize,
@@ -203,11 +204,13 @@ pub fn detect(
     let phase = if phase < arc.period { phase } else { 0.0 }; // rem_euclid may round up
     let demand = level_of(window, &on, true).unwrap_or(levels.high)
         - level_of(window, &on, false).unwrap_or(levels.low);
+    let period_ns = to_ns(arc.period * interval_ns as f64);
     Ok(Periodicity {
-        period_ns: to_ns(arc.period * interval_ns as f64),
+        period_ns,
         duty,
         demand_bytes_per_s: finite_or_max(demand.max(0.0) * 1e9 / interval_ns as f64),
-        phase_ns: to_ns(phase * interval_ns as f64),
+        // Rounded to ns, the phase may reach the rounded period: fold it back.
+        phase_ns: to_ns(phase * interval_ns as f64) % period_ns.max(1),
         confidence: period.correlation.clamp(0.0, 1.0),
         periods_seen,
         samples_used: n,
