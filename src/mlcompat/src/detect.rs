@@ -125,7 +125,9 @@ pub struct Periodicity {
     /// out).
     pub demand_bytes_per_s: f64,
     /// Where the communication arc starts, in ns after the start of the first sample given
-    /// (modulo the period), in [0, period).
+    /// (modulo the period), in [0, period). When samples beyond `max_samples` were dropped,
+    /// the phase is carried back over them with the estimated period, so its error grows by
+    /// the period's error times the number of periods dropped.
     pub phase_ns: u64,
     /// Mean autocorrelation of the on/off signal at the period's first multiples (the comb
     /// score), in [0, 1].
