@@ -109,6 +109,18 @@ fn table(w: &mut dyn Write, r: &Results) -> std::io::Result<()> {
     for (k, v) in &r.sync_us {
         row(w, &format!("  {k}"), v)?;
     }
+    writeln!(
+        w,
+        "Fig. 11 each sync, {} messages back to back, 3 blocks (us)",
+        size(r.sync_series_size)
+    )?;
+    let stats = ["n", "mean", "stddev", "min", "p50", "p99", "max"].map(String::from);
+    header(w, "", &stats)?;
+    for (k, d) in &r.sync_dist_us {
+        #[allow(clippy::cast_precision_loss)]
+        let v = [d.n as f64, d.mean, d.stddev, d.min, d.p50, d.p99, d.max];
+        row(w, &format!("  {k}"), &v)?;
+    }
     let sizes: Vec<String> = r.msg_sizes.iter().map(|s| size(*s)).collect();
     for (title, m) in [
         ("Fig. 12 latency (us), size", &r.latency_us),

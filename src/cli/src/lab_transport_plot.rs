@@ -41,6 +41,17 @@ pub fn all(r: &Results, dir: &Path) -> Result<Vec<PathBuf>> {
             lines: r.sync_us.clone(),
         },
         Chart {
+            file: "transport-sync-series.svg",
+            title: "Fig. 11: each synchronisation, messages back to back",
+            x_desc: "synchronisation",
+            y_desc: "us",
+            xs: (1..=r.sync_series_us.values().map(Vec::len).max().unwrap_or(0))
+                .map(|i| i as f64)
+                .collect(),
+            log_x: false,
+            lines: r.sync_series_us.clone(),
+        },
+        Chart {
             file: "transport-latency.svg",
             title: "Fig. 12: latency of one block",
             x_desc: "bytes",

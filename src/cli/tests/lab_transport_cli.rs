@@ -32,6 +32,14 @@ fn lab_transport_quick_is_deterministic_complete_and_plots() {
         assert_eq!(s.len(), blocks.len(), "{m}");
         assert!(s.iter().all(|&x| x > 0.0 && x < 1000.0), "{m}: {s:?}");
     }
+    // Fig. 11: each synchronisation of a run, and its distribution.
+    for m in ["status_byte", "sliding_window"] {
+        let s = nums(&v["sync_series_us"][m]);
+        assert!(!s.is_empty(), "{m}");
+        let d = &v["sync_dist_us"][m];
+        assert_eq!(d["n"].as_u64(), Some(s.len() as u64), "{m}");
+        assert!(d["min"].as_f64() <= d["p50"].as_f64() && d["p50"].as_f64() <= d["max"].as_f64());
+    }
     // Figs. 12-15: per message size, latency, throughput and CPU, both mechanisms.
     let sizes = nums(&v["msg_sizes"]);
     assert!(sizes.len() >= 3);
@@ -67,6 +75,10 @@ fn lab_transport_quick_is_deterministic_complete_and_plots() {
         .filter(|n| n.starts_with("transport-") && n.ends_with(".svg"))
         .collect();
     assert!(svgs.len() >= 3, "{svgs:?}");
+    assert!(
+        svgs.iter().any(|n| n == "transport-sync-series.svg"),
+        "{svgs:?}"
+    );
 }
 
 #[test]

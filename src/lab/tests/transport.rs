@@ -23,6 +23,17 @@ fn one_seed_gives_the_same_bytes_and_the_papers_directions() {
     assert!(sb.last().unwrap() > sb.first().unwrap());
     // Fig. 15: the window's ACK thread costs the sender side a second busy CPU.
     assert!(r.tx_busy_pct["sliding_window"][0] > 1.5 * r.tx_busy_pct["status_byte"][0]);
+    // Fig. 11: every message's ACK is timed; the status-byte syncs (one READ every few
+    // blocks) are steadier than the window's ACKs, which share the port with the data.
+    let (sw, sbd) = (
+        &r.sync_dist_us["sliding_window"],
+        &r.sync_dist_us["status_byte"],
+    );
+    assert_eq!(sw.n, r.sync_series_us["sliding_window"].len());
+    assert_eq!(sw.n, 60);
+    assert!(sbd.n > 0 && sbd.n < sw.n, "{sbd:?}");
+    assert!(sbd.min > 0.0 && sw.min > 0.0);
+    assert!(sbd.max - sbd.min <= sw.max - sw.min, "{sbd:?} {sw:?}");
     // HiPower's gather: less master CPU per small message than CPWR.
     let g = &r.hipower.gather;
     assert!(g.hipower_cpu[0] < g.cpwr_cpu[0]);

@@ -102,7 +102,7 @@ impl Actor for Sender {
 pub struct AckThread {
     tx: SharedTx,
     shared: Rc<Shared>,
-    /// When each poll that moved the head ran.
+    /// When the sender learned of each message's ACK (the poll that moved the head past it).
     pub acked: Vec<u64>,
 }
 
@@ -123,10 +123,13 @@ impl Actor for AckThread {
             return Ok((Step::Done, Work::default()));
         }
         let mut tx = self.tx.borrow_mut();
+        let before = tx.in_flight();
         let moved = tx.poll(now)?;
         let w = tx.take_work();
         if moved {
-            self.acked.push(now);
+            let n = before.saturating_sub(tx.in_flight()).max(1);
+            self.acked
+                .extend(std::iter::repeat_n(now, usize::try_from(n).unwrap_or(1)));
             return Ok((Step::Progress, w));
         }
         Ok((Step::Wait, w))

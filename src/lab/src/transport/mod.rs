@@ -7,6 +7,7 @@
 //! - [`preset`]: every constant, with its source; [`sim`]: the virtual-time driver;
 //! - [`actors`]: the guest threads; [`one`]: one connection's latency, throughput and CPU;
 //! - [`sb_paper`]: sync time vs blocks, holding a block; [`hp_paper`]: broadcast and gather.
+//! - [`sync_dist`]: each synchronisation's time over a run, and its distribution (Fig. 11).
 
 pub mod actors;
 pub mod hp_paper;
@@ -14,6 +15,7 @@ pub mod one;
 pub mod preset;
 pub mod sb_paper;
 pub mod sim;
+pub mod sync_dist;
 
 pub use preset::Testbed;
 use sim::context;
@@ -111,6 +113,12 @@ pub struct Results {
     pub blocks: Vec<u32>,
     /// Fig. 10: sync time, us, by mechanism, per block count.
     pub sync_us: BTreeMap<String, Vec<f64>>,
+    /// Fig. 11: messages of this size sent back to back (3 blocks) ...
+    pub sync_series_size: u64,
+    /// ... and each synchronisation's time over the run, us, in order, by mechanism ...
+    pub sync_series_us: BTreeMap<String, Vec<f64>>,
+    /// ... and their distribution.
+    pub sync_dist_us: BTreeMap<String, sync_dist::Dist>,
     /// Message sizes of Figs. 12-15.
     pub msg_sizes: Vec<u64>,
     /// Fig. 12: latency, us.
@@ -176,6 +184,7 @@ pub fn run(
     let sb_kinds = [Kind::StatusByte, Kind::SlidingWindow];
     let hp_kinds = [Kind::Hipower, Kind::Cpwr];
     let total = blocks.len() * 2
+        + 2
         + msg_sizes.len() * sb_kinds.len()
         + 2
         + hp_sizes.len() * hp_kinds.len() * 3;
@@ -214,6 +223,22 @@ pub fn run(
             .push(v);
         tick(format!("sync, sliding window, {b} blocks"), progress);
     }
+
+    let sync_series_size = 4096;
+    let mut sync_series_us: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    for kind in sb_kinds {
+        let n = if cfg.quick { 60 } else { 1000 };
+        let v = context(
+            sync_dist::sync_series(kind, &setup(cfg.sb_bed, 3, sync_series_size), n),
+            || format!("sync series, {kind}"),
+        )?;
+        sync_series_us.insert(kind.to_string(), v);
+        tick(format!("sync series, {kind}"), progress);
+    }
+    let sync_dist_us = sync_series_us
+        .iter()
+        .map(|(k, v)| (k.clone(), sync_dist::Dist::of(v)))
+        .collect();
 
     let mut figs: BTreeMap<String, Vec<OneFigures>> = BTreeMap::new();
     for &size in &msg_sizes {
@@ -308,6 +333,9 @@ pub fn run(
         charge_copies: cfg.charge_copies,
         blocks,
         sync_us,
+        sync_series_size,
+        sync_series_us,
+        sync_dist_us,
         msg_sizes,
         latency_us: pick(|f| f.latency_us),
         throughput_mbps: pick(|f| f.mbps),

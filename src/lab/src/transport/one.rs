@@ -72,14 +72,15 @@ pub fn config(s: &Setup) -> Config {
     }
 }
 
-struct Run {
-    sender: Sender,
-    acks: Option<AckThread>,
-    receiver: Receiver,
-    cpu: Vec<ThreadCpu>,
+pub(crate) struct Run {
+    pub(crate) sender: Sender,
+    pub(crate) acks: Option<AckThread>,
+    pub(crate) receiver: Receiver,
+    pub(crate) cpu: Vec<ThreadCpu>,
 }
 
-fn one_run(kind: Kind, s: &Setup, count: u64, one: bool) -> Result<Run, SimError> {
+/// `count` messages of one connection, back to back or `one` at a time.
+pub(crate) fn one_run(kind: Kind, s: &Setup, count: u64, one: bool) -> Result<Run, SimError> {
     let (world, Pair { tx, rx }) = world_pair(kind, s, 2)?;
     let tx: SharedTx = Rc::new(RefCell::new(tx));
     let shared = Rc::new(Shared::default());
