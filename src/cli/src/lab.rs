@@ -23,6 +23,9 @@ pub enum LabCommand {
     /// The shim's transports in virtual time on a NIC model: status-byte vs sliding window
     /// (Figs. 10, 12-15, 18) and HiPower vs CPWR (one-to-one, broadcast, gather).
     Transport(crate::lab_transport::TransportArgs),
+    /// Congestion compatibility of periodic (ML training) jobs: `detect` finds each VM's
+    /// period, duty cycle and demand from the monitor's exact counts alone.
+    Mlcompat(crate::lab_mlcompat::MlcompatArgs),
 }
 
 /// Options of `resex lab compare`.
@@ -131,6 +134,7 @@ pub fn run(c: LabCommand) -> Result<()> {
         LabCommand::Compare(a) => crate::lab_compare::compare(&a),
         LabCommand::Drum(a) => crate::lab_drum::drum(&a),
         LabCommand::Transport(a) => crate::lab_transport::transport(&a),
+        LabCommand::Mlcompat(a) => crate::lab_mlcompat::run(&a),
     }
 }
 

@@ -13,6 +13,7 @@ mod lab;
 mod lab_compare;
 mod lab_drum;
 mod lab_drum_plot;
+mod lab_mlcompat;
 mod lab_plot;
 mod lab_tradeoff;
 mod lab_transport;

@@ -52,6 +52,10 @@ pub(crate) struct Guest {
     pub(crate) period: LatencySummary,
     /// Counted at the last series point.
     pub(crate) at_point: Counters,
+    /// Bytes sent in each interval since it started (with `LabConfig::traffic`).
+    pub(crate) traffic: Vec<u64>,
+    /// Bytes counted at the last interval's end.
+    pub(crate) at_traffic: u64,
 }
 
 /// What a guest is built with besides its scenario entry.
@@ -148,6 +152,8 @@ impl Guest {
             balance_min: None,
             counted: Counters::default(),
             at_point: Counters::default(),
+            traffic: Vec::new(),
+            at_traffic: 0,
             period: LatencySummary::default(),
         })
     }

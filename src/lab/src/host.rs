@@ -5,7 +5,7 @@
 
 use crate::driver::{Action, DriverError, LabDriver};
 use crate::guest::{Build, Guest, HEAP};
-use crate::result::{HostResult, LabResult, Series, VmResult, VmSeries};
+use crate::result::{HostResult, LabResult, Series, VmResult, VmSeries, VmTraffic};
 use resex_core::{CoreConfig, LinkSpec};
 use resex_guestmem::{GuestMemory, VecMemory};
 use resex_pricing::PolicyConfig;
@@ -40,6 +40,10 @@ pub struct LabConfig {
     pub warmup_s: f64,
     /// Record time series (one point per report period) into the result.
     pub series: bool,
+    /// Record each VM's transmitted bytes per interval, as the monitor counted them, into the
+    /// result ([`crate::result::VmTraffic`]: what traffic analysis, such as finding a periodic
+    /// job's period, works from).
+    pub traffic: bool,
 }
 
 impl Default for LabConfig {
@@ -55,6 +59,7 @@ impl Default for LabConfig {
             skip_idle: true,
             warmup_s: 0.0,
             series: false,
+            traffic: false,
         }
     }
 }
@@ -310,6 +315,12 @@ impl LabHost {
         if self.cfg.series && period {
             self.point(now);
         }
+        if self.cfg.traffic {
+            for g in self.guests.iter_mut().filter(|g| g.started) {
+                g.traffic.push(g.counted.tx_bytes - g.at_traffic);
+                g.at_traffic = g.counted.tx_bytes;
+            }
+        }
         Ok(())
     }
 
@@ -451,6 +462,18 @@ impl LabHost {
                 wire_util: wire_bits / capacity,
             },
             series: self.series.clone(),
+            traffic: self.cfg.traffic.then(|| {
+                self.guests
+                    .iter()
+                    .map(|g| VmTraffic {
+                        name: g.name.clone(),
+                        #[allow(clippy::cast_precision_loss)]
+                        start_s: g.start_ns as f64 / 1e9,
+                        interval_ns: self.cfg.interval_ns,
+                        tx_bytes: g.traffic.clone(),
+                    })
+                    .collect()
+            }),
         }
     }
 }

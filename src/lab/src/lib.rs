@@ -30,4 +30,4 @@ pub mod transport;
 pub mod vcpu;
 
 pub use host::{LabConfig, LabError, LabHost};
-pub use result::{HostResult, LabResult, Series, VmResult, VmSeries};
+pub use result::{HostResult, LabResult, Series, VmResult, VmSeries, VmTraffic};

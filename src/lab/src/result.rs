@@ -66,6 +66,22 @@ pub struct LabResult {
     /// Time series, one point per report period (only when asked for: `LabConfig::series`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub series: Option<Series>,
+    /// Each VM's bytes per interval (only when asked for: `LabConfig::traffic`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub traffic: Option<Vec<VmTraffic>>,
+}
+
+/// One VM's transmitted bytes per interval, exactly as the monitor counted them.
+#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+pub struct VmTraffic {
+    /// Its name.
+    pub name: String,
+    /// When it started (its first interval ends one interval later), virtual seconds.
+    pub start_s: f64,
+    /// The interval, ns.
+    pub interval_ns: u64,
+    /// Bytes sent in each interval from its start.
+    pub tx_bytes: Vec<u64>,
 }
 
 /// Time series of a run, one point per report period.

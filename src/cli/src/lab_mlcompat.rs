@@ -1,0 +1,153 @@
+//! `resex lab mlcompat detect`: runs a scenario in the lab (monitor only) and finds each VM's
+//! period, communication duty cycle and demand from the monitor's exact bytes per interval
+//! alone (`resex_mlcompat::detect`), beside the VM's own iteration time as the lab knows it.
+
+use anyhow::{Context, Result};
+use clap::{Args, Subcommand};
+use resex_lab::{LabConfig, LabHost, LabResult};
+use resex_mlcompat::{detect, DetectConfig};
+use resex_scenario::Scenario;
+use serde::Serialize;
+use std::path::PathBuf;
+
+/// `resex lab mlcompat ...`
+#[derive(Debug, Args)]
+pub struct MlcompatArgs {
+    #[command(subcommand)]
+    pub cmd: MlcompatCmd,
+}
+
+/// The congestion-compatibility tools.
+#[derive(Debug, Subcommand)]
+pub enum MlcompatCmd {
+    /// Find each VM's period, duty cycle and demand from its traffic alone (no guest help).
+    Detect(DetectArgs),
+}
+
+/// Options of `resex lab mlcompat detect`.
+#[derive(Debug, Args)]
+pub struct DetectArgs {
+    /// The scenario (e.g. tools/scenarios/periodic-pair.toml).
+    pub scenario: PathBuf,
+    /// Virtual seconds (default: the scenario's duration).
+    #[arg(long)]
+    pub duration: Option<f64>,
+    /// Seed.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Print the rows as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// One VM's row.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Row {
+    /// The VM.
+    pub vm: String,
+    /// Its iteration time as the lab measured it (its run over the orders it answered), ms.
+    pub iteration_ms: Option<f64>,
+    /// The period found in its traffic, ms (`None`: not periodic, see `why`).
+    pub period_ms: Option<f64>,
+    /// `period_ms / iteration_ms - 1`.
+    pub period_error: Option<f64>,
+    /// Fraction of the period it communicates.
+    pub duty: Option<f64>,
+    /// Its rate while communicating, Mb/s.
+    pub demand_mbps: Option<f64>,
+    /// The detector's confidence, 0-1.
+    pub confidence: Option<f64>,
+    /// Why no period was found.
+    pub why: Option<String>,
+}
+
+pub fn run(a: &MlcompatArgs) -> Result<()> {
+    match &a.cmd {
+        MlcompatCmd::Detect(d) => detect_cmd(d),
+    }
+}
+
+fn detect_cmd(a: &DetectArgs) -> Result<()> {
+    let s = Scenario::load(&a.scenario)
+        .with_context(|| format!("scenario {}", a.scenario.display()))?;
+    let cfg = LabConfig {
+        seed: a.seed,
+        duration_s: a.duration,
+        traffic: true,
+        ..LabConfig::default()
+    };
+    let r = LabHost::new(&s, cfg)?.run(|_, _| {})?;
+    let rows = rows(&r);
+    if a.json {
+        println!("{}", serde_json::to_string(&rows)?);
+        return Ok(());
+    }
+    println!(
+        "scenario {}  seed {}  {} s virtual: each VM's period from its bytes per 1 ms interval",
+        r.scenario, r.seed, r.duration_s
+    );
+    println!(
+        "{:<14} {:>12} {:>10} {:>8} {:>6} {:>10} {:>6}",
+        "vm", "iteration ms", "period ms", "error", "duty", "Mb/s on", "conf"
+    );
+    let f = |v: Option<f64>, w: usize, p: usize| {
+        v.map_or_else(|| format!("{:>w$}", "-"), |x| format!("{x:>w$.p$}"))
+    };
+    for row in &rows {
+        print!(
+            "{:<14} {} {} {}",
+            row.vm,
+            f(row.iteration_ms, 12, 2),
+            f(row.period_ms, 10, 2),
+            row.period_error
+                .map_or_else(|| format!("{:>8}", "-"), |e| format!("{:>7.1}%", e * 100.0))
+        );
+        match &row.why {
+            None => println!(
+                " {} {} {}",
+                f(row.duty, 6, 2),
+                f(row.demand_mbps, 10, 0),
+                f(row.confidence, 6, 2)
+            ),
+            Some(w) => println!("  {w}"),
+        }
+    }
+    Ok(())
+}
+
+/// The rows of a run recorded with `LabConfig::traffic`.
+pub fn rows(r: &LabResult) -> Vec<Row> {
+    let traffic = r.traffic.as_deref().unwrap_or_default();
+    r.vms
+        .iter()
+        .zip(traffic)
+        .map(|(vm, t)| {
+            #[allow(clippy::cast_precision_loss)]
+            let iteration_ms =
+                (vm.requests > 0).then(|| (r.duration_s - t.start_s) * 1e3 / vm.requests as f64);
+            let mut row = Row {
+                vm: vm.name.clone(),
+                iteration_ms,
+                period_ms: None,
+                period_error: None,
+                duty: None,
+                demand_mbps: None,
+                confidence: None,
+                why: None,
+            };
+            match detect(&t.tx_bytes, t.interval_ns, &DetectConfig::default()) {
+                Ok(p) => {
+                    #[allow(clippy::cast_precision_loss)]
+                    let ms = p.period_ns as f64 / 1e6;
+                    row.period_ms = Some(ms);
+                    row.period_error = iteration_ms.map(|i| ms / i - 1.0);
+                    row.duty = Some(p.duty);
+                    row.demand_mbps = Some(p.demand_bytes_per_s * 8.0 / 1e6);
+                    row.confidence = Some(p.confidence);
+                }
+                Err(e) => row.why = Some(e.to_string()),
+            }
+            row
+        })
+        .collect()
+}
