@@ -38,6 +38,9 @@ pub struct DetectArgs {
     /// Print the rows as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Also write every VM's bytes per interval (what the detector saw) as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub traffic: Option<PathBuf>,
 }
 
 /// One VM's row.
@@ -77,6 +80,10 @@ fn detect_cmd(a: &DetectArgs) -> Result<()> {
         ..LabConfig::default()
     };
     let r = LabHost::new(&s, cfg)?.run(|_, _| {})?;
+    if let Some(path) = &a.traffic {
+        std::fs::write(path, serde_json::to_string(&r.traffic)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
     let rows = rows(&r);
     if a.json {
         println!("{}", serde_json::to_string(&rows)?);
