@@ -139,7 +139,7 @@ pub struct Periodicity {
     /// the phase is carried back over them with the estimated period, so its error grows by
     /// the period's error times the number of periods dropped.
     pub phase_ns: u64,
-    /// Bytes sent per iteration above the background (the mean over the whole periods in the
+    /// Bytes sent per iteration, background included (the mean over the whole periods in the
     /// trace). Exact from posted-byte counts, whatever the duty: with the link's rate it gives
     /// the share of the period on the wire, `bytes_per_period / (link_rate x period)`.
     #[serde(default)]
@@ -226,8 +226,7 @@ pub fn detect(
     let phase = if phase < period { phase } else { 0.0 }; // rem_euclid may round up
     let background = level_of(window, &on, false).unwrap_or(levels.low);
     let demand = level_of(window, &on, true).unwrap_or(levels.high) - background;
-    let per_period =
-        choose::bytes_per_period(window, period, est.start + 0.5 * duty * period, background);
+    let per_period = choose::bytes_per_period(window, period, est.start + 0.5 * duty * period);
     let period_ns = to_ns(period * interval_ns as f64);
     Ok(Periodicity {
         period_ns,

@@ -3,7 +3,7 @@
 //! them missing.
 
 use resex_mlcompat::synth::{spike_train, SpikeSpec};
-use resex_mlcompat::{detect, DetectConfig};
+use resex_mlcompat::{detect, DetectConfig, DetectError};
 
 const MS: f64 = 1e6;
 
@@ -47,4 +47,25 @@ fn spike_train_grid() {
     eprintln!(
         "{cases} spike trains: worst period error {worst:.5}, bytes per period {worst_bytes:.4}"
     );
+}
+
+/// A 64 KiB post every 1 ms, jittered by up to half an interval: intervals read 0, 1 or 2 posts (a beat
+/// against the sampling), and the VM is refused as a steady sender, not given a period.
+#[test]
+fn a_beating_steady_sender_is_refused() {
+    for seed in 1..=5 {
+        let trace = spike_train(&SpikeSpec {
+            period_ns: 1.0003 * MS,
+            bytes: 64 << 10,
+            phase_ns: 0.5 * MS,
+            interval_ns: MS,
+            samples: 4000,
+            jitter_ns: 0.5 * MS,
+            missing: 0.0,
+            seed,
+        });
+        assert!(trace.iter().any(|&v| v == 0) && trace.iter().any(|&v| v == 128 << 10));
+        let got = detect(&trace, 1_000_000, &DetectConfig::default());
+        assert!(matches!(got, Err(DetectError::Steady { .. })), "{got:?}");
+    }
 }

@@ -93,11 +93,10 @@ fn max_lag(n: usize, cfg: &DetectConfig) -> usize {
     lag.min(n.saturating_sub(2))
 }
 
-/// Bytes per iteration above `background` (bytes per interval): the bytes in the whole
-/// periods of `window` that start half a period before an arc's centre `centre` (so that
-/// jittered bursts stay inside), divided by their number; with no whole period, the mean rate
-/// times the period.
-pub(super) fn bytes_per_period(window: &[u64], period: f64, centre: f64, background: f64) -> f64 {
+/// Bytes per iteration: the bytes in the whole periods of `window` that start half a period
+/// before an arc's centre `centre` (so that jittered bursts stay inside), divided by their
+/// number; with no whole period, the mean rate times the period.
+pub(super) fn bytes_per_period(window: &[u64], period: f64, centre: f64) -> f64 {
     let n = window.len() as f64;
     let from = (centre - 0.5 * period).rem_euclid(period);
     let whole = ((n - from) / period).floor();
@@ -105,7 +104,7 @@ pub(super) fn bytes_per_period(window: &[u64], period: f64, centre: f64, backgro
         #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
         let (lo, hi) = (lo.round().max(0.0) as usize, hi.round().max(0.0) as usize);
         let part = window.get(lo..hi.min(window.len())).unwrap_or_default();
-        part.iter().map(|&v| v as f64 - background).sum::<f64>()
+        part.iter().map(|&v| v as f64).sum::<f64>()
     };
     let bytes = if whole >= 1.0 {
         sum(from, from + whole * period) / whole
