@@ -9,30 +9,48 @@
 //!
 //! 1. Levels (`detect/level.rs`): Otsu's split of the samples (clamped at the 99th
 //!    percentile of the non-zero ones) into a compute and a communication level; a sample is
-//!    on when above their midpoint. Refused when the levels are not apart by at least half the
-//!    high level (a VM sending steadily has no on/off structure).
-//! 2. Autocorrelation of the centred on/off signal (FFT, `detect/fft.rs`), each lag
-//!    normalised by its overlap so that long lags are not penalised. Lags run up to
-//!    `n / min_periods`, so at least `min_periods` periods are seen.
-//! 3. The trivial peak at lag 0 is skipped by starting after the first lag where the
-//!    correlation falls to zero or below. Each local maximum after it is a candidate period,
-//!    scored by a comb: the mean correlation at its first [`COMB_TEETH`] multiples. Multiples
-//!    of the period score as well as the period itself, so the fundamental is the first
-//!    candidate whose score is at least [`HARMONIC_RATIO`] of the highest; averaging over the
-//!    teeth keeps one lucky peak at 2P (short arcs, jitter) from outscoring P.
-//! 4. Refinement: a parabola through the peak and its neighbours gives a sub-sample lag; then
-//!    the peaks near 2, 3, 4, 6, 9, ... times that lag are located and refined the same way,
-//!    each giving the period as lag / multiple with an error divided by the multiple.
-//! 5. Period and phase (`detect/phase.rs`): one window per period, the arc's centre in each
-//!    (circular mean), a line through the centres: its slope corrects the period, its
-//!    intercept is the centre of the first arc.
-//! 6. Duty: the fraction of samples on. Demand: the mean of the on samples whose neighbours
-//!    are on too (whole intervals of communication), less that of the off samples whose
-//!    neighbours are off too (the background). Phase: the arc's start, half the duty before
-//!    its centre.
+//!    on when above their midpoint. Refused (`NoOnOff`) when the levels are not apart by at
+//!    least half the high level.
+//! 2. Steady senders (`detect/steady.rs`): refused (`Steady`) when the cumulative bytes stay
+//!    within [`STEADY_EXCURSION`] intervals' worth of their least-squares line: the zeros and
+//!    double counts of a VM posting every interval are a beat against the sampling, not a
+//!    period.
+//! 3. Two estimators of the period, chosen by the bursts (`detect/choose.rs`): bursts (on runs)
+//!    with a median length of at most [`SHORT_BURST`] samples go to the event estimator first,
+//!    longer ones to the autocorrelation; each falls back on the other when it fails.
+//!    - Autocorrelation (`detect/acf.rs`, `detect/fft.rs`) of the centred on/off signal, each
+//!      lag normalised by its overlap, lags up to `n / min_periods`. The lag-0 peak is skipped
+//!      (search from the first lag where the correlation reaches zero); each later local
+//!      maximum is scored by a comb, the mean correlation at its first `COMB_TEETH` (8)
+//!      multiples, and the fundamental is the first candidate scoring at least
+//!      [`HARMONIC_RATIO`] of the best. A parabola gives a sub-sample lag, refined at the
+//!      peaks near 2, 3, 4, 6, 9, ... times it; then one window per period, the arc's centre in
+//!      each (circular mean) and a line through the centres (`detect/phase.rs`) correct the
+//!      period and give the arc's centre. Confidence: the comb score.
+//!    - Events (`detect/events.rs`): resex's monitor counts an RDMA WRITE in the interval it
+//!      was posted, so a job sending one large message per iteration is a spike train. At a
+//!      period that is not a whole number of samples the spikes fall 20 or 21 samples apart,
+//!      the on/off signal repeats exactly only at a multiple close to a whole number, and the
+//!      comb picks that multiple (181 ms for a 20.1 ms job). The event estimator times the
+//!      bursts instead: the median difference of successive starts seeds the period, each
+//!      burst gets an iteration index by rounding (missed bursts skip an index, extras are
+//!      dropped), and a least-squares line of start against index gives the period and the
+//!      first start. Confidence: the resultant of the residuals as phases of the period, times
+//!      the share of iterations with a burst and of bursts kept.
 //!
-//! The confidence is the fundamental's comb score (clamped to [0, 1]): 1 for a perfectly
-//! repeating on/off pattern, near 0 for noise. Below `min_confidence` the trace is
+//!    The autocorrelation uses every sample and was validated on long arcs; timing is exact
+//!    for spikes and tolerates iterations that wander (jobs sharing a link), where the
+//!    autocorrelation decorrelates.
+//! 4. Duty: the fraction of samples on. From posted-byte counts this is the fraction of
+//!    intervals with posts, a lower bound on the share of the period on the wire. Demand: the
+//!    mean of the on samples whose neighbours are on too (whole intervals of communication;
+//!    all on samples when no run is that long), less that of the off samples whose
+//!    neighbours are off too (the background). Bytes per period: every byte in the whole
+//!    periods of the trace, per period, exact whatever the duty; `bytes_per_period /
+//!    (link_rate x period)` is the duty on the wire. Phase: the arc's start (half the duty
+//!    before its centre for the autocorrelation; the line's first start for events).
+//!
+//! Below `min_confidence` (from the estimator that went first or its fallback) the trace is
 //! refused as not periodic.
 //!
 //! # Bounded work
@@ -40,7 +58,8 @@
 //! Only the last `max_samples` samples are analysed (at most [`MAX_SAMPLES`]). With n of them:
 //! one sort O(n log n), two FFTs of N = next power of two >= 2n, O(N log N) time and O(N)
 //! memory; the peak search O(n), the comb at most 1024 candidates x 8 teeth x 9 lags, the
-//! refinement O(log n); the phase fit two O(n) passes. At the
+//! refinement O(log n); the phase fit two O(n) passes; the steady test two O(n) passes; the
+//! event fit one sort of the b <= n / 2 burst starts' differences and a few O(b) passes. At the
 //! default cap of 65 536 samples (65 s at 1 ms) that is a few million floating-point
 //! operations.
 
@@ -56,6 +75,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::DetectError;
 
+pub use choose::SHORT_BURST;
 pub use steady::STEADY_EXCURSION;
 
 /// The hard cap on samples analysed, whatever the configuration says (2^20: 17 min at 1 ms,

@@ -64,7 +64,7 @@ fn a_beating_steady_sender_is_refused() {
             missing: 0.0,
             seed,
         });
-        assert!(trace.iter().any(|&v| v == 0) && trace.iter().any(|&v| v == 128 << 10));
+        assert!(trace.contains(&0) && trace.contains(&(128 << 10)));
         let got = detect(&trace, 1_000_000, &DetectConfig::default());
         assert!(matches!(got, Err(DetectError::Steady { .. })), "{got:?}");
     }
