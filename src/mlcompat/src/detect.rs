@@ -9,30 +9,48 @@
 //!
 //! 1. Levels (`detect/level.rs`): Otsu's split of the samples (clamped at the 99th
 //!    percentile of the non-zero ones) into a compute and a communication level; a sample is
-//!    on when above their midpoint. Refused when the levels are not apart by at least half the
-//!    high level (a VM sending steadily has no on/off structure).
-//! 2. Autocorrelation of the centred on/off signal (FFT, `detect/fft.rs`), each lag
-//!    normalised by its overlap so that long lags are not penalised. Lags run up to
-//!    `n / min_periods`, so at least `min_periods` periods are seen.
-//! 3. The trivial peak at lag 0 is skipped by starting after the first lag where the
-//!    correlation falls to zero or below. Each local maximum after it is a candidate period,
-//!    scored by a comb: the mean correlation at its first [`COMB_TEETH`] multiples. Multiples
-//!    of the period score as well as the period itself, so the fundamental is the first
-//!    candidate whose score is at least [`HARMONIC_RATIO`] of the highest; averaging over the
-//!    teeth keeps one lucky peak at 2P (short arcs, jitter) from outscoring P.
-//! 4. Refinement: a parabola through the peak and its neighbours gives a sub-sample lag; then
-//!    the peaks near 2, 3, 4, 6, 9, ... times that lag are located and refined the same way,
-//!    each giving the period as lag / multiple with an error divided by the multiple.
-//! 5. Period and phase (`detect/phase.rs`): one window per period, the arc's centre in each
-//!    (circular mean), a line through the centres: its slope corrects the period, its
-//!    intercept is the centre of the first arc.
-//! 6. Duty: the fraction of samples on. Demand: the mean of the on samples whose neighbours
-//!    are on too (whole intervals of communication), less that of the off samples whose
-//!    neighbours are off too (the background). Phase: the arc's start, half the duty before
-//!    its centre.
+//!    on when above their midpoint. Refused (`NoOnOff`) when the levels are not apart by at
+//!    least half the high level.
+//! 2. Steady senders (`detect/steady.rs`): refused (`Steady`) when the cumulative bytes stay
+//!    within [`STEADY_EXCURSION`] intervals' worth of their least-squares line: the zeros and
+//!    double counts of a VM posting every interval are a beat against the sampling, not a
+//!    period.
+//! 3. Two estimators of the period, chosen by the bursts (`detect/choose.rs`): bursts (on runs)
+//!    with a median length of at most [`SHORT_BURST`] samples go to the event estimator first,
+//!    longer ones to the autocorrelation; each falls back on the other when it fails.
+//!    - Autocorrelation (`detect/acf.rs`, `detect/fft.rs`) of the centred on/off signal, each
+//!      lag normalised by its overlap, lags up to `n / min_periods`. The lag-0 peak is skipped
+//!      (search from the first lag where the correlation reaches zero); each later local
+//!      maximum is scored by a comb, the mean correlation at its first `COMB_TEETH` (8)
+//!      multiples, and the fundamental is the first candidate scoring at least
+//!      [`HARMONIC_RATIO`] of the best. A parabola gives a sub-sample lag, refined at the
+//!      peaks near 2, 3, 4, 6, 9, ... times it; then one window per period, the arc's centre in
+//!      each (circular mean) and a line through the centres (`detect/phase.rs`) correct the
+//!      period and give the arc's centre. Confidence: the comb score.
+//!    - Events (`detect/events.rs`): resex's monitor counts an RDMA WRITE in the interval it
+//!      was posted, so a job sending one large message per iteration is a spike train. At a
+//!      period that is not a whole number of samples the spikes fall 20 or 21 samples apart,
+//!      the on/off signal repeats exactly only at a multiple close to a whole number, and the
+//!      comb picks that multiple (181 ms for a 20.1 ms job). The event estimator times the
+//!      bursts instead: the median difference of successive starts seeds the period, each
+//!      burst gets an iteration index by rounding (missed bursts skip an index, extras are
+//!      dropped), and a least-squares line of start against index gives the period and the
+//!      first start. Confidence: the resultant of the residuals as phases of the period, times
+//!      the share of iterations with a burst and of bursts kept.
 //!
-//! The confidence is the fundamental's comb score (clamped to [0, 1]): 1 for a perfectly
-//! repeating on/off pattern, near 0 for noise. Below `min_confidence` the trace is
+//!    The autocorrelation uses every sample and was validated on long arcs; timing is exact
+//!    for spikes and tolerates iterations that wander (jobs sharing a link), where the
+//!    autocorrelation decorrelates.
+//! 4. Duty: the fraction of samples on. From posted-byte counts this is the fraction of
+//!    intervals with posts, a lower bound on the share of the period on the wire. Demand: the
+//!    mean of the on samples whose neighbours are on too (whole intervals of communication;
+//!    all on samples when no run is that long), less that of the off samples whose
+//!    neighbours are off too (the background). Bytes per period: every byte in the whole
+//!    periods of the trace, per period, exact whatever the duty; `bytes_per_period /
+//!    (link_rate x period)` is the duty on the wire. Phase: the arc's start (half the duty
+//!    before its centre for the autocorrelation; the line's first start for events).
+//!
+//! Below `min_confidence` (from the estimator that went first or its fallback) the trace is
 //! refused as not periodic.
 //!
 //! # Bounded work
@@ -40,17 +58,25 @@
 //! Only the last `max_samples` samples are analysed (at most [`MAX_SAMPLES`]). With n of them:
 //! one sort O(n log n), two FFTs of N = next power of two >= 2n, O(N log N) time and O(N)
 //! memory; the peak search O(n), the comb at most 1024 candidates x 8 teeth x 9 lags, the
-//! refinement O(log n); the phase fit two O(n) passes. At the
+//! refinement O(log n); the phase fit two O(n) passes; the steady test two O(n) passes; the
+//! event fit one sort of the b <= n / 2 burst starts' differences and a few O(b) passes. At the
 //! default cap of 65 536 samples (65 s at 1 ms) that is a few million floating-point
 //! operations.
 
+mod acf;
+mod choose;
+mod events;
 mod fft;
 mod level;
 mod phase;
+mod steady;
 
 use serde::{Deserialize, Serialize};
 
 use crate::error::DetectError;
+
+pub use choose::SHORT_BURST;
+pub use steady::STEADY_EXCURSION;
 
 /// The hard cap on samples analysed, whatever the configuration says (2^20: 17 min at 1 ms,
 /// 32 MiB of FFT buffers).
@@ -119,18 +145,28 @@ impl DetectConfig {
 pub struct Periodicity {
     /// The iteration time, in ns.
     pub period_ns: u64,
-    /// Fraction of the period the VM is sending, in [0, 1].
+    /// Fraction of the intervals in which the VM sent (on), in [0, 1]. resex's monitor counts
+    /// an RDMA WRITE in the interval it was posted, so for a job that posts a few large
+    /// messages this is the fraction of intervals with posts, a lower bound on the share of
+    /// the period its bytes spend on the wire (see `bytes_per_period`).
     pub duty: f64,
-    /// Mean transmit rate while communicating, bytes per second (the low level's bytes taken
-    /// out).
+    /// Mean bytes per second over the on intervals (the low level's bytes taken out): the
+    /// transmit rate while communicating when arcs span many intervals; for posted spikes the
+    /// bytes posted per on interval, not a wire rate.
     pub demand_bytes_per_s: f64,
     /// Where the communication arc starts, in ns after the start of the first sample given
     /// (modulo the period), in [0, period). When samples beyond `max_samples` were dropped,
     /// the phase is carried back over them with the estimated period, so its error grows by
     /// the period's error times the number of periods dropped.
     pub phase_ns: u64,
-    /// Mean autocorrelation of the on/off signal at the period's first multiples (the comb
-    /// score), in [0, 1].
+    /// Bytes sent per iteration, background included (the mean over the whole periods in the
+    /// trace). Exact from posted-byte counts, whatever the duty: with the link's rate it gives
+    /// the share of the period on the wire, `bytes_per_period / (link_rate x period)`.
+    #[serde(default)]
+    pub bytes_per_period: f64,
+    /// How sure the estimator is, in [0, 1]: the comb score (mean autocorrelation of the on/off
+    /// signal at the period's first multiples) or the event fit's score (burst starts on the
+    /// fitted line, as phases, times the share of iterations with a burst).
     pub confidence: f64,
     /// How many periods the analysed samples span.
     pub periods_seen: f64,
@@ -185,6 +221,14 @@ pub fn detect(
             high: levels.high,
         });
     }
+    if let Some((excursion, mean)) = steady::excursion(window) {
+        if excursion <= STEADY_EXCURSION {
+            return Err(DetectError::Steady {
+                bytes_per_s: finite_or_max(mean * 1e9 / interval_ns as f64),
+                excursion,
+            });
+        }
+    }
     let threshold = levels.threshold();
     let on: Vec<bool> = window.iter().map(|&v| v as f64 > threshold).collect();
     let on_count = on.iter().filter(|&&b| b).count();
@@ -194,27 +238,25 @@ pub fn detect(
             high: levels.high,
         });
     }
-    let r = correlogram(&on, on_count);
-    // Lags 1..=max_lag are candidates; r has n entries, so max_lag + 1 < n.
-    let max_lag = max_lag(n, cfg);
-    let period = fundamental(&r, max_lag, cfg)?;
     let duty = on_count as f64 / n as f64;
-    let arc = phase::fit(&on, period.lag);
-    let periods_seen = n as f64 / arc.period;
-    // The arc starts half the duty before its centre; measured from the first sample given.
-    let phase = (arc.centre - 0.5 * duty * arc.period + skipped as f64).rem_euclid(arc.period);
-    let phase = if phase < arc.period { phase } else { 0.0 }; // rem_euclid may round up
-    let demand = level_of(window, &on, true).unwrap_or(levels.high)
-        - level_of(window, &on, false).unwrap_or(levels.low);
-    let period_ns = to_ns(arc.period * interval_ns as f64);
+    let est = choose::estimate(&on, duty, cfg)?;
+    let period = est.period;
+    // Measured from the first sample given.
+    let phase = (est.start + skipped as f64).rem_euclid(period);
+    let phase = if phase < period { phase } else { 0.0 }; // rem_euclid may round up
+    let background = level_of(window, &on, false).unwrap_or(levels.low);
+    let demand = level_of(window, &on, true).unwrap_or(levels.high) - background;
+    let per_period = choose::bytes_per_period(window, period, est.start + 0.5 * duty * period);
+    let period_ns = to_ns(period * interval_ns as f64);
     Ok(Periodicity {
         period_ns,
         duty,
         demand_bytes_per_s: finite_or_max(demand.max(0.0) * 1e9 / interval_ns as f64),
+        bytes_per_period: finite_or_max(per_period),
         // Rounded to ns, the phase may reach the rounded period: fold it back.
         phase_ns: to_ns(phase * interval_ns as f64) % period_ns.max(1),
-        confidence: period.correlation.clamp(0.0, 1.0),
-        periods_seen,
+        confidence: est.confidence.clamp(0.0, 1.0),
+        periods_seen: n as f64 / period,
         samples_used: n,
     })
 }
@@ -227,127 +269,6 @@ fn min_samples(cfg: &DetectConfig) -> usize {
     #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
     let want = want as usize;
     want.max(cfg.min_period_samples + 2)
-}
-
-/// The longest lag searched: `n / min_periods`, and at most `n - 2` so that every candidate
-/// has a right neighbour.
-fn max_lag(n: usize, cfg: &DetectConfig) -> usize {
-    let lag = (n as f64 / cfg.min_periods).floor();
-    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-    let lag = lag as usize;
-    lag.min(n.saturating_sub(2))
-}
-
-/// The normalised autocorrelation of the centred on/off signal: `r[0] = 1`, each lag divided by
-/// its overlap.
-fn correlogram(on: &[bool], on_count: usize) -> Vec<f64> {
-    let n = on.len() as f64;
-    let p = on_count as f64 / n;
-    let centred: Vec<f64> = on.iter().map(|&b| f64::from(u8::from(b)) - p).collect();
-    let c = fft::autocorrelation(&centred);
-    let var = p * (1.0 - p);
-    c.iter()
-        .enumerate()
-        .map(|(k, &ck)| ck / ((n - k as f64) * var))
-        .collect()
-}
-
-/// The period found: its lag in samples (sub-sample) and the correlation at it.
-struct Fundamental {
-    lag: f64,
-    correlation: f64,
-}
-
-/// Steps 3 and 4 of the method: skip the trivial peak, pick the fundamental, refine it.
-fn fundamental(r: &[f64], max_lag: usize, cfg: &DetectConfig) -> Result<Fundamental, DetectError> {
-    let not_periodic = |best: f64| DetectError::NotPeriodic {
-        best_correlation: best.clamp(0.0, 1.0),
-        needed: cfg.min_confidence,
-    };
-    let Some(start) = (1..=max_lag).find(|&k| r[k] <= 0.0) else {
-        return Err(not_periodic(0.0));
-    };
-    let first = start.max(cfg.min_period_samples);
-    // Candidates: local maxima high enough to matter (at most MAX_CANDIDATES of them).
-    let candidates: Vec<(usize, f64)> = (first..=max_lag)
-        .filter(|&k| r[k] >= r[k - 1] && r[k] > r[k + 1] && r[k] >= 0.5 * cfg.min_confidence)
-        .take(MAX_CANDIDATES)
-        .map(|k| (k, comb(r, refine(r, k), first, max_lag)))
-        .collect();
-    let best = candidates.iter().map(|c| c.1).fold(0.0, f64::max);
-    if best < cfg.min_confidence {
-        return Err(not_periodic(best));
-    }
-    let Some(&(k0, score)) = candidates.iter().find(|c| c.1 >= HARMONIC_RATIO * best) else {
-        return Err(not_periodic(best));
-    };
-    let mut lag = refine(r, k0);
-    // Harmonics 2, 3, 4, 6, 9, ...: each prediction is within the window because the error of
-    // the previous estimate, divided by its multiple, times the next multiple stays small.
-    let mut m = 2usize;
-    loop {
-        let predicted = lag * m as f64;
-        if predicted + (HARMONIC_WINDOW as f64) + 1.0 > max_lag as f64 {
-            break;
-        }
-        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-        let centre = predicted.round() as usize;
-        let lo = centre.saturating_sub(HARMONIC_WINDOW).max(first);
-        let hi = (centre + HARMONIC_WINDOW).min(max_lag);
-        let Some(k) = (lo..=hi).max_by(|&a, &b| r[a].total_cmp(&r[b])) else {
-            break;
-        };
-        if r[k] < 0.5 * r[k0] || k == lo || k == hi {
-            break; // decorrelated (drifting period) or no peak inside the window
-        }
-        lag = refine(r, k) / m as f64;
-        m = (m * 3 / 2).max(m + 1);
-    }
-    Ok(Fundamental {
-        lag,
-        correlation: score,
-    })
-}
-
-/// The comb score of a candidate period `lag`: the mean over its first multiples m (at most
-/// [`COMB_TEETH`], all within `max_lag`) of the highest correlation within 1 + m/2 lags of
-/// m x lag (the window widens because the candidate's error grows with m).
-fn comb(r: &[f64], lag: f64, first: usize, max_lag: usize) -> f64 {
-    let mut sum = 0.0;
-    let mut teeth = 0usize;
-    for m in 1..=COMB_TEETH {
-        let centre = (lag * m as f64).round();
-        if centre.is_nan() || centre > max_lag as f64 {
-            break;
-        }
-        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-        let centre = centre as usize;
-        let w = 1 + m / 2;
-        let lo = centre.saturating_sub(w).max(first);
-        let hi = (centre + w).min(max_lag);
-        sum += (lo..=hi)
-            .map(|k| r[k])
-            .fold(f64::NEG_INFINITY, f64::max)
-            .max(-1.0);
-        teeth += 1;
-    }
-    if teeth == 0 {
-        0.0
-    } else {
-        sum / teeth as f64
-    }
-}
-
-/// The sub-sample position of the peak at `k` (a parabola through `k - 1`, `k`, `k + 1`).
-fn refine(r: &[f64], k: usize) -> f64 {
-    let (a, b, c) = (r[k - 1], r[k], r[k + 1]);
-    let denom = a - 2.0 * b + c;
-    let shift = if denom < 0.0 {
-        (0.5 * (a - c) / denom).clamp(-0.5, 0.5)
-    } else {
-        0.0
-    };
-    k as f64 + shift
 }
 
 /// The mean of the interior samples of one state (`on` or off: the sample and both its

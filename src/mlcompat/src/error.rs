@@ -40,6 +40,20 @@ pub enum DetectError {
         /// Mean of the upper class (bytes per interval).
         high: f64,
     },
+    /// The VM sends at a steady rate: its cumulative bytes never stray from a straight line by
+    /// more than [`crate::detect::STEADY_EXCURSION`] intervals' worth (the samples only beat
+    /// against the sampling), so it has no communication period.
+    #[error(
+        "steady sender: {bytes_per_s:.3e} bytes/s, within {excursion:.2} intervals' worth of a \
+         constant rate"
+    )]
+    Steady {
+        /// The mean rate, bytes per second.
+        bytes_per_s: f64,
+        /// The range of the cumulative bytes about their least-squares line, in intervals'
+        /// worth of the mean rate.
+        excursion: f64,
+    },
     /// The on/off signal has no repeating pattern: its best autocorrelation peak is too low.
     #[error("not periodic: best autocorrelation {best_correlation:.3} is below {needed:.3}")]
     NotPeriodic {

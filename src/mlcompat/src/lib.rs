@@ -12,8 +12,9 @@
 //! guest; this crate turns those counts into the circle and the circle into a verdict:
 //!
 //! - [`detect`]: a VM's period, duty cycle, demand while communicating and the phase of its
-//!   communication arc, from its bytes per interval (autocorrelation of the on/off signal,
-//!   harmonic refinement, circular mean for the phase); refuses what is not periodic.
+//!   communication arc, and its bytes per iteration, from its bytes per interval
+//!   (autocorrelation of the on/off signal for arcs, burst timing for the spike trains posted
+//!   RDMA WRITEs make); refuses steady senders and what is not periodic.
 //! - [`circle`]: jobs as (period, arcs, demand); the unified circle of perimeter the LCM of
 //!   the periods, rounded to a quantum so that it stays bounded; the rotations that minimise the
 //!   demand above capacity; the compatibility score in [0, 1].

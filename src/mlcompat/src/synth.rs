@@ -3,7 +3,9 @@
 //! A job communicates for `duty x period` of every period at `bytes_per_s`, starting at
 //! `phase_ns` (plus a per-iteration jitter); the trace is what resex's monitor would count per
 //! interval, with per-sample noise and occasionally a missed interval whose bytes are counted
-//! in the next one (a late tick of exact cumulative counters). Seeded, so reproducible.
+//! in the next one (a late tick of exact cumulative counters). [`spike_train`] is a job that
+//! posts one message per iteration, counted in the interval of the post. Seeded, so
+//! reproducible.
 
 use serde::{Deserialize, Serialize};
 
@@ -153,4 +155,56 @@ fn add_coverage(coverage: &mut [f64], dt: f64, start: f64, stop: f64) {
         }
         i += 1.0;
     }
+}
+
+/// A spike train: the trace of a job that posts one message of `bytes` per iteration, as
+/// resex's monitor counts it (every byte in the interval of the post).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SpikeSpec {
+    /// Iteration time, ns.
+    pub period_ns: f64,
+    /// Bytes posted per iteration.
+    pub bytes: u64,
+    /// Time of the first post, ns.
+    pub phase_ns: f64,
+    /// Sampling interval, ns.
+    pub interval_ns: f64,
+    /// Number of samples.
+    pub samples: usize,
+    /// Each post moves by a uniform draw in +-this many ns.
+    pub jitter_ns: f64,
+    /// Probability that an iteration's post is missing.
+    pub missing: f64,
+    /// PRNG seed.
+    pub seed: u64,
+}
+
+/// The trace `spec` describes: bytes per interval, oldest first (posts in one interval add
+/// up, saturating). Degenerate specs give zeros.
+#[must_use]
+pub fn spike_train(spec: &SpikeSpec) -> Vec<u64> {
+    let mut rng = SplitMix64::new(spec.seed);
+    let mut out = vec![0u64; spec.samples];
+    let (period, dt) = (spec.period_ns, spec.interval_ns);
+    if !(period > 0.0 && dt > 0.0 && period.is_finite() && dt.is_finite()) {
+        return out;
+    }
+    let end = spec.samples as f64 * dt;
+    let mut k = 0.0;
+    // At most one post per sample's worth of iterations, so a tiny period cannot loop for ever.
+    let mut budget = 4 * spec.samples + 4;
+    while spec.phase_ns + k * period < end + spec.jitter_ns.abs() && budget > 0 {
+        budget -= 1;
+        let t = spec.phase_ns + k * period + rng.symmetric(spec.jitter_ns);
+        k += 1.0;
+        if rng.unit() < spec.missing || t < 0.0 {
+            continue;
+        }
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+        let i = (t / dt).floor() as usize;
+        if let Some(slot) = out.get_mut(i) {
+            *slot = slot.saturating_add(spec.bytes);
+        }
+    }
+    out
 }

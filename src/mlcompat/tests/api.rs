@@ -8,6 +8,7 @@ fn detected(phase_ns: u64) -> Periodicity {
         period_ns: 100_000_000,
         duty: 0.4,
         demand_bytes_per_s: 2.5e9,
+        bytes_per_period: 1e8,
         phase_ns,
         confidence: 0.9,
         periods_seen: 10.0,
