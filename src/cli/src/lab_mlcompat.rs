@@ -54,8 +54,14 @@ pub struct Row {
     pub period_ms: Option<f64>,
     /// `period_ms / iteration_ms - 1`.
     pub period_error: Option<f64>,
-    /// Fraction of the period it communicates.
+    /// Fraction of the intervals in which it posted (a lower bound on its time on the wire:
+    /// the monitor counts a WRITE when it is posted).
     pub duty: Option<f64>,
+    /// Bytes it sends per iteration.
+    pub bytes_per_period: Option<f64>,
+    /// Fraction of each iteration its bytes need on the link alone (bytes per iteration at
+    /// the link's rate over the period).
+    pub wire_duty: Option<f64>,
     /// Its rate while communicating, Mb/s.
     pub demand_mbps: Option<f64>,
     /// The detector's confidence, 0-1.
@@ -84,7 +90,7 @@ fn detect_cmd(a: &DetectArgs) -> Result<()> {
         std::fs::write(path, serde_json::to_string(&r.traffic)?)
             .with_context(|| format!("writing {}", path.display()))?;
     }
-    let rows = rows(&r);
+    let rows = rows(&r, s.link_config().bits_per_sec);
     if a.json {
         println!("{}", serde_json::to_string(&rows)?);
         return Ok(());
@@ -94,8 +100,8 @@ fn detect_cmd(a: &DetectArgs) -> Result<()> {
         r.scenario, r.seed, r.duration_s
     );
     println!(
-        "{:<14} {:>12} {:>10} {:>8} {:>6} {:>10} {:>6}",
-        "vm", "iteration ms", "period ms", "error", "duty", "Mb/s on", "conf"
+        "{:<14} {:>12} {:>10} {:>8} {:>9} {:>9} {:>6}",
+        "vm", "iteration ms", "period ms", "error", "MiB/iter", "wire duty", "conf"
     );
     let f = |v: Option<f64>, w: usize, p: usize| {
         v.map_or_else(|| format!("{:>w$}", "-"), |x| format!("{x:>w$.p$}"))
@@ -112,8 +118,8 @@ fn detect_cmd(a: &DetectArgs) -> Result<()> {
         match &row.why {
             None => println!(
                 " {} {} {}",
-                f(row.duty, 6, 2),
-                f(row.demand_mbps, 10, 0),
+                f(row.bytes_per_period.map(|b| b / f64::from(1 << 20)), 9, 2),
+                f(row.wire_duty, 9, 2),
                 f(row.confidence, 6, 2)
             ),
             Some(w) => println!("  {w}"),
@@ -123,7 +129,7 @@ fn detect_cmd(a: &DetectArgs) -> Result<()> {
 }
 
 /// The rows of a run recorded with `LabConfig::traffic`.
-pub fn rows(r: &LabResult) -> Vec<Row> {
+pub fn rows(r: &LabResult, link_bits_per_sec: u64) -> Vec<Row> {
     let traffic = r.traffic.as_deref().unwrap_or_default();
     r.vms
         .iter()
@@ -138,6 +144,8 @@ pub fn rows(r: &LabResult) -> Vec<Row> {
                 period_ms: None,
                 period_error: None,
                 duty: None,
+                bytes_per_period: None,
+                wire_duty: None,
                 demand_mbps: None,
                 confidence: None,
                 why: None,
@@ -149,6 +157,10 @@ pub fn rows(r: &LabResult) -> Vec<Row> {
                     row.period_ms = Some(ms);
                     row.period_error = iteration_ms.map(|i| ms / i - 1.0);
                     row.duty = Some(p.duty);
+                    row.bytes_per_period = Some(p.bytes_per_period);
+                    #[allow(clippy::cast_precision_loss)]
+                    let wire_s = p.bytes_per_period * 8.0 / link_bits_per_sec.max(1) as f64;
+                    row.wire_duty = Some((wire_s * 1e3 / ms).min(1.0));
                     row.demand_mbps = Some(p.demand_bytes_per_s * 8.0 / 1e6);
                     row.confidence = Some(p.confidence);
                 }
