@@ -1,11 +1,15 @@
 //! `resex lab mlcompat detect`: runs a scenario in the lab (monitor only) and finds each VM's
 //! period, communication duty cycle and demand from the monitor's exact bytes per interval
-//! alone (`resex_mlcompat::detect`), beside the VM's own iteration time as the lab knows it.
+//! alone (`resex_mlcompat::detect`), beside the VM's own iteration time as the lab knows it,
+//! then how compatible the periodic ones are on the port (`resex_mlcompat::compatibility`: the
+//! circle, as they run and at the best rotation).
 
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use resex_lab::{LabConfig, LabHost, LabResult};
-use resex_mlcompat::{detect, DetectConfig};
+use resex_mlcompat::{
+    compatibility, detect, CircleConfig, Compatibility, DetectConfig, Job, Periodicity,
+};
 use resex_scenario::Scenario;
 use serde::Serialize;
 use std::path::PathBuf;
@@ -41,6 +45,19 @@ pub struct DetectArgs {
     /// Also write every VM's bytes per interval (what the detector saw) as JSON to FILE.
     #[arg(long, value_name = "FILE")]
     pub traffic: Option<PathBuf>,
+}
+
+/// What `detect --json` prints.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// One row per VM.
+    pub vms: Vec<Row>,
+    /// The periodic VMs, in the order of `compatibility.shifts_ns`.
+    pub jobs: Vec<String>,
+    /// How compatible they are on the port (two or more periodic VMs; `None` otherwise).
+    pub compatibility: Option<Compatibility>,
+    /// Why there is no compatibility figure although two or more VMs are periodic.
+    pub compatibility_error: Option<String>,
 }
 
 /// One VM's row.
@@ -90,9 +107,31 @@ fn detect_cmd(a: &DetectArgs) -> Result<()> {
         std::fs::write(path, serde_json::to_string(&r.traffic)?)
             .with_context(|| format!("writing {}", path.display()))?;
     }
-    let rows = rows(&r, s.link_config().bits_per_sec);
+    let bits = s.link_config().bits_per_sec;
+    let (rows, found) = rows(&r, bits);
+    let names: Vec<String> = found.iter().map(|(n, _)| n.clone()).collect();
+    #[allow(clippy::cast_precision_loss)]
+    let link_bytes = bits as f64 / 8.0;
+    let jobs: Vec<Job> = found
+        .iter()
+        .map(|(_, p)| Job::from_periodicity(p, link_bytes))
+        .collect();
+    let (compat, compat_err) = if jobs.len() >= 2 {
+        match compatibility(&jobs, &CircleConfig::default()) {
+            Ok(c) => (Some(c), None),
+            Err(e) => (None, Some(e.to_string())),
+        }
+    } else {
+        (None, None)
+    };
     if a.json {
-        println!("{}", serde_json::to_string(&rows)?);
+        let report = Report {
+            vms: rows,
+            jobs: names,
+            compatibility: compat,
+            compatibility_error: compat_err,
+        };
+        println!("{}", serde_json::to_string(&report)?);
         return Ok(());
     }
     println!(
@@ -125,13 +164,32 @@ fn detect_cmd(a: &DetectArgs) -> Result<()> {
             Some(w) => println!("  {w}"),
         }
     }
+    if let Some(c) = &compat {
+        #[allow(clippy::cast_precision_loss)]
+        let shifts: Vec<String> = names
+            .iter()
+            .zip(&c.shifts_ns)
+            .map(|(n, s)| format!("{n} +{:.2} ms", *s as f64 / 1e6))
+            .collect();
+        println!(
+            "compatibility of {} on the port: {:.2} as they run, {:.2} at the best rotation ({})",
+            names.join(", "),
+            c.score_as_given,
+            c.score,
+            shifts.join(", ")
+        );
+    } else if let Some(e) = &compat_err {
+        println!("compatibility: {e}");
+    }
     Ok(())
 }
 
 /// The rows of a run recorded with `LabConfig::traffic`.
-pub fn rows(r: &LabResult, link_bits_per_sec: u64) -> Vec<Row> {
+pub fn rows(r: &LabResult, link_bits_per_sec: u64) -> (Vec<Row>, Vec<(String, Periodicity)>) {
     let traffic = r.traffic.as_deref().unwrap_or_default();
-    r.vms
+    let mut found = Vec::new();
+    let rows = r
+        .vms
         .iter()
         .zip(traffic)
         .map(|(vm, t)| {
@@ -163,10 +221,12 @@ pub fn rows(r: &LabResult, link_bits_per_sec: u64) -> Vec<Row> {
                     row.wire_duty = Some((wire_s * 1e3 / ms).min(1.0));
                     row.demand_mbps = Some(p.demand_bytes_per_s * 8.0 / 1e6);
                     row.confidence = Some(p.confidence);
+                    found.push((vm.name.clone(), p));
                 }
                 Err(e) => row.why = Some(e.to_string()),
             }
             row
         })
-        .collect()
+        .collect();
+    (rows, found)
 }

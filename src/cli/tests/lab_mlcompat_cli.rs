@@ -20,7 +20,8 @@ fn detect_finds_each_jobs_period_from_its_traffic_alone() {
         traffic.to_str().unwrap(),
     ];
     let out = stdout(&resex(&args));
-    let rows: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let rows = &report["vms"];
     let row = |name: &str| {
         rows.as_array()
             .unwrap()
@@ -38,6 +39,20 @@ fn detect_finds_each_jobs_period_from_its_traffic_alone() {
         let wire = r["wire_duty"].as_f64().unwrap();
         assert!(wire > 0.0 && wire < 1.0, "{job}: {r}");
     }
+    // The two jobs on the circle: a score in [0, 1], no better as they run than at the best
+    // rotation, one shift each.
+    assert_eq!(
+        report["jobs"],
+        serde_json::json!(["job-a", "job-b"]),
+        "{report}"
+    );
+    let c = &report["compatibility"];
+    let (best, now) = (
+        c["score"].as_f64().unwrap(),
+        c["score_as_given"].as_f64().unwrap(),
+    );
+    assert!((0.0..=1.0).contains(&best) && now <= best + 1e-12, "{c}");
+    assert_eq!(c["shifts_ns"].as_array().unwrap().len(), 2, "{c}");
     let rep = row("reporting");
     assert!(rep["period_ms"].is_null(), "{rep}");
     assert!(rep["why"].as_str().unwrap().contains("steady"), "{rep}");

@@ -98,16 +98,25 @@ impl Job {
     /// The job [`crate::detect::detect`] saw, on a link of `link_bytes_per_s`: one arc from the
     /// phase, duty long, at the detected demand over the link's rate. Invalid values (a zero
     /// period or link rate) are refused later, by [`compatibility`].
+    ///
+    /// The monitor counts a WRITE when it is posted, so a job that posts its whole iteration's
+    /// bytes at once shows them in one interval (a duty of one sample, a demand many times the
+    /// link). The arc is therefore at least as long as its bytes per period need at the link's
+    /// rate, with the demand spread over it; where the posts already span longer (a job sending
+    /// below the link's rate), the detected duty and demand stand.
     #[must_use]
     pub fn from_periodicity(p: &Periodicity, link_bytes_per_s: f64) -> Self {
         // A phase of a whole period (or more) folds back to the start of the circle.
         let start = (p.phase_ns % p.period_ns.max(1)) as f64 / p.period_ns as f64;
-        Self::single(
-            p.period_ns,
-            start,
-            start + p.duty,
-            p.demand_bytes_per_s / link_bytes_per_s,
-        )
+        let period_s = p.period_ns as f64 / 1e9;
+        let wire = p.bytes_per_period / (link_bytes_per_s * period_s);
+        let (duty, demand) = if wire.is_finite() && wire > p.duty {
+            let duty = wire.min(1.0);
+            (duty, wire / duty)
+        } else {
+            (p.duty, p.demand_bytes_per_s / link_bytes_per_s)
+        };
+        Self::single(p.period_ns, start, start + duty, demand)
     }
 }
 

@@ -32,6 +32,34 @@ fn job_from_a_detection() {
     assert!(compatibility(&[no_link], &CircleConfig::default()).is_err());
 }
 
+/// Posted all at once (the monitor counts a WRITE when posted): 8 MiB in one 1 ms interval of a
+/// 20 ms iteration, on an 8 Gb/s link, is an arc as long as the bytes take on the wire
+/// (8.39 ms: 0.419 of the period) at the link's rate, not 0.05 of it at 8.4x the link.
+#[test]
+fn a_spike_becomes_its_wire_time() {
+    let spike = Periodicity {
+        period_ns: 20_000_000,
+        duty: 0.05,
+        demand_bytes_per_s: 8_388_608.0 / 1e-3,
+        bytes_per_period: 8_388_608.0,
+        ..detected(0)
+    };
+    let job = Job::from_periodicity(&spike, 1e9);
+    let len = job.arcs[0].end - job.arcs[0].start;
+    assert!((len - 0.419_430_4).abs() < 1e-9, "{job:?}");
+    assert!((job.demand - 1.0).abs() < 1e-9, "{job:?}");
+    // Two such jobs (42% each) fit on one link once rotated.
+    let other = Job::from_periodicity(
+        &Periodicity {
+            phase_ns: 0,
+            ..spike.clone()
+        },
+        1e9,
+    );
+    let c = compatibility(&[job, other], &CircleConfig::default()).expect("one circle");
+    assert!(c.score > 0.99 && c.score_as_given < 0.6, "{c:?}");
+}
+
 /// Configurations round-trip through JSON and refuse unknown keys.
 #[test]
 fn configurations_as_json() {
