@@ -1,26 +1,26 @@
 //! `resex benchex local`: server and clients on an in-process softhca, end to end.
 #![allow(missing_docs)]
 
-#[test]
-fn benchex_local_answers_every_order_and_prints_json() {
+/// `resex benchex local` in closed loop: `count` orders of 4 KiB, `extra` options, its JSON.
+fn local_json(count: u32, extra: &[&str]) -> serde_json::Value {
+    let count = count.to_string();
     let o = std::process::Command::new(env!("CARGO_BIN_EXE_resex"))
-        .args([
-            "benchex",
-            "local",
-            "--buffer",
-            "4KiB",
-            "--rate",
-            "0",
-            "--count",
-            "50",
-            "--duration",
-            "0",
-            "--json",
-        ])
+        .args(["benchex", "local", "--buffer", "4KiB", "--rate", "0"])
+        .args(["--count", &count, "--duration", "0", "--json"])
+        .args(extra)
         .output()
         .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(
+        o.status.success(),
+        "{extra:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+#[test]
+fn benchex_local_answers_every_order_and_prints_json() {
+    let v = local_json(50, &[]);
     assert_eq!(v["server"]["requests"], 50, "{v}");
     assert_eq!(v["clients"][0]["received"], 50, "{v}");
     assert!(v["server_latency"]["count"].as_u64() == Some(50), "{v}");
@@ -42,30 +42,7 @@ fn an_unknown_link_preset_is_one_clear_error() {
 #[test]
 fn benchex_local_runs_on_every_transport() {
     for kind in ["status_byte", "sliding_window", "cpwr", "hipower"] {
-        let o = std::process::Command::new(env!("CARGO_BIN_EXE_resex"))
-            .args([
-                "benchex",
-                "local",
-                "--buffer",
-                "4KiB",
-                "--rate",
-                "0",
-                "--count",
-                "40",
-                "--duration",
-                "0",
-                "--transport",
-                kind,
-                "--json",
-            ])
-            .output()
-            .unwrap();
-        assert!(
-            o.status.success(),
-            "{kind}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let v = local_json(40, &["--transport", kind]);
         assert_eq!(v["transport"], kind, "{v}");
         assert_eq!(v["server"]["requests"], 40, "{kind}: {v}");
         assert_eq!(v["clients"][0]["received"], 40, "{kind}: {v}");

@@ -126,6 +126,21 @@ pub fn recv(
     })
 }
 
+/// Polls `tx` until `left(tx)` is 0.
+fn drain(
+    tx: &mut dyn BlockSender,
+    clock: &RealClock,
+    timeout: Duration,
+    polling: Polling,
+    what: &str,
+    left: fn(&dyn BlockSender) -> u64,
+) -> Result<(), ShimError> {
+    spin(timeout, polling, what, || {
+        tx.poll(clock.now_ns())?;
+        Ok((left(&*tx) == 0).then_some(()))
+    })
+}
+
 /// Waits (polling) until every block `tx` sent is known reusable.
 pub fn flush(
     tx: &mut dyn BlockSender,
@@ -133,15 +148,8 @@ pub fn flush(
     timeout: Duration,
     polling: Polling,
 ) -> Result<(), ShimError> {
-    spin(
-        timeout,
-        polling,
-        "waiting for the last confirmations",
-        || {
-            tx.poll(clock.now_ns())?;
-            Ok((tx.in_flight() == 0).then_some(()))
-        },
-    )
+    let what = "waiting for the last confirmations";
+    drain(tx, clock, timeout, polling, what, |t| t.in_flight())
 }
 
 /// Waits (polling) until every WRITE `tx` posted has completed locally
@@ -152,15 +160,8 @@ pub fn complete(
     timeout: Duration,
     polling: Polling,
 ) -> Result<(), ShimError> {
-    spin(
-        timeout,
-        polling,
-        "waiting for the WRITEs to complete",
-        || {
-            tx.poll(clock.now_ns())?;
-            Ok((tx.unfinished() == 0).then_some(()))
-        },
-    )
+    let what = "waiting for the WRITEs to complete";
+    drain(tx, clock, timeout, polling, what, |t| t.unfinished())
 }
 
 /// Like [`send`] for a sender shared with a [`Poller`]: the lock is taken per attempt.
