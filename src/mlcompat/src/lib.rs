@@ -19,6 +19,7 @@
 //!   the periods, rounded to a quantum so that it stays bounded; the rotations that minimise the
 //!   demand above capacity; the compatibility score in [0, 1].
 //! - [`error`]: [`DetectError`] and [`CircleError`].
+//! - [`preset`]: jobs shaped like the paper's (VGG, BERT, DLRM, ResNet): compute and bytes.
 //! - [`synth`]: seeded synthetic on/off traces with ground truth (tests, experiments).
 //!
 //! Pure code: no I/O, no clock, no threads, no unsafe; every loop is bounded by a documented
@@ -30,6 +31,7 @@
 pub mod circle;
 pub mod detect;
 pub mod error;
+pub mod preset;
 pub mod synth;
 
 pub use circle::{
