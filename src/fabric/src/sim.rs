@@ -1,0 +1,309 @@
+//! The run: jump over times when no flow is on the wire (everyone computing), step the fluid
+//! model every `dt` (or to the next phase change, if sooner) while flows are.
+//!
+//! A step: every active flow offers its controller's rate; the links serve (queues, pauses,
+//! marking); each flow sends its share and adds up its expected marked packets (its packets
+//! this step times the worst marking probability on its path: the mean-field fluid model,
+//! so flows that see the same queue are treated alike); once a whole packet's worth is marked
+//! it gets a CNP (paced by the controller), and its controller's timers run. A flow that finishes inside a step finishes at its exact time; a
+//! job's iteration ends with its last flow.
+
+use crate::build::{build, Built};
+use crate::error::FabricError;
+use crate::job::Phase;
+use crate::result::{FabricResult, JobResult, LinkSeries, VmBytes};
+use crate::spec::{CcMode, FabricSpec};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+/// Options of a run that are not the scenario's.
+#[derive(Debug, Clone, Copy)]
+pub struct RunOptions {
+    /// Virtual seconds (default: the scenario's).
+    pub duration_s: Option<f64>,
+    /// Record every VM's bytes per interval.
+    pub traffic: bool,
+    /// The interval of those counts, ns (the host core's 1 ms).
+    pub interval_ns: u64,
+    /// Bucket of the recorded links' utilisation, ns.
+    pub bucket_ns: u64,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        Self {
+            duration_s: None,
+            traffic: false,
+            interval_ns: 1_000_000,
+            bucket_ns: 1_000_000,
+        }
+    }
+}
+
+/// Runs `spec`.
+pub fn run(spec: &FabricSpec, opts: &RunOptions) -> Result<FabricResult, FabricError> {
+    run_with_progress(spec, opts, |_, _| {})
+}
+
+#[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+fn to_ns(s: f64) -> u64 {
+    (s * 1e9).round() as u64
+}
+
+/// Runs `spec`, calling `progress(now_ns, end_ns)` about a hundred times along the way.
+#[allow(clippy::too_many_lines)]
+pub fn run_with_progress(
+    spec: &FabricSpec,
+    opts: &RunOptions,
+    mut progress: impl FnMut(u64, u64),
+) -> Result<FabricResult, FabricError> {
+    let duration = opts.duration_s.unwrap_or(spec.duration_s);
+    if !(duration.is_finite() && duration > 0.0 && duration <= 1e5) {
+        return Err(FabricError::Invalid(format!(
+            "duration {duration} s: must be in (0, 1e5]"
+        )));
+    }
+    if !(spec.dt_us.is_finite() && (0.1..=1000.0).contains(&spec.dt_us)) {
+        return Err(FabricError::Invalid(format!(
+            "dt_us {}: must be 0.1..=1000",
+            spec.dt_us
+        )));
+    }
+    if opts.interval_ns == 0 || opts.bucket_ns == 0 {
+        return Err(FabricError::Invalid(
+            "interval and bucket must be > 0 ns".into(),
+        ));
+    }
+    let Built {
+        mut net,
+        mut jobs,
+        mut flows,
+        vms,
+        shapes,
+        recorded,
+    } = build(spec)?;
+    let end = to_ns(duration);
+    let dt = to_ns(spec.dt_us / 1e6).max(1);
+    let params = spec.cc.dcqcn;
+    let adaptive = spec.cc.mode == CcMode::Adaptive;
+    let mtu = spec.net.mtu.max(64.0);
+    let intervals = usize::try_from(end / opts.interval_ns + 1).unwrap_or(usize::MAX);
+    let mut traffic: Vec<Vec<f64>> = if opts.traffic {
+        let cells = intervals.saturating_mul(vms.len());
+        if cells > 512 << 20 {
+            return Err(FabricError::Invalid(format!(
+                "per-VM traffic of {} VMs over {intervals} intervals is too large to record",
+                vms.len()
+            )));
+        }
+        vec![vec![0.0; intervals]; vms.len()]
+    } else {
+        Vec::new()
+    };
+    // Recorded links: the jobs whose flows cross each, and their bytes per bucket.
+    let buckets = usize::try_from(end / opts.bucket_ns + 1).unwrap_or(usize::MAX);
+    let mut cols: Vec<Vec<u32>> = vec![Vec::new(); recorded.len()];
+    for f in &flows {
+        for &l in &f.path {
+            if let Some(r) = net.links[l as usize].record {
+                if !cols[r].contains(&f.job) {
+                    cols[r].push(f.job);
+                }
+            }
+        }
+    }
+    let mut rec: Vec<Vec<f64>> = cols.iter().map(|c| vec![0.0; buckets * c.len()]).collect();
+    let mut wake: BinaryHeap<Reverse<(u64, usize)>> = jobs
+        .iter()
+        .enumerate()
+        .filter_map(|(j, job)| match job.phase {
+            Phase::Compute(t) => Some(Reverse((t, j))),
+            _ => None,
+        })
+        .collect();
+    let mut active: Vec<usize> = Vec::new();
+    let mut finish: Vec<u64> = vec![0; jobs.len()];
+    let mut now = 0u64;
+    let mut steps = 0u64;
+    let tick = (end / 100).max(1);
+    let mut next_tick = tick;
+    loop {
+        while let Some(&Reverse((t, j))) = wake.peek() {
+            if t > now {
+                break;
+            }
+            wake.pop();
+            if jobs[j].phase != Phase::Compute(t) {
+                continue;
+            }
+            let range = jobs[j].flows.clone();
+            jobs[j].phase = Phase::Comm(range.len());
+            finish[j] = t;
+            for f in range {
+                let fl = &mut flows[f];
+                fl.left = fl.bytes;
+                fl.cc.advance(&params, now, 0.0);
+                active.push(f);
+            }
+        }
+        if now >= next_tick {
+            progress(now, end);
+            next_tick = (now / tick + 1) * tick;
+        }
+        let next_wake = wake.peek().map_or(u64::MAX, |r| r.0 .0);
+        if active.is_empty() {
+            let next = next_wake.min(end);
+            if next >= end {
+                break;
+            }
+            now = next;
+            continue;
+        }
+        let h = dt.min(next_wake.saturating_sub(now).max(1)).min(end - now);
+        if h == 0 {
+            break;
+        }
+        for &f in &active {
+            let fl = &flows[f];
+            net.offer_slots(&fl.slots, fl.cc.rc);
+        }
+        net.serve(h);
+        let hs = h as f64 / 1e9;
+        let after = now + h;
+        let mut k = 0;
+        while k < active.len() {
+            let f = active[k];
+            let fl = &mut flows[f];
+            let (share, p) = net.share_and_marking(&fl.slots);
+            let x = fl.cc.rc * share;
+            let sent = (x * hs).min(fl.left);
+            fl.left -= sent;
+            if opts.traffic {
+                let i = usize::try_from(now / opts.interval_ns).unwrap_or(0);
+                if let Some(c) = traffic[fl.vm as usize].get_mut(i) {
+                    *c += sent;
+                }
+            }
+            for &l in if fl.recorded { &fl.path[..] } else { &[] } {
+                if let Some(r) = net.links[l as usize].record {
+                    let b = usize::try_from(now / opts.bucket_ns).unwrap_or(0);
+                    let w = cols[r].len();
+                    if let Some(col) = cols[r].iter().position(|&j| j == fl.job) {
+                        if let Some(c) = rec[r].get_mut(b * w + col) {
+                            *c += sent;
+                        }
+                    }
+                }
+            }
+            if p > 0.0 {
+                // Expected marks, not a draw: flows that see the same queue are treated alike.
+                fl.marks += p * sent / mtu;
+                if fl.marks >= 1.0 && fl.cc.can_notify(after) {
+                    fl.cc.on_cnp(&params, after);
+                    fl.marks = 0.0;
+                }
+            }
+            let prog = if adaptive {
+                1.0 - fl.left / fl.bytes
+            } else {
+                0.0
+            };
+            fl.cc.advance(&params, after, prog);
+            if fl.left <= fl.bytes * 1e-9 {
+                // Finished inside the step: at its exact time.
+                #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+                let at = now
+                    + if x > 0.0 {
+                        ((sent / x) * 1e9).ceil() as u64
+                    } else {
+                        h
+                    }
+                    .min(h);
+                let j = fl.job as usize;
+                finish[j] = finish[j].max(at);
+                active.swap_remove(k);
+                if let Phase::Comm(n) = jobs[j].phase {
+                    if n <= 1 {
+                        let job = &mut jobs[j];
+                        let done = finish[j];
+                        job.iters.push(done - job.iter_start);
+                        job.iter_start = done;
+                        if job.target > 0 && job.iters.len() as u64 >= job.target {
+                            job.phase = Phase::Done;
+                        } else {
+                            let t = job.compute_until(done);
+                            job.phase = Phase::Compute(t);
+                            wake.push(Reverse((t, j)));
+                        }
+                    } else {
+                        jobs[j].phase = Phase::Comm(n - 1);
+                    }
+                }
+            } else {
+                k += 1;
+            }
+        }
+        now = after;
+        steps += 1;
+        if now >= end {
+            break;
+        }
+    }
+    progress(end, end);
+    let cnps = |j: usize| -> u64 { flows[jobs[j].flows.clone()].iter().map(|f| f.cc.cnps).sum() };
+    let job_results = jobs
+        .iter()
+        .enumerate()
+        .map(|(j, job)| JobResult {
+            name: job.name.clone(),
+            preset: shapes[j].0.clone(),
+            vms: job.flows.clone().map(|f| vms[f].clone()).collect(),
+            compute_ms: job.compute_ns as f64 / 1e6,
+            flow_bytes: shapes[j].1,
+            alone_ms: shapes[j].2,
+            iter_ms: job.iters.iter().map(|&t| t as f64 / 1e6).collect(),
+            cnps: cnps(j),
+        })
+        .collect();
+    let series = recorded
+        .iter()
+        .enumerate()
+        .map(|(r, (l, name))| {
+            let cap = net.links[*l as usize].cap * opts.bucket_ns as f64 / 1e9;
+            let w = cols[r].len();
+            LinkSeries {
+                link: name.clone(),
+                bucket_ms: opts.bucket_ns as f64 / 1e6,
+                jobs: cols[r]
+                    .iter()
+                    .map(|&j| jobs[j as usize].name.clone())
+                    .collect(),
+                util: (0..buckets)
+                    .map(|b| (0..w).map(|c| rec[r][b * w + c] / cap).collect())
+                    .collect(),
+            }
+        })
+        .collect();
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    let traffic = traffic
+        .into_iter()
+        .enumerate()
+        .map(|(v, t)| VmBytes {
+            vm: vms[v].clone(),
+            job: jobs[flows[v].job as usize].name.clone(),
+            bytes: t.into_iter().map(|b| b.round() as u64).collect(),
+        })
+        .collect();
+    Ok(FabricResult {
+        name: spec.name.clone(),
+        duration_s: duration,
+        hosts: spec.hosts.len(),
+        links: net.links.len(),
+        flows: flows.len(),
+        steps,
+        jobs: job_results,
+        series,
+        interval_ms: opts.interval_ns as f64 / 1e6,
+        traffic,
+    })
+}
