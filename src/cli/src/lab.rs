@@ -23,9 +23,12 @@ pub enum LabCommand {
     /// The shim's transports in virtual time on a NIC model: status-byte vs sliding window
     /// (Figs. 10, 12-15, 18) and HiPower vs CPWR (one-to-one, broadcast, gather).
     Transport(crate::lab_transport::TransportArgs),
-    /// Congestion compatibility of periodic (ML training) jobs: `detect` finds each VM's
-    /// period, duty cycle and demand from the monitor's exact counts alone.
+    /// Congestion compatibility of periodic (ML training) jobs: without a subcommand the
+    /// paper's experiment on the fabric (fair, unfair, adaptive, priority); `detect` finds
+    /// each VM's period, duty cycle and demand from the monitor's exact counts alone.
     Mlcompat(crate::lab_mlcompat::MlcompatArgs),
+    /// Run a fabric scenario (several hosts, links, DCQCN, periodic jobs) in virtual time.
+    Fabric(crate::lab_fabric::FabricArgs),
 }
 
 /// Options of `resex lab compare`.
@@ -135,6 +138,7 @@ pub fn run(c: LabCommand) -> Result<()> {
         LabCommand::Drum(a) => crate::lab_drum::drum(&a),
         LabCommand::Transport(a) => crate::lab_transport::transport(&a),
         LabCommand::Mlcompat(a) => crate::lab_mlcompat::run(&a),
+        LabCommand::Fabric(a) => crate::lab_fabric::run(&a),
     }
 }
 

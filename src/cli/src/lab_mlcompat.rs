@@ -14,11 +14,14 @@ use resex_scenario::Scenario;
 use serde::Serialize;
 use std::path::PathBuf;
 
-/// `resex lab mlcompat ...`
+/// `resex lab mlcompat [...]`: without a subcommand, the paper's experiment.
 #[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct MlcompatArgs {
     #[command(subcommand)]
-    pub cmd: MlcompatCmd,
+    pub cmd: Option<MlcompatCmd>,
+    #[command(flatten)]
+    pub experiment: crate::lab_mlcompat_paper::ExperimentArgs,
 }
 
 /// The congestion-compatibility tools.
@@ -89,7 +92,8 @@ pub struct Row {
 
 pub fn run(a: &MlcompatArgs) -> Result<()> {
     match &a.cmd {
-        MlcompatCmd::Detect(d) => detect_cmd(d),
+        None => crate::lab_mlcompat_paper::run(&a.experiment),
+        Some(MlcompatCmd::Detect(d)) => detect_cmd(d),
     }
 }
 

@@ -1,0 +1,180 @@
+//! `resex lab fabric FILE`: a fabric scenario (several hosts, links, DCQCN, periodic jobs) in
+//! virtual time. Prints each job's iteration times against its time alone and, for fabrics of
+//! up to `DETECT_MAX_VMS` VMs, the period `resex_mlcompat::detect` finds in each worker's exact
+//! bytes per 1 ms interval (what a host's monitor counts), beside the job's own.
+
+use anyhow::{Context, Result};
+use clap::Args;
+use resex_fabric::sim::run_with_progress;
+use resex_fabric::{FabricResult, FabricSpec, RunOptions};
+use resex_mlcompat::{detect, DetectConfig};
+use serde::Serialize;
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+
+/// Per-VM traffic is recorded and analysed for fabrics of at most this many VMs.
+pub const DETECT_MAX_VMS: usize = 256;
+
+/// Options of `resex lab fabric`.
+#[derive(Debug, Args)]
+pub struct FabricArgs {
+    /// The fabric scenario (e.g. tools/scenarios/fabric-two-jobs.toml).
+    pub scenario: PathBuf,
+    /// Virtual seconds (default: the scenario's).
+    #[arg(long)]
+    pub duration: Option<f64>,
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Write the recorded links' utilisation per job as SVG to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<PathBuf>,
+}
+
+/// One worker's period as found in its traffic.
+#[derive(Debug, Serialize)]
+struct Found {
+    vm: String,
+    job: String,
+    iteration_ms: Option<f64>,
+    period_ms: Option<f64>,
+    why: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+struct Report<'a> {
+    result: &'a FabricResult,
+    detected: Vec<Found>,
+}
+
+fn median(v: &[f64]) -> Option<f64> {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    s.get(s.len() / 2).copied()
+}
+
+/// Runs it.
+pub fn run(a: &FabricArgs) -> Result<()> {
+    let text = std::fs::read_to_string(&a.scenario)
+        .with_context(|| format!("reading {}", a.scenario.display()))?;
+    let spec = FabricSpec::from_toml(&text)
+        .with_context(|| format!("fabric scenario {}", a.scenario.display()))?;
+    let vms: usize = spec.jobs.iter().map(|j| j.workers.len()).sum();
+    let opts = RunOptions {
+        duration_s: a.duration,
+        traffic: vms <= DETECT_MAX_VMS,
+        ..RunOptions::default()
+    };
+    let tty = std::io::stderr().is_terminal();
+    let started = std::time::Instant::now();
+    let r = run_with_progress(&spec, &opts, |now, end| {
+        if tty && end > 0 {
+            eprint!(
+                "\r  {:>3}% of {:.1} virtual s",
+                now * 100 / end,
+                end as f64 / 1e9
+            );
+        }
+    })?;
+    if tty {
+        eprintln!(
+            "\r  done in {:.1} s wall{:>20}",
+            started.elapsed().as_secs_f64(),
+            ""
+        );
+    }
+    let detected: Vec<Found> = r
+        .traffic
+        .iter()
+        .map(|v| {
+            let iteration_ms = r
+                .jobs
+                .iter()
+                .find(|j| j.name == v.job)
+                .and_then(|j| j.mean_after(1));
+            let (period_ms, why) = match detect(&v.bytes, 1_000_000, &DetectConfig::default()) {
+                Ok(p) => (Some(p.period_ns as f64 / 1e6), None),
+                Err(e) => (None, Some(e.to_string())),
+            };
+            Found {
+                vm: v.vm.clone(),
+                job: v.job.clone(),
+                iteration_ms,
+                period_ms,
+                why,
+            }
+        })
+        .collect();
+    if let Some(path) = &a.svg {
+        let runs = vec![(spec.name.clone(), &r)];
+        let window = r.duration_s * 1e3;
+        crate::lab_mlcompat_plot::utilisation(&runs, window, path)?;
+    }
+    if a.json {
+        println!(
+            "{}",
+            serde_json::to_string(&Report {
+                result: &r,
+                detected
+            })?
+        );
+        return Ok(());
+    }
+    let mut out = std::io::stdout().lock();
+    writeln!(
+        out,
+        "fabric {}: {} hosts, {} links, {} flows, {} virtual s, {} fluid steps",
+        r.name, r.hosts, r.links, r.flows, r.duration_s, r.steps
+    )?;
+    writeln!(
+        out,
+        "{:<16} {:<11} {:>6} {:>10} {:>10} {:>10} {:>8} {:>8}",
+        "job", "preset", "iters", "mean ms", "median ms", "alone ms", "slowdown", "CNPs"
+    )?;
+    for j in &r.jobs {
+        let mean = j.mean_after(1);
+        writeln!(
+            out,
+            "{:<16} {:<11} {:>6} {:>10} {:>10} {:>10.1} {:>8} {:>8}",
+            j.name,
+            j.preset.as_deref().unwrap_or("-"),
+            j.iter_ms.len(),
+            mean.map_or("-".into(), |m| format!("{m:.1}")),
+            median(&j.iter_ms).map_or("-".into(), |m| format!("{m:.1}")),
+            j.alone_ms,
+            mean.map_or("-".into(), |m| format!("{:.3}", m / j.alone_ms)),
+            j.cnps
+        )?;
+    }
+    if r.traffic.is_empty() {
+        writeln!(
+            out,
+            "(periods from traffic: skipped, {vms} VMs is above {DETECT_MAX_VMS})"
+        )?;
+    } else {
+        writeln!(
+            out,
+            "periods found in each worker's bytes per 1 ms (no help from the job):"
+        )?;
+        for f in &detected {
+            match (f.period_ms, f.iteration_ms) {
+                (Some(p), Some(it)) => writeln!(
+                    out,
+                    "  {:<24} {p:>8.1} ms  (runs {it:.1} ms, {:+.1}%)",
+                    f.vm,
+                    (p / it - 1.0) * 100.0
+                )?,
+                _ => writeln!(
+                    out,
+                    "  {:<24} {}",
+                    f.vm,
+                    f.why.as_deref().unwrap_or("no iteration finished")
+                )?,
+            }
+        }
+    }
+    if let Some(p) = &a.svg {
+        writeln!(out, "wrote {}", p.display())?;
+    }
+    Ok(())
+}
