@@ -38,14 +38,26 @@ pub struct ExperimentArgs {
 
 fn fmt(v: &[f64]) -> String {
     v.iter()
-        .map(|x| format!("{x:.0}"))
+        .map(|x| {
+            if x.is_finite() {
+                format!("{x:.0}")
+            } else {
+                "-".into()
+            }
+        })
         .collect::<Vec<_>>()
         .join("/")
 }
 
 fn fmt2(v: &[f64]) -> String {
     v.iter()
-        .map(|x| format!("{x:.2}"))
+        .map(|x| {
+            if x.is_finite() {
+                format!("{x:.2}")
+            } else {
+                "-".into()
+            }
+        })
         .collect::<Vec<_>>()
         .join("/")
 }
