@@ -82,7 +82,7 @@ pub enum HostError {
     #[error(transparent)]
     Backend(#[from] resex_backend::BackendError),
     /// A scenario setting only the lab can honour.
-    #[error("guest `{0}`: report_scale (a lying guest) is a lab-only setting; run it with `resex lab run`")]
+    #[error("guest `{0}`: report_scale (a lying guest) and benchex.chunk (replies in chunks) are lab-only settings; run it with `resex lab run`")]
     LabOnly(String),
     /// A guest died.
     #[error("guest `{name}` exited ({status}); its log: {log}")]
@@ -168,7 +168,11 @@ pub fn link_of(s: &Scenario) -> LinkConfig {
 impl EmbeddedHost {
     /// Starts softhca for `scenario` (no guests yet: see [`Self::start_due`]).
     pub fn new(scenario: &Scenario, cfg: HostConfig) -> Result<Self, HostError> {
-        if let Some(g) = scenario.guests.iter().find(|g| g.report_scale != 1.0) {
+        if let Some(g) = scenario
+            .guests
+            .iter()
+            .find(|g| g.report_scale != 1.0 || g.benchex.chunk.0 != 0)
+        {
             return Err(HostError::LabOnly(g.name.clone()));
         }
         let host_id = format!("{}-{}", scenario.name, std::process::id());

@@ -97,6 +97,7 @@ impl Guest {
             rate: w.rate,
             compute_ns: compute_ns(w.compute, w.buffer.0),
             start_ns: start_ns + b.phase_ns,
+            chunk: w.chunk.0,
         };
         let mut peer = b.peer;
         let (mut server, qpn) =

@@ -21,7 +21,13 @@ pub struct Work {
     pub compute_ns: u64,
     /// First arrival, ns.
     pub start_ns: u64,
+    /// Reply in WRITEs of this many bytes, [`CHUNK_WINDOW`] outstanding (0 or at least the
+    /// buffer: one WRITE).
+    pub chunk: u64,
 }
+
+/// Chunks of a reply in flight at once.
+pub const CHUNK_WINDOW: u64 = 4;
 
 /// CPU cost model: 0.5 us per option priced, 0.1 us per KiB of reply copied.
 pub fn compute_ns(options: u32, buffer: u64) -> u64 {
@@ -70,6 +76,10 @@ enum State {
         arrived: u64,
         started: u64,
         posted: u64,
+        /// Chunks still to post.
+        to_post: u64,
+        /// Chunks posted and not completed.
+        out: u64,
     },
 }
 
@@ -157,6 +167,43 @@ impl Server {
             },
             qpn,
         ))
+    }
+
+    /// WRITEs per reply.
+    fn chunks(&self) -> u64 {
+        match self.work.chunk {
+            0 => 1,
+            c if c >= self.work.buffer => 1,
+            c => self.work.buffer.div_ceil(c),
+        }
+    }
+
+    /// Posts `n` chunks of the reply from chunk `from` on, each signalled.
+    fn post_chunks(&mut self, n: u64, from: u64) -> Result<(), resex_shim::ShimError> {
+        let size = if self.chunks() == 1 {
+            self.work.buffer
+        } else {
+            self.work.chunk
+        };
+        for k in from..from + n {
+            let off = k * size;
+            let len = size.min(self.work.buffer - off);
+            self.next_id += 1;
+            self.qp.post_send(&[SendWr {
+                wr_id: self.next_id,
+                op: SendOp::Write(RemoteAddr {
+                    addr: self.dst.addr + off,
+                    rkey: self.dst.rkey,
+                }),
+                sges: &[self.buf.sge(off, u32::try_from(len).unwrap_or(u32::MAX))],
+                inline: None,
+                signaled: true,
+            }])?;
+        }
+        if n > 0 {
+            self.posted = true;
+        }
+        Ok(())
     }
 
     /// The QP number (for the monitor's registration).
@@ -255,14 +302,33 @@ impl Server {
                     arrived,
                     started,
                     posted,
+                    mut to_post,
+                    mut out,
                 } => {
                     self.wcs.clear();
                     self.cq.poll(&mut self.wcs, 4)?;
-                    let Some(wc) = self.wcs.first() else {
+                    if self.wcs.is_empty() {
                         return Ok(());
-                    };
-                    if !matches!(wc.status, resex_shim::WcStatus::Success) {
-                        self.errors += 1;
+                    }
+                    for wc in &self.wcs {
+                        if !matches!(wc.status, resex_shim::WcStatus::Success) {
+                            self.errors += 1;
+                        }
+                    }
+                    out = out.saturating_sub(self.wcs.len() as u64);
+                    if to_post > 0 || out > 0 {
+                        let n = to_post.min(CHUNK_WINDOW - out.min(CHUNK_WINDOW));
+                        self.post_chunks(n, self.chunks() - to_post)?;
+                        to_post -= n;
+                        out += n;
+                        self.state = State::Waiting {
+                            arrived,
+                            started,
+                            posted,
+                            to_post,
+                            out,
+                        };
+                        return Ok(());
                     }
                     if arrived >= self.measure_from_ns {
                         self.all.record(arrived, now_ns);
@@ -302,19 +368,15 @@ impl Server {
                         };
                         return Ok(());
                     }
-                    let len = u32::try_from(self.work.buffer).unwrap_or(u32::MAX);
-                    self.next_id += 1;
-                    self.qp.post_send(&[SendWr {
-                        wr_id: self.next_id,
-                        op: SendOp::Write(self.dst),
-                        sges: &[self.buf.sge(0, len)],
-                        inline: None,
-                        signaled: true,
-                    }])?;
+                    let chunks = self.chunks();
+                    let first = chunks.min(CHUNK_WINDOW);
+                    self.post_chunks(first, 0)?;
                     self.state = State::Waiting {
                         arrived,
                         started,
                         posted: now_ns,
+                        to_post: chunks - first,
+                        out: first,
                     };
                     self.posted = true;
                     return Ok(());

@@ -28,7 +28,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use std::path::{Path, PathBuf};
 
 /// A byte size written as people write it (`64KiB`, `2MiB`, `65536`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
 pub struct Size(pub u64);
 
 impl<'de> Deserialize<'de> for Size {
@@ -216,6 +216,12 @@ pub struct Workload {
     /// Orders per client, then the clients stop (0: until the host stops).
     #[serde(default)]
     pub count: u64,
+    /// Send each reply as WRITEs of this size, up to 4 outstanding, each started when an
+    /// earlier one completes (0: one WRITE of the whole buffer). The lab's server model only:
+    /// a training job's all-reduce in chunks, so that the monitor sees its progress interval by
+    /// interval; the embedded host refuses it.
+    #[serde(default)]
+    pub chunk: Size,
     /// How the server and clients wait for the device: "spin" (busy-poll, the paper's BenchEx;
     /// a CPU cap then bounds the VM's I/O) or "adaptive" (sleep after 200 us, for many guests
     /// on few CPUs).
