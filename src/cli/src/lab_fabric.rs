@@ -18,7 +18,7 @@ pub const DETECT_MAX_VMS: usize = 256;
 /// Options of `resex lab fabric`.
 #[derive(Debug, Args)]
 pub struct FabricArgs {
-    /// The fabric scenario (e.g. tools/scenarios/fabric-two-jobs.toml).
+    /// The fabric scenario (e.g. tools/scenarios/fabric/two-jobs.toml).
     pub scenario: PathBuf,
     /// Virtual seconds (default: the scenario's).
     #[arg(long)]

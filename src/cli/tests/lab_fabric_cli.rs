@@ -62,7 +62,7 @@ fn fabric_runs_a_scenario_and_finds_each_workers_period() {
     let out = stdout(&resex(&[
         "lab",
         "fabric",
-        "tools/scenarios/fabric-two-jobs.toml",
+        "tools/scenarios/fabric/two-jobs.toml",
         "--json",
     ]));
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();

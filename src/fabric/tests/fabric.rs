@@ -121,7 +121,7 @@ fn strict_priority_keeps_the_first_class_at_its_alone_time() {
 #[test]
 fn runs_repeat_exactly() {
     let s = FabricSpec::from_toml(include_str!(
-        "../../../tools/scenarios/fabric-two-jobs.toml"
+        "../../../tools/scenarios/fabric/two-jobs.toml"
     ))
     .unwrap();
     let o = RunOptions {

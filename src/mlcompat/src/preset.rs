@@ -45,7 +45,8 @@ pub const PRESETS: &[Preset] = &[
         name: "bert",
         compute_ns: 100_000_000,
         comm_bytes: 312 * MB + 500_000,
-        basis: "Table 1: 157 ms beside VGG19 when favoured; 150 ms alone, a third of it on the wire",
+        basis:
+            "Table 1: 157 ms beside VGG19 when favoured; 150 ms alone, a third of it on the wire",
     },
     Preset {
         name: "dlrm",

@@ -8,9 +8,11 @@ use serde::{Deserialize, Serialize};
 
 mod governor;
 mod ioshares;
+mod progress;
 
 pub use governor::GovernorConfig;
 pub use ioshares::{IoSharesConfig, IoSharesMode};
+pub use progress::ProgressConfig;
 use thiserror::Error;
 
 /// Which algorithm a policy file selects.
@@ -25,6 +27,9 @@ pub enum PolicyKind {
     Governor,
     /// DRUM's utility maximisation on one host: x as transmit limits, z as caps (`drum/`).
     Drum,
+    /// Adaptive unfairness: a bursting VM's transmit share grows with its progress in the
+    /// burst (`progress.rs`, issue 20).
+    Progress,
 }
 
 /// How the link's MTUs per epoch are split between VMs.
@@ -64,6 +69,7 @@ impl Lever {
     pub fn default_for(policy: PolicyKind) -> Self {
         match policy {
             PolicyKind::Governor | PolicyKind::Drum => Lever::Both,
+            PolicyKind::Progress => Lever::Rate,
             _ => Lever::Cpu,
         }
     }
@@ -182,6 +188,9 @@ pub struct PolicyConfig {
     /// `[drum]` (only with `policy = "drum"`).
     #[serde(default)]
     pub drum: Option<DrumConfig>,
+    /// `[progress]` (only with `policy = "progress"`).
+    #[serde(default)]
+    pub progress: Option<ProgressConfig>,
 }
 
 /// A policy file that cannot be used.
@@ -239,6 +248,7 @@ impl PolicyConfig {
             ioshares: (policy == PolicyKind::Ioshares).then(IoSharesConfig::default),
             governor: (policy == PolicyKind::Governor).then(GovernorConfig::default),
             drum: (policy == PolicyKind::Drum).then(DrumConfig::default),
+            progress: (policy == PolicyKind::Progress).then(ProgressConfig::default),
         }
     }
 
@@ -254,6 +264,9 @@ impl PolicyConfig {
         }
         if cfg.policy == PolicyKind::Drum && cfg.drum.is_none() {
             cfg.drum = Some(DrumConfig::default());
+        }
+        if cfg.policy == PolicyKind::Progress && cfg.progress.is_none() {
+            cfg.progress = Some(ProgressConfig::default());
         }
         cfg.lever.get_or_insert(Lever::default_for(cfg.policy));
         cfg.validate()?;
@@ -363,6 +376,15 @@ impl PolicyConfig {
             (_, Some(_)) => {
                 return Err(ConfigError::Inconsistent(
                     "a `[drum]` section needs `policy = \"drum\"`".into(),
+                ))
+            }
+            _ => {}
+        }
+        match (self.policy, &self.progress) {
+            (PolicyKind::Progress, Some(p)) => p.validate()?,
+            (_, Some(_)) => {
+                return Err(ConfigError::Inconsistent(
+                    "a `[progress]` section needs `policy = \"progress\"`".into(),
                 ))
             }
             _ => {}

@@ -10,7 +10,8 @@
 //! - [`freemarket`], [`ioshares`]: the paper's Algorithms 1 and 2; [`governor`]: ours
 //!   (congestion-gated, split by share, a proportional-integral controller); [`interference`]:
 //!   the report-to-interference measure IOShares and the governor share; [`drum`]: DRUM's
-//!   utility maximisation on one host (`resex-drum`'s ADMM), x as transmit limits, z as caps.
+//!   utility maximisation on one host (`resex-drum`'s ADMM), x as transmit limits, z as caps;
+//!   [`progress`]: adaptive unfairness, a bursting VM's share growing with its progress.
 //! - [`engine`]: [`Engine`], which steps a host one interval at a time.
 //! - [`trace`], [`replay`]: the usage trace format and open-loop replay.
 
@@ -27,6 +28,7 @@ pub mod interference;
 pub mod ioshares;
 pub mod ledger;
 pub mod policy;
+pub mod progress;
 pub mod replay;
 pub mod trace;
 pub mod types;

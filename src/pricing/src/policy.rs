@@ -62,6 +62,9 @@ pub fn build(cfg: &PolicyConfig) -> Box<dyn Policy> {
             cfg.intervals_per_actuation(),
             cfg.ledger.interval_ms,
         )),
+        PolicyKind::Progress => Box::new(crate::progress::Progress::new(
+            cfg.progress.clone().unwrap_or_default(),
+        )),
         PolicyKind::Governor => Box::new(
             Governor::new(
                 cfg.governor.clone().unwrap_or_default(),

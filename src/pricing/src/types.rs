@@ -162,6 +162,11 @@ pub enum TxReason {
         /// x, percent of the link (before rounding).
         link_pct: f64,
     },
+    /// Adaptive unfairness: the VM's share grows with its progress in its current burst.
+    Progress {
+        /// How far into its burst it is, percent of its learned burst size.
+        progress_pct: f64,
+    },
 }
 
 impl fmt::Display for TxReason {
@@ -173,6 +178,9 @@ impl fmt::Display for TxReason {
             TxReason::Ceiling(r) => write!(f, "{r} (as a ceiling)"),
             TxReason::Allocation { link_pct } => {
                 write!(f, "DRUM: WQE rate {link_pct:.1}% of the link")
+            }
+            TxReason::Progress { progress_pct } => {
+                write!(f, "{progress_pct:.0}% into its burst")
             }
         }
     }

@@ -20,6 +20,7 @@ fn shipped_files_are_the_documented_defaults() {
             PolicyKind::Ioshares => "ioshares.toml",
             PolicyKind::Governor => "governor.toml",
             PolicyKind::Drum => "drum.toml",
+            PolicyKind::Progress => unreachable!("its own test: it acts every interval"),
         };
         let cfg = PolicyConfig::from_toml(&shipped(name)).unwrap();
         assert_eq!(cfg, PolicyConfig::defaults(kind), "{name}");
@@ -42,6 +43,7 @@ fn every_key_is_explained_in_the_policies_readme() {
         "ioshares-rate.toml",
         "drum.toml",
         "drum-rate.toml",
+        "progress.toml",
     ] {
         for line in shipped(file).lines() {
             let line = line.trim();
@@ -167,4 +169,18 @@ fn governor_sections_and_ranges_are_checked() {
     );
     let e = bad("policy = \"governor\"\n[governor]\ncongested_share = 2.0\n");
     assert!(e.contains("governor.congested_share"), "{e}");
+}
+
+#[test]
+fn the_progress_file_is_the_defaults_acting_every_interval() {
+    let cfg = PolicyConfig::from_toml(&shipped("progress.toml")).unwrap();
+    let mut want = PolicyConfig::defaults(PolicyKind::Progress);
+    want.caps.actuation_period_ms = 1;
+    assert_eq!(cfg, want);
+    assert_eq!(cfg.lever(), resex_pricing::Lever::Rate);
+    let bad = shipped("progress.toml").replace("gain = 10.0", "gain = -1.0");
+    let e = PolicyConfig::from_toml(&bad).unwrap_err().to_string();
+    assert!(e.contains("progress.gain"), "{e}");
+    let stray = shipped("freemarket.toml") + "\n[progress]\ngain = 2.0\n";
+    assert!(PolicyConfig::from_toml(&stray).is_err());
 }
