@@ -29,6 +29,8 @@ pub struct MlcompatArgs {
 pub enum MlcompatCmd {
     /// Find each VM's period, duty cycle and demand from its traffic alone (no guest help).
     Detect(DetectArgs),
+    /// Advise which jobs should share which link (compatible ones together), vs round-robin.
+    Place(crate::lab_mlcompat_place::PlaceArgs),
 }
 
 /// Options of `resex lab mlcompat detect`.
@@ -94,6 +96,7 @@ pub fn run(a: &MlcompatArgs) -> Result<()> {
     match &a.cmd {
         None => crate::lab_mlcompat_paper::run(&a.experiment),
         Some(MlcompatCmd::Detect(d)) => detect_cmd(d),
+        Some(MlcompatCmd::Place(p)) => crate::lab_mlcompat_place::run(p),
     }
 }
 

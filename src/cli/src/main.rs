@@ -16,6 +16,7 @@ mod lab_drum_plot;
 mod lab_fabric;
 mod lab_mlcompat;
 mod lab_mlcompat_paper;
+mod lab_mlcompat_place;
 mod lab_mlcompat_plot;
 mod lab_plot;
 mod lab_tradeoff;

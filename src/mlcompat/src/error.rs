@@ -1,4 +1,5 @@
-//! The crate's errors: why a trace has no period, why jobs cannot be put on one circle.
+//! The crate's errors: why a trace has no period, why jobs cannot be put on one circle, why
+//! jobs cannot be placed on links.
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
@@ -133,5 +134,71 @@ pub enum CircleError {
         /// The smallest worst-case relative error any admissible quantum gave (`f64::MAX` if no
         /// quantum was admissible at all).
         best_error: f64,
+    },
+}
+
+/// Why [`crate::place::place`] refused its jobs or links. (Serialize only: it holds a
+/// [`CircleError`], whose `BadConfig` text is `&'static str`.)
+#[derive(Debug, Clone, PartialEq, Error, Serialize)]
+pub enum PlaceError {
+    /// No link was given (jobs need somewhere to go).
+    #[error("no links")]
+    NoLinks,
+    /// More jobs than [`crate::place::MAX_JOBS`].
+    #[error("{got} jobs, at most {max}")]
+    TooManyJobs {
+        /// Jobs given.
+        got: usize,
+        /// The bound.
+        max: usize,
+    },
+    /// More links than [`crate::place::MAX_LINKS`].
+    #[error("{got} links, at most {max}")]
+    TooManyLinks {
+        /// Links given.
+        got: usize,
+        /// The bound.
+        max: usize,
+    },
+    /// Two jobs have the same name.
+    #[error("job {name:?} is named twice")]
+    DuplicateJob {
+        /// The name.
+        name: String,
+    },
+    /// Two links have the same name.
+    #[error("link {name:?} is named twice")]
+    DuplicateLink {
+        /// The name.
+        name: String,
+    },
+    /// A link takes more jobs than the circle scores at once (`CircleConfig::max_jobs`).
+    #[error(
+        "link {link:?}: max_jobs {max_jobs}, at most {max} (the jobs the circle scores at once)"
+    )]
+    LinkTooLarge {
+        /// The link.
+        link: String,
+        /// Its `max_jobs`.
+        max_jobs: usize,
+        /// The bound.
+        max: usize,
+    },
+    /// The links together have room for fewer jobs than were given.
+    #[error("{jobs} jobs, but the links have room for {slots}")]
+    NotEnoughRoom {
+        /// Jobs given.
+        jobs: usize,
+        /// The sum of the links' `max_jobs`.
+        slots: usize,
+    },
+    /// A job cannot be put on a circle even alone (zero period, bad demand such as NaN, bad
+    /// arc, too many arcs, a period too short to slot).
+    #[error("job {job:?} refused alone: {reason}")]
+    BadJob {
+        /// The job's name.
+        job: String,
+        /// What the circle said of it alone.
+        reason: CircleError,
     },
 }

@@ -18,7 +18,10 @@
 //! - [`circle`]: jobs as (period, arcs, demand); the unified circle of perimeter the LCM of
 //!   the periods, rounded to a quantum so that it stays bounded; the rotations that minimise the
 //!   demand above capacity; the compatibility score in [0, 1].
-//! - [`error`]: [`DetectError`] and [`CircleError`].
+//! - [`error`]: [`DetectError`], [`CircleError`] and [`PlaceError`].
+//! - [`place`](mod@place): the placement advisor: which jobs share which link (greedy by
+//!   weight, then swaps between links that raise the worse link's score), beside a round-robin
+//!   baseline.
 //! - [`preset`]: jobs shaped like the paper's (VGG, BERT, DLRM, ResNet): compute and bytes.
 //! - [`synth`]: seeded synthetic on/off traces with ground truth (tests, experiments).
 //!
@@ -31,6 +34,7 @@
 pub mod circle;
 pub mod detect;
 pub mod error;
+pub mod place;
 pub mod preset;
 pub mod synth;
 
@@ -38,4 +42,5 @@ pub use circle::{
     compatibility, unify, CircleConfig, CommArc, Compatibility, Job, Search, UnifiedCircle,
 };
 pub use detect::{detect, DetectConfig, Periodicity};
-pub use error::{CircleError, DetectError};
+pub use error::{CircleError, DetectError, PlaceError};
+pub use place::{place, Link, LinkPlan, NamedJob, Placement};
