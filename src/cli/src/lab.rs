@@ -25,7 +25,8 @@ pub enum LabCommand {
     Transport(crate::lab_transport::TransportArgs),
     /// Congestion compatibility of periodic (ML training) jobs: without a subcommand the
     /// paper's experiment on the fabric (fair, unfair, adaptive, priority); `detect` finds
-    /// each VM's period, duty cycle and demand from the monitor's exact counts alone.
+    /// each VM's period, duty cycle and demand from the monitor's exact counts alone; `place`
+    /// proposes which jobs share which link.
     Mlcompat(crate::lab_mlcompat::MlcompatArgs),
     /// Run a fabric scenario (several hosts, links, DCQCN, periodic jobs) in virtual time.
     Fabric(crate::lab_fabric::FabricArgs),

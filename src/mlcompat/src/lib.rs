@@ -11,7 +11,7 @@
 //! resex sees every VM's transmitted bytes exactly, interval by interval, without help from the
 //! guest; this crate turns those counts into the circle and the circle into a verdict:
 //!
-//! - [`detect`]: a VM's period, duty cycle, demand while communicating and the phase of its
+//! - [`detect`](mod@detect): a VM's period, duty cycle, demand while communicating and the phase of its
 //!   communication arc, and its bytes per iteration, from its bytes per interval
 //!   (autocorrelation of the on/off signal for arcs, burst timing for the spike trains posted
 //!   RDMA WRITEs make); refuses steady senders and what is not periodic.
