@@ -6,6 +6,7 @@
 //! (`resex agent`, `resex benchex`: the same as the `resex-agent` and `benchex` binaries).
 
 mod demo;
+mod fleet;
 mod host;
 mod ibmon;
 mod kvm;
@@ -54,6 +55,10 @@ enum Command {
     /// The lab: a whole host in virtual time (deterministic).
     #[command(subcommand)]
     Lab(lab::LabCommand),
+    /// The fleet through etcd: live hosts, the coordinator, top senders; Prometheus targets
+    /// (needs `--features fleet`).
+    #[command(subcommand)]
+    Fleet(fleet::FleetCommand),
     /// The dashboard: every VM's CPU, cap, Resos, RDMA traffic and latency, live (or --batch).
     Top(top::TopArgs),
     /// One snapshot of the daemon's view of every VM.
@@ -107,6 +112,7 @@ fn main() -> ExitCode {
         Command::Demo(a) => demo::run(a),
         Command::Host(a) => host::run(a),
         Command::Lab(c) => lab::run(c),
+        Command::Fleet(c) => fleet::run(c),
         Command::Top(a) => top::run(a),
         Command::Status(a) => top::status(a),
         Command::Cap(a) => top::cap(a),

@@ -89,6 +89,9 @@ pub struct Config {
     /// The rate lever of SR-IOV VFs.
     #[serde(default)]
     pub rates: RatesConfig,
+    /// `[fleet]`: join a fleet through etcd (needs a build with `--features fleet`).
+    #[serde(default)]
+    pub fleet: Option<resex_fleet::FleetConfig>,
 }
 
 /// The rate lever of SR-IOV VFs: which mechanism, and VFs by VM name.
@@ -255,6 +258,10 @@ impl Config {
                 )));
             }
         }
+        if let Some(f) = &c.fleet {
+            f.validate()
+                .map_err(|e| ConfigError::Invalid(format!("[fleet]: {e}")))?;
+        }
         if c.scan_budget == 0 || c.discovery_ms == 0 || c.snapshot_ms == 0 || c.cpu_every == 0 {
             return Err(ConfigError::Invalid(
                 "scan_budget, discovery_ms, snapshot_ms and cpu_every must be above 0".into(),
@@ -344,6 +351,21 @@ mod tests {
         assert_eq!(c.link().header_bytes, 58);
         assert!(Config::from_toml("[link]\ngbps = 0\n").is_err());
         assert!(Config::from_toml("[link]\ngbs = 1\n").is_err());
+    }
+
+    #[test]
+    fn the_fleet_section_is_checked() {
+        let c =
+            Config::from_toml("[fleet]\nendpoints = [\"http://127.0.0.1:2379\"]\nhost = \"n1\"\n")
+                .unwrap();
+        let f = c.fleet.unwrap();
+        assert_eq!((f.ttl_s, f.publish_ms), (5, 1000));
+        let e = Config::from_toml("[fleet]\nendpoints = [\"x\"]\nhost = \"n1\"\nttl_s = 0\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("[fleet]") && e.contains("ttl_s"), "{e}");
+        assert!(Config::from_toml("[fleet]\nendpoint = [\"x\"]\n").is_err());
+        assert!(Config::default().fleet.is_none());
     }
 
     #[test]

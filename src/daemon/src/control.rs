@@ -91,6 +91,12 @@ impl DaemonHandle {
             .clone()
     }
 
+    /// A reader of the latest snapshot that outlives this borrow (the fleet member's).
+    pub fn snapshots(&self) -> impl Fn() -> Arc<Snapshot> + Send + 'static {
+        let shared = self.shared.clone();
+        move || shared.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
     /// Pins (or with `None` unpins) a VM's transmit limit; what was done, or why not.
     pub fn pin_tx(&self, vm: &str, tx: Option<resex_common::TxLimit>) -> Result<String, String> {
         ask(&self.cmd, api::Admin::Rate(vm.to_owned(), tx))

@@ -55,6 +55,54 @@ struct Cli {
     /// Exit after this many seconds (restoring caps).
     #[arg(long)]
     duration: Option<f64>,
+    /// Join a fleet through etcd at these client URLs (comma-separated; the `[fleet]` section's
+    /// `endpoints`). Needs a build with `--features fleet`.
+    #[arg(long, value_name = "URLS", value_delimiter = ',')]
+    fleet: Vec<String>,
+    /// This host's name in the fleet (default: the machine's host name).
+    #[arg(long, value_name = "NAME")]
+    fleet_host: Option<String>,
+    /// The fleet lease's TTL, seconds.
+    #[arg(long, value_name = "S")]
+    fleet_ttl: Option<i64>,
+}
+
+/// Joins the fleet when `[fleet]` is set: registers under a lease and publishes the daemon's
+/// summaries from its own thread; resexd runs on its local policy whatever etcd does.
+#[cfg(feature = "fleet")]
+fn join_fleet(
+    cfg: &Config,
+    d: &resex_daemon::control::DaemonHandle,
+) -> Result<Option<resex_fleet::etcd::Member>> {
+    use resex_fleet::etcd::{unix_ms, Fleet, Member};
+    let Some(f) = cfg.fleet.clone() else {
+        return Ok(None);
+    };
+    let host = f.host_name()?;
+    if let Err(e) = Fleet::connect(&f) {
+        tracing::warn!("fleet: {e}; running on the local policy, joining when etcd answers");
+    }
+    let record = resex_fleet::HostRecord {
+        host: host.clone(),
+        pid: std::process::id(),
+        started_unix_ms: unix_ms(),
+        metrics: d.metrics_addr().map(|a| a.to_string()),
+        backend: cfg.backend.clone(),
+        version: env!("CARGO_PKG_VERSION").into(),
+    };
+    let snap = d.snapshots();
+    let m = Member::spawn(f, record, move || {
+        resex_fleet::HostSummary::from_snapshot(&host, &snap(), unix_ms())
+    })?;
+    Ok(Some(m))
+}
+
+#[cfg(not(feature = "fleet"))]
+fn join_fleet(cfg: &Config, _d: &resex_daemon::control::DaemonHandle) -> Result<Option<()>> {
+    if cfg.fleet.is_some() {
+        bail!("{}", resex_fleet::connect_error());
+    }
+    Ok(None)
 }
 
 fn load_policy(path: &Path) -> Result<NamedPolicy> {
@@ -124,6 +172,23 @@ fn main() -> Result<()> {
     if let Some(m) = &cli.metrics {
         cfg.metrics = Some(m.clone());
     }
+    if !cli.fleet.is_empty() {
+        let mut f = cfg
+            .fleet
+            .take()
+            .unwrap_or_else(|| resex_fleet::FleetConfig::new(Vec::new()));
+        f.endpoints = cli.fleet.clone();
+        cfg.fleet = Some(f);
+    }
+    if let Some(f) = cfg.fleet.as_mut() {
+        if let Some(h) = &cli.fleet_host {
+            f.host = Some(h.clone());
+        }
+        if let Some(t) = cli.fleet_ttl {
+            f.ttl_s = t;
+        }
+        f.validate().context("[fleet]")?;
+    }
     let hv = backend(&cfg)?;
     if cli.restore {
         let (restored, forgotten, failed) = restore_stale(hv.clone(), &cfg)?;
@@ -154,6 +219,7 @@ fn main() -> Result<()> {
         cfg.api_socket().display(),
         cfg.state_dir().display()
     );
+    let member = join_fleet(&cfg, &d)?;
     let start = Instant::now();
     while !term.load(Ordering::Acquire) && d.running() {
         if cli
@@ -173,6 +239,13 @@ fn main() -> Result<()> {
         }
         std::thread::sleep(Duration::from_millis(50));
     }
+    // Leave first: the lease is revoked, another host takes the coordinator's role at once.
+    #[cfg(feature = "fleet")]
+    if let Some(m) = member {
+        m.leave();
+    }
+    #[cfg(not(feature = "fleet"))]
+    let _ = member;
     let s = d.stop();
     tracing::info!(
         "stopped after {} ticks: lateness p50 {:.0} us, p99 {:.0} us, max {:.0} us; {} caps restored, {} transmit limits restored",

@@ -1,0 +1,165 @@
+//! `[fleet]`: how a resexd joins the fleet.
+//!
+//! ```toml
+//! [fleet]
+//! endpoints = ["http://127.0.0.1:2379"]
+//! host = "node-1"        # default: the machine's host name
+//! ttl_s = 5              # the lease: a host silent this long is gone
+//! publish_ms = 1000      # per-VM summaries
+//! ```
+
+use crate::error::FleetError;
+use crate::keys;
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// `[fleet]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FleetConfig {
+    /// etcd's client URLs.
+    pub endpoints: Vec<String>,
+    /// This host's name in the fleet (default: the machine's host name).
+    #[serde(default)]
+    pub host: Option<String>,
+    /// The key prefix (several fleets may share one etcd).
+    #[serde(default = "FleetConfig::default_prefix")]
+    pub prefix: String,
+    /// The lease's TTL, seconds (2..=60): a host that stops keeping it alive is gone after this.
+    #[serde(default = "FleetConfig::default_ttl")]
+    pub ttl_s: i64,
+    /// Summaries are published this often, ms (100..=60000).
+    #[serde(default = "FleetConfig::default_publish")]
+    pub publish_ms: u64,
+    /// etcd user (with `password`), passed through to etcd's auth.
+    #[serde(default)]
+    pub user: Option<String>,
+    /// etcd password.
+    #[serde(default)]
+    pub password: Option<String>,
+    /// TLS: the CA to trust (passed through; needs a build with TLS).
+    #[serde(default)]
+    pub ca_file: Option<PathBuf>,
+}
+
+impl FleetConfig {
+    fn default_prefix() -> String {
+        keys::DEFAULT_PREFIX.into()
+    }
+    fn default_ttl() -> i64 {
+        5
+    }
+    fn default_publish() -> u64 {
+        1000
+    }
+
+    /// A configuration for `endpoints` with every default.
+    #[must_use]
+    pub fn new(endpoints: Vec<String>) -> Self {
+        Self {
+            endpoints,
+            host: None,
+            prefix: Self::default_prefix(),
+            ttl_s: Self::default_ttl(),
+            publish_ms: Self::default_publish(),
+            user: None,
+            password: None,
+            ca_file: None,
+        }
+    }
+
+    /// The host's name: the configured one, else the machine's.
+    pub fn host_name(&self) -> Result<String, FleetError> {
+        let name = match &self.host {
+            Some(h) => h.clone(),
+            None => std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .map(|s| s.trim().to_string())
+                .map_err(|e| {
+                    FleetError::Invalid(format!("no `host` given and no host name: {e}"))
+                })?,
+        };
+        if keys::valid_host(&name) {
+            Ok(name)
+        } else {
+            Err(FleetError::Invalid(format!(
+                "host name {name:?} must be 1 to 128 of [A-Za-z0-9._-]"
+            )))
+        }
+    }
+
+    /// Refuses what cannot work.
+    pub fn validate(&self) -> Result<(), FleetError> {
+        if self.endpoints.is_empty() || self.endpoints.iter().any(|e| e.trim().is_empty()) {
+            return Err(FleetError::Invalid(
+                "`endpoints` must list etcd's client URLs".into(),
+            ));
+        }
+        if !(2..=60).contains(&self.ttl_s) {
+            return Err(FleetError::Invalid(format!(
+                "`ttl_s` {} must be 2..=60",
+                self.ttl_s
+            )));
+        }
+        if !(100..=60_000).contains(&self.publish_ms) {
+            return Err(FleetError::Invalid(format!(
+                "`publish_ms` {} must be 100..=60000",
+                self.publish_ms
+            )));
+        }
+        if !self.prefix.starts_with('/') || self.prefix.ends_with('/') || self.prefix.len() > 256 {
+            return Err(FleetError::Invalid(format!(
+                "`prefix` {:?} must start with / and not end with one",
+                self.prefix
+            )));
+        }
+        if self.user.is_some() != self.password.is_some() {
+            return Err(FleetError::Invalid(
+                "`user` and `password` go together".into(),
+            ));
+        }
+        self.host_name().map(|_| ())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_and_refusals() {
+        let c: FleetConfig =
+            serde_json::from_str(r#"{"endpoints":["http://127.0.0.1:2379"],"host":"h1"}"#).unwrap();
+        assert_eq!(c.ttl_s, 5);
+        assert_eq!(c.publish_ms, 1000);
+        assert_eq!(c.prefix, "/resex/v1");
+        c.validate().unwrap();
+        for bad in [
+            FleetConfig {
+                ttl_s: 1,
+                ..c.clone()
+            },
+            FleetConfig {
+                publish_ms: 10,
+                ..c.clone()
+            },
+            FleetConfig {
+                endpoints: vec![],
+                ..c.clone()
+            },
+            FleetConfig {
+                host: Some("a b".into()),
+                ..c.clone()
+            },
+            FleetConfig {
+                prefix: "x/".into(),
+                ..c.clone()
+            },
+            FleetConfig {
+                user: Some("u".into()),
+                ..c.clone()
+            },
+        ] {
+            assert!(bad.validate().is_err(), "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,456 @@
+//! The etcd client side (feature `etcd`): [`Fleet`] reads the fleet view; [`Member`] is a host
+//! in the fleet: it registers its record under a lease, keeps the lease alive, publishes its
+//! summary every period and campaigns in etcd's election for the coordinator. All of it runs
+//! on one thread of its own with a single-threaded tokio runtime, so resexd's loop never waits
+//! for etcd.
+//!
+//! When etcd stops answering (a keep-alive or a write fails, or takes longer than a third of
+//! the TTL), the member drops its session: it is no longer connected and no longer the leader
+//! (its caller falls back to local policy), and it tries again every second. When etcd is back
+//! it registers anew under a new lease and campaigns again: the fleet re-forms.
+
+use crate::config::FleetConfig;
+use crate::error::FleetError;
+use crate::keys;
+use crate::record::{HostRecord, HostSummary};
+use crate::status::FleetStatus;
+use etcd_client::{Client, ConnectOptions, GetOptions, LeaseTimeToLiveOptions, PutOptions};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Unix time, ms.
+#[must_use]
+pub fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, FleetError> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| FleetError::Etcd(format!("runtime: {e}")))
+}
+
+fn options(cfg: &FleetConfig) -> ConnectOptions {
+    let t = Duration::from_millis(u64::try_from(cfg.ttl_s).unwrap_or(5) * 1000 / 3);
+    // No request timeout on the client: a campaign waits as long as another host leads. Each
+    // other call has its own timeout (a third of the TTL).
+    let mut o = ConnectOptions::new()
+        .with_connect_timeout(t)
+        .with_keep_alive(Duration::from_secs(1), t)
+        .with_keep_alive_while_idle(true);
+    if let (Some(u), Some(p)) = (&cfg.user, &cfg.password) {
+        o = o.with_user(u.clone(), p.clone());
+    }
+    o
+}
+
+async fn connect(cfg: &FleetConfig) -> Result<Client, FleetError> {
+    if cfg.ca_file.is_some() {
+        return Err(FleetError::Invalid(
+            "`ca_file`: this build's etcd client has no TLS (etcd over loopback or a private \
+             network; TLS is a later step)"
+                .into(),
+        ));
+    }
+    Client::connect(cfg.endpoints.clone(), Some(options(cfg)))
+        .await
+        .map_err(|e| FleetError::Unreachable {
+            endpoints: cfg.endpoints.join(","),
+            reason: e.to_string(),
+        })
+}
+
+fn etcd(e: etcd_client::Error) -> FleetError {
+    FleetError::Etcd(e.to_string())
+}
+
+/// The fleet as a reader sees it (the admin's view).
+pub struct Fleet {
+    rt: tokio::runtime::Runtime,
+    client: Client,
+    prefix: String,
+}
+
+impl std::fmt::Debug for Fleet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Fleet {{ prefix: {} }}", self.prefix)
+    }
+}
+
+impl Fleet {
+    /// Connects to etcd (a clear error when it is not reachable).
+    pub fn connect(cfg: &FleetConfig) -> Result<Self, FleetError> {
+        let rt = runtime()?;
+        let client = rt.block_on(connect(cfg))?;
+        let mut f = Self {
+            rt,
+            client,
+            prefix: cfg.prefix.clone(),
+        };
+        // The client connects lazily: ask once, so an absent etcd is reported here.
+        let endpoints = cfg.endpoints.join(",");
+        f.rt.block_on(f.client.status())
+            .map_err(|e| FleetError::Unreachable {
+                endpoints,
+                reason: e.to_string(),
+            })?;
+        Ok(f)
+    }
+
+    /// The coordinator's name, if any host won the election.
+    pub fn leader(&mut self) -> Result<Option<String>, FleetError> {
+        let name = keys::election(&self.prefix);
+        match self.rt.block_on(self.client.leader(name)) {
+            Ok(r) => Ok(r.kv().and_then(|kv| kv.value_str().ok().map(String::from))),
+            // etcd answers "election: no leader" as an error.
+            Err(e) if e.to_string().contains("no leader") => Ok(None),
+            Err(e) => Err(etcd(e)),
+        }
+    }
+
+    /// The fleet view.
+    pub fn status(&mut self) -> Result<FleetStatus, FleetError> {
+        let prefix = self.prefix.clone();
+        let get = |c: &mut Client, rt: &tokio::runtime::Runtime, p: String| {
+            rt.block_on(c.get(p, Some(GetOptions::new().with_prefix())))
+                .map_err(etcd)
+        };
+        let recs = get(&mut self.client, &self.rt, keys::hosts(&prefix))?;
+        let records: Vec<(String, Vec<u8>, i64)> = recs
+            .kvs()
+            .iter()
+            .map(|kv| {
+                (
+                    String::from_utf8_lossy(kv.key()).into_owned(),
+                    kv.value().to_vec(),
+                    kv.lease(),
+                )
+            })
+            .collect();
+        let sums = get(&mut self.client, &self.rt, keys::summaries(&prefix))?;
+        let summaries: Vec<(String, Vec<u8>)> = sums
+            .kvs()
+            .iter()
+            .map(|kv| {
+                (
+                    String::from_utf8_lossy(kv.key()).into_owned(),
+                    kv.value().to_vec(),
+                )
+            })
+            .collect();
+        let mut ttls = HashMap::new();
+        for (_, _, lease) in &records {
+            if *lease == 0 || ttls.contains_key(lease) {
+                continue;
+            }
+            let r = self.rt.block_on(
+                self.client
+                    .lease_time_to_live(*lease, Some(LeaseTimeToLiveOptions::new())),
+            );
+            if let Ok(r) = r {
+                ttls.insert(*lease, (r.ttl(), r.granted_ttl()));
+            }
+        }
+        let leader = self.leader()?;
+        Ok(FleetStatus::build(
+            &prefix,
+            &records,
+            &summaries,
+            leader,
+            &ttls,
+            unix_ms(),
+        ))
+    }
+}
+
+/// What a member knows of itself.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MemberState {
+    /// Registered under a live lease.
+    pub connected: bool,
+    /// Won the election: coordinates the fleet.
+    pub leader: bool,
+    /// The current lease.
+    pub lease: Option<i64>,
+    /// Sessions started (1 + re-registrations after losing etcd).
+    pub sessions: u64,
+    /// Summaries published.
+    pub published: u64,
+    /// Unix ms of the last change of `connected` or `leader`.
+    pub changed_unix_ms: u64,
+}
+
+/// A host in the fleet (see the module's documentation).
+pub struct Member {
+    stop: Arc<AtomicBool>,
+    crash: Arc<AtomicBool>,
+    state: Arc<Mutex<MemberState>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Member {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Member {{ {:?} }}", self.state())
+    }
+}
+
+type Summarise = Box<dyn FnMut() -> HostSummary + Send>;
+
+impl Member {
+    /// Joins the fleet: connects (a clear error when etcd is not reachable at start), then
+    /// runs on its own thread. `summary` is called every publish period.
+    pub fn start(
+        cfg: FleetConfig,
+        record: HostRecord,
+        summary: impl FnMut() -> HostSummary + Send + 'static,
+    ) -> Result<Self, FleetError> {
+        cfg.validate()?;
+        // Fail fast and clearly when etcd is not there at all.
+        drop(Fleet::connect(&cfg)?);
+        Self::spawn(cfg, record, summary)
+    }
+
+    /// Joins the fleet whether or not etcd answers now: the member keeps trying every second
+    /// (resexd runs on its local policy meanwhile).
+    pub fn spawn(
+        cfg: FleetConfig,
+        record: HostRecord,
+        summary: impl FnMut() -> HostSummary + Send + 'static,
+    ) -> Result<Self, FleetError> {
+        cfg.validate()?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let crash = Arc::new(AtomicBool::new(false));
+        let state = Arc::new(Mutex::new(MemberState::default()));
+        let (s, c, st) = (stop.clone(), crash.clone(), state.clone());
+        let mut summary: Summarise = Box::new(summary);
+        let thread = std::thread::Builder::new()
+            .name("resex-fleet".into())
+            .spawn(move || {
+                let rt = match runtime() {
+                    Ok(rt) => rt,
+                    Err(e) => {
+                        tracing::error!("fleet: {e}");
+                        return;
+                    }
+                };
+                rt.block_on(run(cfg, record, &mut summary, s, c, st));
+            })
+            .map_err(|e| FleetError::Etcd(format!("thread: {e}")))?;
+        Ok(Self {
+            stop,
+            crash,
+            state,
+            thread: Some(thread),
+        })
+    }
+
+    /// Its state now.
+    #[must_use]
+    pub fn state(&self) -> MemberState {
+        *self
+            .state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Leaves the fleet: revokes the lease (its keys go at once; another host takes over).
+    pub fn leave(mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+
+    /// Stops as a crash would: no revoke, no more keep-alives; the lease runs out after its
+    /// TTL (what `kill -9` does to a resexd, for tests in one process).
+    pub fn crash(mut self) {
+        self.crash.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Member {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn set(state: &Mutex<MemberState>, f: impl FnOnce(&mut MemberState)) {
+    let mut s = state
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let before = (s.connected, s.leader);
+    f(&mut s);
+    if (s.connected, s.leader) != before {
+        s.changed_unix_ms = unix_ms();
+    }
+}
+
+async fn run(
+    cfg: FleetConfig,
+    record: HostRecord,
+    summary: &mut Summarise,
+    stop: Arc<AtomicBool>,
+    crash: Arc<AtomicBool>,
+    state: Arc<Mutex<MemberState>>,
+) {
+    let mut failures = 0u64;
+    // The lease of the session etcd was lost in: etcd keeps leases across its restarts, so it
+    // is revoked when we reconnect (its record and election key go at once, rather than after
+    // its TTL) or when we leave.
+    let mut stale: Option<i64> = None;
+    loop {
+        if crash.load(Ordering::SeqCst) {
+            return;
+        }
+        if stop.load(Ordering::SeqCst) {
+            if let Some(l) = stale {
+                revoke(&cfg, l).await;
+            }
+            return;
+        }
+        set(&state, |s| s.sessions += 1);
+        let r = session(&cfg, &record, summary, &stop, &crash, &state, &mut stale).await;
+        match r {
+            Ok(()) => return,
+            Err(e) => {
+                set(&state, |s| {
+                    stale = s.lease.or(stale);
+                    s.connected = false;
+                    s.leader = false;
+                    s.lease = None;
+                });
+                failures += 1;
+                // First 8, then powers of two: etcd down for an hour is not a log flood.
+                if failures <= 8 || failures.is_power_of_two() {
+                    tracing::warn!("fleet: lost etcd ({e}); local policy until it is back");
+                }
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }
+    }
+}
+
+/// Best effort: revokes `lease` (a second at most).
+async fn revoke(cfg: &FleetConfig, lease: i64) {
+    let t = Duration::from_secs(1);
+    if let Ok(Ok(mut c)) = tokio::time::timeout(t, connect(cfg)).await {
+        let _ = tokio::time::timeout(t, c.lease_revoke(lease)).await;
+    }
+}
+
+async fn session(
+    cfg: &FleetConfig,
+    record: &HostRecord,
+    summary: &mut Summarise,
+    stop: &AtomicBool,
+    crash: &AtomicBool,
+    state: &Mutex<MemberState>,
+    stale: &mut Option<i64>,
+) -> Result<(), FleetError> {
+    let third = Duration::from_millis(u64::try_from(cfg.ttl_s).unwrap_or(5) * 1000 / 3);
+    let timed =
+        |what: &'static str| move |_| FleetError::Etcd(format!("{what}: no answer in {third:?}"));
+    let mut c = connect(cfg).await?;
+    if let Some(old) = *stale {
+        // Gone already (expired) is fine; unreachable fails the session as any call would.
+        let r = tokio::time::timeout(third, c.lease_revoke(old))
+            .await
+            .map_err(timed("revoke"))?;
+        if let Err(e) = r {
+            if !e.to_string().contains("not found") {
+                return Err(etcd(e));
+            }
+        }
+        *stale = None;
+    }
+    let lease = tokio::time::timeout(third, c.lease_grant(cfg.ttl_s, None))
+        .await
+        .map_err(timed("lease"))?
+        .map_err(etcd)?
+        .id();
+    let host = &record.host;
+    let value = serde_json::to_vec(record).map_err(|e| FleetError::Etcd(e.to_string()))?;
+    let with_lease = || Some(PutOptions::new().with_lease(lease));
+    tokio::time::timeout(
+        third,
+        c.put(keys::host(&cfg.prefix, host), value, with_lease()),
+    )
+    .await
+    .map_err(timed("register"))?
+    .map_err(etcd)?;
+    let (mut keeper, mut acks) = tokio::time::timeout(third, c.lease_keep_alive(lease))
+        .await
+        .map_err(timed("keep-alive"))?
+        .map_err(etcd)?;
+    set(state, |s| {
+        s.connected = true;
+        s.lease = Some(lease);
+    });
+    tracing::info!(
+        "fleet: {host} joined under lease {lease:x} (TTL {} s)",
+        cfg.ttl_s
+    );
+    let mut elections = c.election_client();
+    let name = keys::election(&cfg.prefix);
+    let campaign = elections.campaign(name, host.as_str(), lease);
+    tokio::pin!(campaign);
+    let mut campaigning = true;
+    let mut keep = tokio::time::interval(third);
+    let mut publish = tokio::time::interval(Duration::from_millis(cfg.publish_ms));
+    let mut poll = tokio::time::interval(Duration::from_millis(50));
+    loop {
+        tokio::select! {
+            _ = poll.tick() => {
+                if crash.load(Ordering::SeqCst) {
+                    return Ok(());
+                }
+                if stop.load(Ordering::SeqCst) {
+                    let _ = tokio::time::timeout(third, c.lease_revoke(lease)).await;
+                    set(state, |s| { s.connected = false; s.leader = false; s.lease = None; });
+                    tracing::info!("fleet: {host} left");
+                    return Ok(());
+                }
+            }
+            _ = keep.tick() => {
+                tokio::time::timeout(third, keeper.keep_alive())
+                    .await
+                    .map_err(timed("keep-alive"))?
+                    .map_err(etcd)?;
+                let ack = tokio::time::timeout(third, acks.message())
+                    .await
+                    .map_err(timed("keep-alive"))?
+                    .map_err(etcd)?;
+                match ack {
+                    Some(a) if a.ttl() > 0 => {}
+                    _ => return Err(FleetError::Etcd(format!("lease {lease:x} expired"))),
+                }
+            }
+            _ = publish.tick() => {
+                let s = summary();
+                let v = serde_json::to_vec(&s).map_err(|e| FleetError::Etcd(e.to_string()))?;
+                tokio::time::timeout(third, c.put(keys::summary(&cfg.prefix, host), v, with_lease()))
+                    .await
+                    .map_err(timed("publish"))?
+                    .map_err(etcd)?;
+                set(state, |s| s.published += 1);
+            }
+            won = &mut campaign, if campaigning => {
+                campaigning = false;
+                won.map_err(etcd)?;
+                set(state, |s| s.leader = true);
+                tracing::info!("fleet: {host} coordinates the fleet");
+            }
+        }
+    }
+}

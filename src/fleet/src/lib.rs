@@ -1,0 +1,40 @@
+//! The fleet (issue 22): many resexd hosts coordinated through a real etcd. Nothing here is a
+//! consensus or membership protocol of its own: etcd's leases say who is alive, its election
+//! API says who coordinates, and its keys hold what hosts publish.
+//!
+//! - [`keys`]: the key layout under `/resex/v1/`.
+//! - [`record`]: what a host publishes: its record (under its lease) and its per-VM summary.
+//! - [`config`]: the `[fleet]` section (endpoints, host name, lease TTL, publish period, auth and
+//!   TLS passed through).
+//! - [`status`]: the fleet view from what etcd holds (hosts, leader, lease ages, top
+//!   aggressors), pure.
+//! - [`error`]: why the fleet cannot be reached or used.
+//! - `etcd` (feature `etcd`): the client: a member that registers under a lease, keeps it
+//!   alive, publishes its summary and campaigns for the coordinator; the fleet view read back.
+//!   Without the feature, [`connect_error`] says in one line what is missing.
+//! - `local` (feature `etcd`): a local etcd (the installed binary) on loopback, for
+//!   `resex fleet demo` and the tests.
+
+#![forbid(unsafe_code)]
+
+pub mod config;
+pub mod error;
+pub mod keys;
+pub mod record;
+pub mod status;
+
+#[cfg(feature = "etcd")]
+pub mod etcd;
+#[cfg(feature = "etcd")]
+pub mod local;
+
+pub use config::FleetConfig;
+pub use error::FleetError;
+pub use record::{HostRecord, HostSummary, VmSummary};
+pub use status::{FleetStatus, HostStatus};
+
+/// Why fleet mode cannot start in a build without the `etcd` feature.
+#[must_use]
+pub fn connect_error() -> FleetError {
+    FleetError::NotBuilt
+}

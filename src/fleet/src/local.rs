@@ -1,0 +1,119 @@
+//! A local etcd (the installed `etcd` binary, Debian etcd-server) on loopback ports with its
+//! data in a temporary directory: what `resex fleet demo` and the tests run against. It can be
+//! killed and started again on the same ports and data (etcd lost and back).
+
+use crate::config::FleetConfig;
+use crate::error::FleetError;
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A running (or stopped) local etcd.
+#[derive(Debug)]
+pub struct LocalEtcd {
+    child: Option<Child>,
+    dir: tempfile::TempDir,
+    client: u16,
+    peer: u16,
+}
+
+fn free_port() -> Result<u16, FleetError> {
+    let l = TcpListener::bind("127.0.0.1:0").map_err(|e| FleetError::Etcd(format!("port: {e}")))?;
+    Ok(l.local_addr()
+        .map_err(|e| FleetError::Etcd(e.to_string()))?
+        .port())
+}
+
+/// Is the etcd binary installed?
+#[must_use]
+pub fn installed() -> bool {
+    Command::new("etcd")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+impl LocalEtcd {
+    /// Starts etcd and waits (up to 20 s) until it answers.
+    pub fn start() -> Result<Self, FleetError> {
+        if !installed() {
+            return Err(FleetError::Invalid(
+                "the etcd binary is not installed: apt-get install etcd-server".into(),
+            ));
+        }
+        let mut e = Self {
+            child: None,
+            dir: tempfile::tempdir().map_err(|e| FleetError::Etcd(format!("temp dir: {e}")))?,
+            client: free_port()?,
+            peer: free_port()?,
+        };
+        e.restart()?;
+        Ok(e)
+    }
+
+    /// Its client URL.
+    #[must_use]
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.client)
+    }
+
+    /// Its data directory.
+    #[must_use]
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    /// Starts it (again, on the same ports and data) and waits until it answers.
+    pub fn restart(&mut self) -> Result<(), FleetError> {
+        self.kill();
+        let peer = format!("http://127.0.0.1:{}", self.peer);
+        let url = self.url();
+        let child = Command::new("etcd")
+            .args(["--name", "resex", "--data-dir"])
+            .arg(self.data_dir())
+            .args([
+                "--listen-client-urls",
+                &url,
+                "--advertise-client-urls",
+                &url,
+            ])
+            .args([
+                "--listen-peer-urls",
+                &peer,
+                "--initial-advertise-peer-urls",
+                &peer,
+            ])
+            .args(["--initial-cluster", &format!("resex={peer}")])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| FleetError::Etcd(format!("starting etcd: {e}")))?;
+        self.child = Some(child);
+        let cfg = FleetConfig::new(vec![url]);
+        let t = Instant::now();
+        while crate::etcd::Fleet::connect(&cfg).is_err() {
+            if t.elapsed() > Duration::from_secs(20) {
+                return Err(FleetError::Etcd("etcd did not answer within 20 s".into()));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Ok(())
+    }
+
+    /// Kills it (SIGKILL): etcd lost.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for LocalEtcd {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}

@@ -1,0 +1,191 @@
+//! What a host publishes: its record (who it is, where its API and metrics are), under its
+//! lease, and its per-VM summary every publish period. Values read back are bounded and
+//! checked: another writer on the same etcd must not be able to crash or stall a reader.
+
+use crate::error::FleetError;
+use resex_api::Snapshot;
+use serde::{Deserialize, Serialize};
+
+/// The largest record accepted, bytes.
+pub const MAX_RECORD_BYTES: usize = 64 << 10;
+/// The largest summary accepted, bytes.
+pub const MAX_SUMMARY_BYTES: usize = 4 << 20;
+/// The most VMs a summary may list.
+pub const MAX_VMS: usize = 4096;
+
+/// A host's record (`PREFIX/hosts/HOST`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HostRecord {
+    /// The host's name.
+    pub host: String,
+    /// resexd's process id.
+    pub pid: u32,
+    /// When this resexd started, Unix ms.
+    pub started_unix_ms: u64,
+    /// Its Prometheus endpoint (`ADDR` of `/metrics`), if it serves one.
+    #[serde(default)]
+    pub metrics: Option<String>,
+    /// Its backend (local, kvm, xen).
+    #[serde(default)]
+    pub backend: String,
+    /// resex's version.
+    #[serde(default)]
+    pub version: String,
+}
+
+/// One VM in a summary.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VmSummary {
+    /// The VM.
+    pub name: String,
+    /// Transmit rate, Mb/s.
+    pub tx_mbps: f64,
+    /// CPU, percent of one CPU.
+    pub cpu_pct: f64,
+    /// Its cap, percent (none: uncapped).
+    #[serde(default)]
+    pub cap_pct: Option<f64>,
+    /// Its transmit share and ceiling, Mb/s.
+    #[serde(default)]
+    pub tx_share_mbps: Option<f64>,
+    /// Ceiling.
+    #[serde(default)]
+    pub tx_max_mbps: Option<f64>,
+    /// Its reported p99 latency, us.
+    #[serde(default)]
+    pub lat_p99_us: Option<f64>,
+    /// Interference it reported, percent.
+    #[serde(default)]
+    pub intf_pct: Option<f64>,
+}
+
+/// A host's summary (`PREFIX/summary/HOST`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HostSummary {
+    /// The host.
+    pub host: String,
+    /// When it was taken, Unix ms.
+    pub at_unix_ms: u64,
+    /// The host's policy.
+    #[serde(default)]
+    pub policy: String,
+    /// Its link utilisation, 0-1.
+    #[serde(default)]
+    pub link_util: f64,
+    /// Its VMs.
+    pub vms: Vec<VmSummary>,
+}
+
+fn mbps(bps: Option<u64>) -> Option<f64> {
+    bps.map(|b| b as f64 / 1e6)
+}
+
+impl HostSummary {
+    /// The summary of resexd's snapshot (at most [`MAX_VMS`] VMs, the busiest first).
+    #[must_use]
+    pub fn from_snapshot(host: &str, s: &Snapshot, at_unix_ms: u64) -> Self {
+        let mut vms: Vec<VmSummary> = s
+            .vms
+            .iter()
+            .map(|v| VmSummary {
+                name: v.name.clone(),
+                tx_mbps: v.bytes_per_s * 8.0 / 1e6,
+                cpu_pct: v.cpu_pct,
+                cap_pct: v.cap_pct,
+                tx_share_mbps: mbps(v.tx_share_bps),
+                tx_max_mbps: mbps(v.tx_max_bps),
+                lat_p99_us: v.lat_p99_us,
+                intf_pct: v.intf_pct,
+            })
+            .collect();
+        vms.sort_by(|a, b| b.tx_mbps.total_cmp(&a.tx_mbps));
+        vms.truncate(MAX_VMS);
+        Self {
+            host: host.into(),
+            at_unix_ms,
+            policy: s.host.policy.clone(),
+            link_util: s.host.link_util,
+            vms,
+        }
+    }
+}
+
+fn parse<T: for<'de> Deserialize<'de>>(key: &str, v: &[u8], max: usize) -> Result<T, FleetError> {
+    if v.len() > max {
+        return Err(FleetError::BadValue {
+            key: key.into(),
+            reason: format!("{} bytes, more than {max}", v.len()),
+        });
+    }
+    serde_json::from_slice(v).map_err(|e| FleetError::BadValue {
+        key: key.into(),
+        reason: e.to_string(),
+    })
+}
+
+impl HostRecord {
+    /// A record read back from `key`.
+    pub fn parse(key: &str, v: &[u8]) -> Result<Self, FleetError> {
+        let r: Self = parse(key, v, MAX_RECORD_BYTES)?;
+        if !crate::keys::valid_host(&r.host) {
+            return Err(FleetError::BadValue {
+                key: key.into(),
+                reason: format!("host name {:?} is not [A-Za-z0-9._-]{{1,128}}", r.host),
+            });
+        }
+        Ok(r)
+    }
+}
+
+impl HostSummary {
+    /// A summary read back from `key`.
+    pub fn parse(key: &str, v: &[u8]) -> Result<Self, FleetError> {
+        let s: Self = parse(key, v, MAX_SUMMARY_BYTES)?;
+        if s.vms.len() > MAX_VMS {
+            return Err(FleetError::BadValue {
+                key: key.into(),
+                reason: format!("{} VMs, more than {MAX_VMS}", s.vms.len()),
+            });
+        }
+        Ok(s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hostile_values_are_refused_not_trusted() {
+        assert!(HostRecord::parse("k", b"not json").is_err());
+        assert!(HostRecord::parse("k", &vec![b' '; MAX_RECORD_BYTES + 1]).is_err());
+        let r = br#"{"host":"a/b","pid":1,"started_unix_ms":0}"#;
+        assert!(HostRecord::parse("k", r)
+            .unwrap_err()
+            .to_string()
+            .contains("a/b"));
+        let ok = br#"{"host":"h1","pid":1,"started_unix_ms":0}"#;
+        assert_eq!(HostRecord::parse("k", ok).unwrap().host, "h1");
+        let many = serde_json::to_vec(&HostSummary {
+            host: "h".into(),
+            at_unix_ms: 0,
+            policy: String::new(),
+            link_util: 0.0,
+            vms: vec![
+                VmSummary {
+                    name: "v".into(),
+                    tx_mbps: 0.0,
+                    cpu_pct: 0.0,
+                    cap_pct: None,
+                    tx_share_mbps: None,
+                    tx_max_mbps: None,
+                    lat_p99_us: None,
+                    intf_pct: None,
+                };
+                MAX_VMS + 1
+            ],
+        })
+        .unwrap();
+        assert!(HostSummary::parse("k", &many).is_err());
+    }
+}
