@@ -69,6 +69,12 @@ fn etcd(e: etcd_client::Error) -> FleetError {
     FleetError::Etcd(e.to_string())
 }
 
+/// Keys per read (each answer must stay under gRPC's 4 MiB limit: a 64-VM summary is ~9 KB).
+pub const PAGE: i64 = 128;
+
+/// The most keys one read of a prefix returns (a hostile writer cannot make it unbounded).
+pub const MAX_KEYS: usize = 1_000_000;
+
 /// The fleet as a reader sees it (the admin's view).
 pub struct Fleet {
     rt: tokio::runtime::Runtime,
@@ -113,35 +119,47 @@ impl Fleet {
         }
     }
 
-    /// The fleet view.
-    pub fn status(&mut self) -> Result<FleetStatus, FleetError> {
-        let prefix = self.prefix.clone();
-        let get = |c: &mut Client, rt: &tokio::runtime::Runtime, p: String| {
-            rt.block_on(c.get(p, Some(GetOptions::new().with_prefix())))
-                .map_err(etcd)
-        };
-        let recs = get(&mut self.client, &self.rt, keys::hosts(&prefix))?;
-        let records: Vec<(String, Vec<u8>, i64)> = recs
-            .kvs()
-            .iter()
-            .map(|kv| {
-                (
+    /// Every key under `prefix`, in pages of [`PAGE`] (one answer must stay under gRPC's
+    /// 4 MiB: 1000 hosts' summaries are 9 MB), at most [`MAX_KEYS`].
+    fn get_prefix(&mut self, prefix: &str) -> Result<Vec<(String, Vec<u8>, i64)>, FleetError> {
+        let mut end = prefix.as_bytes().to_vec();
+        // The range end of a prefix: its last byte plus one (prefixes here end in '/').
+        if let Some(b) = end.last_mut() {
+            *b += 1;
+        }
+        let mut from = prefix.as_bytes().to_vec();
+        let mut out = Vec::new();
+        loop {
+            let opts = GetOptions::new().with_range(end.clone()).with_limit(PAGE);
+            let r = self
+                .rt
+                .block_on(self.client.get(from.clone(), Some(opts)))
+                .map_err(etcd)?;
+            for kv in r.kvs() {
+                out.push((
                     String::from_utf8_lossy(kv.key()).into_owned(),
                     kv.value().to_vec(),
                     kv.lease(),
-                )
-            })
-            .collect();
-        let sums = get(&mut self.client, &self.rt, keys::summaries(&prefix))?;
-        let summaries: Vec<(String, Vec<u8>)> = sums
-            .kvs()
-            .iter()
-            .map(|kv| {
-                (
-                    String::from_utf8_lossy(kv.key()).into_owned(),
-                    kv.value().to_vec(),
-                )
-            })
+                ));
+            }
+            match r.kvs().last() {
+                Some(last) if r.more() && out.len() < MAX_KEYS => {
+                    from = last.key().to_vec();
+                    from.push(0);
+                }
+                _ => return Ok(out),
+            }
+        }
+    }
+
+    /// The fleet view.
+    pub fn status(&mut self) -> Result<FleetStatus, FleetError> {
+        let prefix = self.prefix.clone();
+        let records = self.get_prefix(&keys::hosts(&prefix))?;
+        let summaries: Vec<(String, Vec<u8>)> = self
+            .get_prefix(&keys::summaries(&prefix))?
+            .into_iter()
+            .map(|(k, v, _)| (k, v))
             .collect();
         let mut ttls = HashMap::new();
         for (_, _, lease) in &records {

@@ -182,3 +182,41 @@ fn no_etcd_is_one_clear_error() {
     );
     assert_eq!(err.lines().count(), 1, "{err}");
 }
+
+#[test]
+fn the_view_reads_more_hosts_than_one_page() {
+    let Some(e) = etcd() else { return };
+    let n = 300; // more than resex_fleet::etcd::PAGE
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut c = etcd_client::Client::connect([e.url()], None).await.unwrap();
+        for h in 0..n {
+            let rec = HostRecord {
+                host: format!("h{h:03}"),
+                pid: 1,
+                started_unix_ms: 0,
+                metrics: None,
+                backend: String::new(),
+                version: String::new(),
+            };
+            let v = serde_json::to_vec(&rec).unwrap();
+            c.put(format!("/resex/v1/hosts/{}", rec.host), v, None)
+                .await
+                .unwrap();
+        }
+        // A hostile value among them is listed as refused, not trusted.
+        c.put("/resex/v1/hosts/zzz", "{not json", None)
+            .await
+            .unwrap();
+    });
+    let s = Fleet::connect(&FleetConfig::new(vec![e.url()]))
+        .unwrap()
+        .status()
+        .unwrap();
+    assert_eq!(s.hosts.len(), n);
+    assert_eq!(s.hosts[299].host, "h299");
+    assert_eq!(s.refused.len(), 1, "{:?}", s.refused);
+}
