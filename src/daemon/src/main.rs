@@ -180,6 +180,9 @@ fn main() -> Result<()> {
         f.endpoints = cli.fleet.clone();
         cfg.fleet = Some(f);
     }
+    if cfg.fleet.is_none() && (cli.fleet_host.is_some() || cli.fleet_ttl.is_some()) {
+        bail!("--fleet-host and --fleet-ttl need --fleet URLS (or a [fleet] section)");
+    }
     if let Some(f) = cfg.fleet.as_mut() {
         if let Some(h) = &cli.fleet_host {
             f.host = Some(h.clone());

@@ -184,17 +184,35 @@ impl Dcqcn {
     /// `R_AI (1 + progress)` (`progress` 0 outside the adaptive scheme). Bounded: once the
     /// rate is back at line rate the remaining periods are skipped in one go.
     pub fn advance(&mut self, p: &DcqcnParams, now: u64, progress: f64) {
-        let decay = 1.0 - p.g;
-        while now >= self.next_alpha {
-            self.alpha *= decay;
-            self.next_alpha += self.alpha_ns;
+        if now >= self.next_alpha {
+            // Every decay period since the last, at once (a compute phase may hold millions).
+            let k = (now - self.next_alpha) / self.alpha_ns + 1;
+            #[allow(clippy::cast_precision_loss)]
+            let f = (1.0 - p.g).powf(k as f64);
+            self.alpha *= f;
             if self.alpha < 1e-9 {
                 self.alpha = 0.0;
-                self.next_alpha = now + self.alpha_ns;
             }
+            self.next_alpha += k * self.alpha_ns;
         }
         let rai = p.rai_mbps * 1e6 / 8.0 * (1.0 + p.adaptive_gain * progress.clamp(0.0, 1.0));
+        // Increase events one by one through fast recovery and 64 more (by then the rate has
+        // closed on its target to 2^-64); any further ones in one go.
+        let mut budget = p.fast_recovery.saturating_add(64);
         while now >= self.next_inc {
+            if budget == 0 {
+                let m = (now - self.next_inc) / self.t_ns + 1;
+                #[allow(clippy::cast_precision_loss)]
+                let grown = self.rt + rai * m as f64;
+                self.rt = grown.min(self.line);
+                self.rc = self.rt;
+                self.stage = self
+                    .stage
+                    .saturating_add(u32::try_from(m).unwrap_or(u32::MAX));
+                self.next_inc += m * self.t_ns;
+                break;
+            }
+            budget -= 1;
             self.stage = self.stage.saturating_add(1);
             if self.stage > p.fast_recovery {
                 self.rt = (self.rt + rai).min(self.line);
@@ -266,6 +284,28 @@ mod tests {
         c.advance(&p, 3_000_000, 0.0);
         d.advance(&p, 3_000_000, 0.0);
         assert!(c.rc > d.rc);
+    }
+
+    #[test]
+    fn a_long_idle_catches_up_in_bounded_work() {
+        // g so small that 1 - g == 1.0, no additive increase: neither shortcut of the old
+        // period-by-period loops applied, and a day of idle was 1.7e12 iterations.
+        let p = DcqcnParams {
+            g: 1e-17,
+            rai_mbps: 0.0,
+            alpha_us: 0.5,
+            t_us: 0.5,
+            ..DcqcnParams::default()
+        };
+        let line = 50e9 / 8.0;
+        let mut d = Dcqcn::new(&p, 0.5, line, 0);
+        d.on_cnp(&p, 0);
+        let day = 86_400 * 1_000_000_000u64;
+        d.advance(&p, day, 0.0);
+        assert!(d.rc <= line && d.rc > 0.0);
+        assert!(d.can_notify(day));
+        // The next period is after `day`, on the grid.
+        d.advance(&p, day, 0.0);
     }
 
     #[test]

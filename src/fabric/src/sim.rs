@@ -16,6 +16,13 @@ use crate::spec::{CcMode, FabricSpec};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
+/// The most values a run records (per-VM traffic, recorded links): 256 MiB of f64.
+pub const MAX_CELLS: usize = 32 << 20;
+
+/// The most iterations kept per job (later ones are counted in the means' place: the run
+/// stops recording them).
+pub const MAX_ITERS: usize = 1 << 20;
+
 /// Options of a run that are not the scenario's.
 #[derive(Debug, Clone, Copy)]
 pub struct RunOptions {
@@ -90,7 +97,7 @@ pub fn run_with_progress(
     let intervals = usize::try_from(end / opts.interval_ns + 1).unwrap_or(usize::MAX);
     let mut traffic: Vec<Vec<f64>> = if opts.traffic {
         let cells = intervals.saturating_mul(vms.len());
-        if cells > 512 << 20 {
+        if cells > MAX_CELLS {
             return Err(FabricError::Invalid(format!(
                 "per-VM traffic of {} VMs over {intervals} intervals is too large to record",
                 vms.len()
@@ -103,14 +110,25 @@ pub fn run_with_progress(
     // Recorded links: the jobs whose flows cross each, and their bytes per bucket.
     let buckets = usize::try_from(end / opts.bucket_ns + 1).unwrap_or(usize::MAX);
     let mut cols: Vec<Vec<u32>> = vec![Vec::new(); recorded.len()];
+    // Flows are stored job by job: a job is new to a link when it differs from the last.
     for f in &flows {
         for &l in &f.path {
             if let Some(r) = net.links[l as usize].record {
-                if !cols[r].contains(&f.job) {
+                if cols[r].last() != Some(&f.job) {
                     cols[r].push(f.job);
                 }
             }
         }
+    }
+    let rec_cells = cols
+        .iter()
+        .map(|c| buckets.saturating_mul(c.len()))
+        .fold(0usize, usize::saturating_add);
+    if rec_cells > MAX_CELLS {
+        return Err(FabricError::Invalid(format!(
+            "recorded links: {buckets} buckets x their jobs is too large to record; record \
+             fewer links or run shorter"
+        )));
     }
     let mut rec: Vec<Vec<f64>> = cols.iter().map(|c| vec![0.0; buckets * c.len()]).collect();
     let mut wake: BinaryHeap<Reverse<(u64, usize)>> = jobs
@@ -226,7 +244,9 @@ pub fn run_with_progress(
                     if n <= 1 {
                         let job = &mut jobs[j];
                         let done = finish[j];
-                        job.iters.push(done - job.iter_start);
+                        if job.iters.len() < MAX_ITERS {
+                            job.iters.push(done - job.iter_start);
+                        }
                         job.iter_start = done;
                         if job.target > 0 && job.iters.len() as u64 >= job.target {
                             job.phase = Phase::Done;

@@ -106,9 +106,18 @@ impl FleetConfig {
                 self.publish_ms
             )));
         }
-        if !self.prefix.starts_with('/') || self.prefix.ends_with('/') || self.prefix.len() > 256 {
+        let reserved = self
+            .prefix
+            .split('/')
+            .any(|seg| matches!(seg, "hosts" | "summary" | "election"));
+        if !self.prefix.starts_with('/')
+            || self.prefix.ends_with('/')
+            || self.prefix.len() > 256
+            || reserved
+        {
             return Err(FleetError::Invalid(format!(
-                "`prefix` {:?} must start with / and not end with one",
+                "`prefix` {:?} must start with / and not end with one, and have no hosts, \
+                 summary or election segment (one fleet's keys would sit in another's)",
                 self.prefix
             )));
         }

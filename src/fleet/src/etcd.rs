@@ -69,7 +69,8 @@ fn etcd(e: etcd_client::Error) -> FleetError {
     FleetError::Etcd(e.to_string())
 }
 
-/// Keys per read (each answer must stay under gRPC's 4 MiB limit: a 64-VM summary is ~9 KB).
+/// Keys per read (each answer must stay under gRPC's 4 MiB limit: a 64-VM summary is ~9 KB;
+/// a page that is too large is read again in halves).
 pub const PAGE: i64 = 128;
 
 /// The most keys one read of a prefix returns (a hostile writer cannot make it unbounded).
@@ -129,12 +130,19 @@ impl Fleet {
         }
         let mut from = prefix.as_bytes().to_vec();
         let mut out = Vec::new();
+        let mut page = PAGE;
         loop {
-            let opts = GetOptions::new().with_range(end.clone()).with_limit(PAGE);
-            let r = self
-                .rt
-                .block_on(self.client.get(from.clone(), Some(opts)))
-                .map_err(etcd)?;
+            let opts = GetOptions::new().with_range(end.clone()).with_limit(page);
+            let r = match self.rt.block_on(self.client.get(from.clone(), Some(opts))) {
+                Ok(r) => r,
+                // Large values (up to etcd's 1.5 MiB request limit each): smaller pages, down
+                // to one key, which always fits.
+                Err(e) if page > 1 && e.to_string().contains("too large") => {
+                    page /= 2;
+                    continue;
+                }
+                Err(e) => return Err(etcd(e)),
+            };
             for kv in r.kvs() {
                 out.push((
                     String::from_utf8_lossy(kv.key()).into_owned(),
@@ -397,6 +405,8 @@ async fn session(
         .map_err(timed("lease"))?
         .map_err(etcd)?
         .id();
+    // Revoked at the next session or at leave if this one fails from here on.
+    *stale = Some(lease);
     let host = &record.host;
     let value = serde_json::to_vec(record).map_err(|e| FleetError::Etcd(e.to_string()))?;
     let with_lease = || Some(PutOptions::new().with_lease(lease));
@@ -421,7 +431,7 @@ async fn session(
     );
     let mut elections = c.election_client();
     let name = keys::election(&cfg.prefix);
-    let campaign = elections.campaign(name, host.as_str(), lease);
+    let campaign = elections.campaign(name.clone(), host.as_str(), lease);
     tokio::pin!(campaign);
     let mut campaigning = true;
     let mut keep = tokio::time::interval(third);
@@ -434,7 +444,7 @@ async fn session(
                     return Ok(());
                 }
                 if stop.load(Ordering::SeqCst) {
-                    let _ = tokio::time::timeout(third, c.lease_revoke(lease)).await;
+                    let _ = tokio::time::timeout(Duration::from_secs(1), c.lease_revoke(lease)).await;
                     set(state, |s| { s.connected = false; s.leader = false; s.lease = None; });
                     tracing::info!("fleet: {host} left");
                     return Ok(());
@@ -452,6 +462,19 @@ async fn session(
                 match ack {
                     Some(a) if a.ttl() > 0 => {}
                     _ => return Err(FleetError::Etcd(format!("lease {lease:x} expired"))),
+                }
+                // Still the coordinator? (Someone may have deleted the election key.)
+                let leads = state.lock().unwrap_or_else(std::sync::PoisonError::into_inner).leader;
+                if leads {
+                    let r = tokio::time::timeout(third, c.leader(name.clone()))
+                        .await
+                        .map_err(timed("leader"))?
+                        .map_err(etcd)?;
+                    if r.kv().map(etcd_client::KeyValue::value) != Some(host.as_bytes()) {
+                        return Err(FleetError::Etcd(format!(
+                            "{host} no longer holds the election"
+                        )));
+                    }
                 }
             }
             _ = publish.tick() => {

@@ -8,8 +8,8 @@ use serde::{Deserialize, Serialize};
 
 /// The largest record accepted, bytes.
 pub const MAX_RECORD_BYTES: usize = 64 << 10;
-/// The largest summary accepted, bytes.
-pub const MAX_SUMMARY_BYTES: usize = 4 << 20;
+/// The largest summary accepted, bytes (etcd's default request limit is 1.5 MiB).
+pub const MAX_SUMMARY_BYTES: usize = 1536 << 10;
 /// The most VMs a summary may list.
 pub const MAX_VMS: usize = 4096;
 

@@ -101,9 +101,13 @@ impl FleetStatus {
         let mut sums: HashMap<String, HostSummary> = HashMap::new();
         for (k, v) in summaries {
             match HostSummary::parse(k, v) {
-                Ok(s) => {
+                Ok(s) if *k == crate::keys::summary(prefix, &s.host) => {
                     sums.insert(s.host.clone(), s);
                 }
+                Ok(s) => refused.push(format!(
+                    "{k}: a summary of host {:?} under another key",
+                    s.host
+                )),
                 Err(e) => refused.push(e.to_string()),
             }
         }
@@ -111,7 +115,14 @@ impl FleetStatus {
         let mut top = Vec::new();
         for (k, v, lease) in records {
             let r = match HostRecord::parse(k, v) {
-                Ok(r) => r,
+                Ok(r) if *k == crate::keys::host(prefix, &r.host) => r,
+                Ok(r) => {
+                    refused.push(format!(
+                        "{k}: the record of host {:?} under another key",
+                        r.host
+                    ));
+                    continue;
+                }
                 Err(e) => {
                     refused.push(e.to_string());
                     continue;
@@ -211,7 +222,11 @@ mod tests {
                 ("/resex/v1/hosts/h1".into(), rec("h1", None), 10),
                 ("/resex/v1/hosts/x".into(), b"garbage".to_vec(), 12),
             ],
-            &[("/resex/v1/summary/h2".into(), sum.to_vec())],
+            &[
+                ("/resex/v1/summary/h2".into(), sum.to_vec()),
+                // Another writer's summary claiming to be h2's: refused.
+                ("/resex/v1/summary/zzz".into(), sum.to_vec()),
+            ],
             Some("h1".into()),
             &HashMap::from([(10, (4, 5))]),
             10_000,
@@ -223,7 +238,7 @@ mod tests {
         assert_eq!(s.hosts[1].vms, 2);
         assert_eq!(s.hosts[1].summary_age_ms, Some(1000));
         assert_eq!(s.top_aggressors[0].vm, "a");
-        assert_eq!(s.refused.len(), 1, "{:?}", s.refused);
+        assert_eq!(s.refused.len(), 2, "{:?}", s.refused);
         let t = s.targets();
         assert_eq!(t.len(), 1);
         assert_eq!(t[0].targets, vec!["127.0.0.1:9464".to_string()]);

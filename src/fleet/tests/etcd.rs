@@ -220,3 +220,26 @@ fn the_view_reads_more_hosts_than_one_page() {
     assert_eq!(s.hosts[299].host, "h299");
     assert_eq!(s.refused.len(), 1, "{:?}", s.refused);
 }
+
+#[test]
+fn a_leader_whose_election_key_is_deleted_steps_down_and_campaigns_again() {
+    let Some(e) = etcd() else { return };
+    let a = member(&e, "h1", 3);
+    wait("h1 leads", Duration::from_secs(10), || a.state().leader);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut c = etcd_client::Client::connect([e.url()], None).await.unwrap();
+        let opts = etcd_client::DeleteOptions::new().with_prefix();
+        c.delete("/resex/v1/election", Some(opts)).await.unwrap();
+    });
+    // Noticed at the next keep-alive (TTL / 3), a new session, leading again.
+    wait("a new session", Duration::from_secs(5), || {
+        a.state().sessions >= 2
+    });
+    wait("h1 leads again", Duration::from_secs(5), || {
+        a.state().leader
+    });
+}

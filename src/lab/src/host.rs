@@ -146,6 +146,18 @@ impl LabHost {
                 )));
             }
         }
+        if let Some(g) = scenario.guests.iter().find(|g| {
+            let w = &g.benchex;
+            w.chunk.0 > 0 && w.buffer.0.div_ceil(w.chunk.0) > crate::server::MAX_CHUNKS
+        }) {
+            return Err(LabError::Invalid(format!(
+                "guest {}: benchex.chunk {} splits the {}-byte reply into more than {} WRITEs",
+                g.name,
+                g.benchex.chunk.0,
+                g.benchex.buffer.0,
+                crate::server::MAX_CHUNKS
+            )));
+        }
         let link = scenario.link_config();
         let hca = SoftHca::new(link, 2);
         let path_mtu = link.mtu;

@@ -29,6 +29,9 @@ pub struct Work {
 /// Chunks of a reply in flight at once.
 pub const CHUNK_WINDOW: u64 = 4;
 
+/// The most WRITEs one reply may be split into (the lab refuses smaller chunks).
+pub const MAX_CHUNKS: u64 = 65_536;
+
 /// CPU cost model: 0.5 us per option priced, 0.1 us per KiB of reply copied.
 pub fn compute_ns(options: u32, buffer: u64) -> u64 {
     u64::from(options) * 500 + buffer / 1024 * 100

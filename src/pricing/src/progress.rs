@@ -8,10 +8,17 @@
 //! burst is a run of intervals with bytes ending after `gap_intervals` without; its expected
 //! size is learned from the finished ones (bursts under `min_burst_bytes` are not learned);
 //! progress is the burst's bytes so far over that size, capped at 1 and rounded to `step`.
-//! Each actuation, the bursting VMs with a learned size share the link by weight
-//! `1 + gain x progress` (shares as fractions of the link summing to 1); the others have no
-//! share (the scheduler weighs them 1: a share only matters against other shares). CPU caps
-//! are left at the maximum; prices are FreeMarket's (1 for all).
+//! A burst that grows past twice its learned size loses its progress (a VM that never pauses
+//! cannot hold the top share).
+//!
+//! Each actuation, while some VM is in a burst of learned size, every VM sending gets a share
+//! of the link by weight (fractions summing to 1): a bursting VM `1 + gain x progress`; any
+//! other VM sending (a latency-sensitive VM, a steady sender, a VM past twice its burst size)
+//! the weight of the most advanced burst, so it is never behind any job and never ahead of all
+//! (one steady sender against one job splits the link as it would without the policy).
+//! Without such a burst every share is lifted (the scheduler's round robin). A share matters
+//! only against other shares: a VM without one weighs the least, so no VM sending is left
+//! without. CPU caps stay at the maximum; prices are FreeMarket's (1 for all).
 
 use crate::config::ProgressConfig;
 use crate::ledger::Account;
@@ -48,12 +55,15 @@ impl Progress {
         }
     }
 
-    /// A VM's progress in its burst, rounded (`None`: not in a burst, or its size not learned).
+    /// A VM's progress in its burst, rounded (`None`: not in a burst, its size not learned, or
+    /// a burst already twice its learned size: a VM that never pauses is not a periodic job
+    /// near the end of its phase, and keeps no advantage).
     fn progress(&self, b: &Burst) -> Option<f64> {
-        if b.bytes == 0 || b.size <= 0.0 {
+        if b.bytes == 0 || b.size <= 0.0 || b.bytes as f64 > 2.0 * b.size {
             return None;
         }
         let p = (b.bytes as f64 / b.size).min(1.0);
+        // The epsilon keeps 0.3 / 0.1 from rounding down to 2.
         Some((p / self.cfg.step).floor() * self.cfg.step)
     }
 }
@@ -65,8 +75,11 @@ impl Policy for Progress {
 
     fn price(&mut self, _ctx: &Ctx<'_>, accounts: &mut [Account]) {
         let gap = self.cfg.gap_intervals;
-        self.vms
-            .retain(|id, _| accounts.iter().any(|a| a.id() == *id));
+        if self.vms.len() > accounts.len() {
+            // VMs left (accounts are in id order).
+            self.vms
+                .retain(|id, _| accounts.binary_search_by_key(id, Account::id).is_ok());
+        }
         for acc in accounts.iter_mut() {
             acc.rate = 1.0;
             let b = self.vms.entry(acc.id()).or_default();
@@ -91,18 +104,30 @@ impl Policy for Progress {
     }
 
     fn actuate(&mut self, ctx: &Ctx<'_>, accounts: &mut [Account]) {
-        let weights: Vec<Option<f64>> = accounts
+        let gain = self.cfg.gain;
+        // Bursting VMs by progress; then every other VM sending weighs as the most advanced
+        // burst: never behind any job (a steady sender against one job: 50/50, as without the
+        // policy), and never ahead of all of them.
+        let mut weights: Vec<Option<(f64, f64)>> = accounts
             .iter()
             .map(|a| {
                 let b = self.vms.get(&a.id())?;
-                self.progress(b).map(|p| 1.0 + self.cfg.gain * p)
+                self.progress(b).map(|p| (1.0 + gain * p, p))
             })
             .collect();
-        let total: f64 = weights.iter().flatten().sum();
+        let top = weights.iter().flatten().map(|w| w.0).fold(0.0, f64::max);
+        if top > 0.0 {
+            for (w, a) in weights.iter_mut().zip(accounts.iter()) {
+                if w.is_none() && self.vms.get(&a.id()).is_some_and(|b| b.bytes > 0) {
+                    *w = Some((top, -1.0));
+                }
+            }
+        }
+        let total: f64 = weights.iter().flatten().map(|w| w.0).sum();
         for (acc, w) in accounts.iter_mut().zip(weights) {
             acc.proposal = Some((acc.max_cap, CapReason::EpochReplenish));
             acc.tx_proposal = Some(match w {
-                Some(w) if total > 0.0 => {
+                Some((w, p)) if total > 0.0 => {
                     #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
                     let share = ((w / total * ctx.link_bps).round() as u64).max(1);
                     (
@@ -111,7 +136,7 @@ impl Policy for Progress {
                             max_bps: None,
                         },
                         TxReason::Progress {
-                            progress_pct: (w - 1.0) / self.cfg.gain.max(f64::MIN_POSITIVE) * 100.0,
+                            progress_pct: p.max(0.0) * 100.0,
                         },
                     )
                 }

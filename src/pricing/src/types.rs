@@ -164,7 +164,8 @@ pub enum TxReason {
     },
     /// Adaptive unfairness: the VM's share grows with its progress in its current burst.
     Progress {
-        /// How far into its burst it is, percent of its learned burst size.
+        /// How far into its burst it is, percent of its learned burst size (0 for a VM that
+        /// is not in a burst and weighs as the most advanced one).
         progress_pct: f64,
     },
 }
