@@ -36,24 +36,12 @@ pub struct ExperimentArgs {
     pub svg: Option<PathBuf>,
 }
 
-fn fmt(v: &[f64]) -> String {
+/// `a/b/c` with `decimals` places, `-` for a job without enough iterations.
+fn fmt(v: &[f64], decimals: usize) -> String {
     v.iter()
         .map(|x| {
             if x.is_finite() {
-                format!("{x:.0}")
-            } else {
-                "-".into()
-            }
-        })
-        .collect::<Vec<_>>()
-        .join("/")
-}
-
-fn fmt2(v: &[f64]) -> String {
-    v.iter()
-        .map(|x| {
-            if x.is_finite() {
-                format!("{x:.2}")
+                format!("{x:.decimals$}")
             } else {
                 "-".into()
             }
@@ -126,13 +114,13 @@ pub fn run(a: &ExperimentArgs) -> Result<()> {
                 "{:<26} {:>5}  {:>14} {:>14} {:>14} {:>14} {:>14}  {:>11} {:>11}",
                 g.join("+"),
                 row.compat_score.map_or("-".into(), |s| format!("{s:.2}")),
-                fmt(&row.alone_ms),
-                fmt(&row.fair_iter_ms),
-                fmt(&row.unfair_iter_ms),
-                fmt(&row.adaptive_iter_ms),
-                fmt(&row.priority_iter_ms),
-                fmt2(&row.unfair_speedup),
-                fmt2(&row.adaptive_speedup),
+                fmt(&row.alone_ms, 0),
+                fmt(&row.fair_iter_ms, 0),
+                fmt(&row.unfair_iter_ms, 0),
+                fmt(&row.adaptive_iter_ms, 0),
+                fmt(&row.priority_iter_ms, 0),
+                fmt(&row.unfair_speedup, 2),
+                fmt(&row.adaptive_speedup, 2),
             )?;
         }
         if let Some(dir) = &a.svg {

@@ -9,11 +9,13 @@
 //! - [`recorder`]: [`LatencyRecorder`], a per-interval log-linear latency histogram, and its
 //!   [`LatencySummary`].
 //! - [`limiter`]: [`LogLimiter`], clock-free rate limiting of logs a guest can trigger.
+//! - [`rng`]: xorshift64, the seeded randomness of deterministic runs.
 
 #![forbid(unsafe_code)]
 
 pub mod limiter;
 pub mod recorder;
+pub mod rng;
 mod types;
 
 pub use limiter::LogLimiter;

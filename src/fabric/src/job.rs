@@ -63,13 +63,7 @@ pub struct Job {
 }
 
 /// xorshift64: the run's only randomness (seeded, so runs repeat).
-#[must_use]
-pub fn xorshift(mut x: u64) -> u64 {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    x
-}
+pub use resex_common::rng::xorshift;
 
 /// A uniform draw in [0, 1) from `state` (advanced).
 pub fn uniform(state: &mut u64) -> f64 {

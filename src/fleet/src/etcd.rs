@@ -330,7 +330,8 @@ async fn run(
     crash: Arc<AtomicBool>,
     state: Arc<Mutex<MemberState>>,
 ) {
-    let mut failures = 0u64;
+    // etcd down for an hour is not a log flood.
+    let mut lost = resex_common::LogLimiter::default();
     // The lease of the session etcd was lost in: etcd keeps leases across its restarts, so it
     // is revoked when we reconnect (its record and election key go at once, rather than after
     // its TTL) or when we leave.
@@ -356,9 +357,7 @@ async fn run(
                     s.leader = false;
                     s.lease = None;
                 });
-                failures += 1;
-                // First 8, then powers of two: etcd down for an hour is not a log flood.
-                if failures <= 8 || failures.is_power_of_two() {
+                if lost.hit().is_some() {
                     tracing::warn!("fleet: lost etcd ({e}); local policy until it is back");
                 }
                 tokio::time::sleep(Duration::from_secs(1)).await;

@@ -18,7 +18,8 @@ pub struct LocalEtcd {
     peer: u16,
 }
 
-fn free_port() -> Result<u16, FleetError> {
+/// A loopback port free now (the kernel's pick).
+pub fn free_port() -> Result<u16, FleetError> {
     let l = TcpListener::bind("127.0.0.1:0").map_err(|e| FleetError::Etcd(format!("port: {e}")))?;
     Ok(l.local_addr()
         .map_err(|e| FleetError::Etcd(e.to_string()))?

@@ -22,12 +22,13 @@ fn etcd() -> Option<LocalEtcd> {
     Some(LocalEtcd::start().unwrap())
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
+/// Runs `f` to completion on a single-threaded runtime (for direct etcd writes).
+fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
         .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+        .block_on(f)
 }
 
 fn cfg(e: &LocalEtcd, host: &str, ttl: i64) -> FleetConfig {
@@ -160,7 +161,7 @@ fn losing_etcd_drops_leadership_within_a_ttl_and_the_fleet_reforms() {
 
 #[test]
 fn no_etcd_is_one_clear_error() {
-    let port = free_port();
+    let port = resex_fleet::local::free_port().unwrap();
     let cfg = FleetConfig {
         host: Some("h".into()),
         ..FleetConfig::new(vec![format!("http://127.0.0.1:{port}")])
@@ -187,11 +188,7 @@ fn no_etcd_is_one_clear_error() {
 fn the_view_reads_more_hosts_than_one_page() {
     let Some(e) = etcd() else { return };
     let n = 300; // more than resex_fleet::etcd::PAGE
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
+    block_on(async {
         let mut c = etcd_client::Client::connect([e.url()], None).await.unwrap();
         for h in 0..n {
             let rec = HostRecord {
@@ -226,11 +223,7 @@ fn a_leader_whose_election_key_is_deleted_steps_down_and_campaigns_again() {
     let Some(e) = etcd() else { return };
     let a = member(&e, "h1", 3);
     wait("h1 leads", Duration::from_secs(10), || a.state().leader);
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
+    block_on(async {
         let mut c = etcd_client::Client::connect([e.url()], None).await.unwrap();
         let opts = etcd_client::DeleteOptions::new().with_prefix();
         c.delete("/resex/v1/election", Some(opts)).await.unwrap();

@@ -114,13 +114,6 @@ impl std::fmt::Debug for LabHost {
 
 const PAGE: u64 = 4096;
 
-fn xorshift(mut x: u64) -> u64 {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    x
-}
-
 /// The core's view of the scenario's link.
 pub fn core_link(link: &LinkConfig) -> LinkSpec {
     LinkSpec {
@@ -203,7 +196,7 @@ impl LabHost {
                 .create_qp(&init, peer_cq.cqn(), peer_cq.cqn())
                 .map_err(shim)?;
             peer_cqs.push(peer_cq);
-            seed = xorshift(seed);
+            seed = resex_common::rng::xorshift(seed);
             let w = &g.benchex;
             let phase_ns = if w.rate > 0.0 {
                 #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
