@@ -71,6 +71,10 @@ pub struct HostCore {
     /// Link bits counted since the last snapshot, and when that was.
     pub(crate) bits_since_snapshot: f64,
     pub(crate) snapshot_at_ns: u64,
+    /// When the fleet's ceilings lapse (None: no fleet allocation in force).
+    pub(crate) fleet_until_ns: Option<u64>,
+    /// Transmit limits set between steps, for the next step's rows (the journal).
+    pub(crate) pending_tx: Vec<crate::output::TxIntent>,
 }
 
 impl std::fmt::Debug for HostCore {
@@ -101,6 +105,8 @@ impl HostCore {
             usage: Vec::new(),
             bits_since_snapshot: 0.0,
             snapshot_at_ns: 0,
+            fleet_until_ns: None,
+            pending_tx: Vec::new(),
         }
     }
 
@@ -301,12 +307,14 @@ impl HostCore {
                     cause: CapCause::PolicyChanged,
                 });
             }
-            if vm.tx_pinned.is_none() && !vm.tx.is_none() {
-                vm.tx = TxLimit::NONE;
+            // The fleet's ceiling, if any, stays: it is not the policy's.
+            let keep = crate::fleet::combine(TxLimit::NONE, vm.tx_fleet);
+            if vm.tx_pinned.is_none() && vm.tx != keep {
+                vm.tx = keep;
                 vm.tx_reason = Some(TxCause::PolicyChanged.to_string());
                 intents.tx.push(TxIntent {
                     vm: vm.id,
-                    tx: TxLimit::NONE,
+                    tx: keep,
                     cause: TxCause::PolicyChanged,
                 });
             }
@@ -347,9 +355,11 @@ impl HostCore {
     /// setting: what a host does when it stops.
     pub fn restore_all(&mut self) -> Intents {
         let mut intents = Intents::default();
+        self.fleet_until_ns = None;
         for vm in &mut self.vms {
             vm.pinned = None;
             vm.tx_pinned = None;
+            vm.tx_fleet = None;
             if vm.cap.take().is_some() {
                 intents.caps.push(CapIntent {
                     vm: vm.id,
@@ -403,9 +413,12 @@ impl HostCore {
                 format!("transmit {t}, pinned by the admin"),
             ),
             None => (
-                policy_tx,
+                crate::fleet::combine(policy_tx, vm.tx_fleet),
                 TxCause::Unpinned,
-                format!("unpinned by the admin: transmit {policy_tx}"),
+                format!(
+                    "unpinned by the admin: transmit {}",
+                    crate::fleet::combine(policy_tx, vm.tx_fleet)
+                ),
             ),
         };
         vm.tx_pinned = tx;

@@ -15,6 +15,7 @@
 //! - [`cpu`]: CPU percent from successive CPU-time samples.
 //! - [`output`]: a step's result: per-VM rows, [`CapIntent`]s and [`TxIntent`]s (the rate
 //!   lever: a VM's share and ceiling in its port's transmit scheduler).
+//! - [`fleet`]: the fleet coordinator's transmit ceilings over the local policy, with expiry.
 //! - [`host`]: [`HostCore`]: the VM table, membership in pricing, pins, policy changes.
 //! - [`step`]: the step itself.
 //! - [`snapshot`]: the API's [`resex_api::Snapshot`] built from the core's state.
@@ -26,6 +27,7 @@
 
 pub mod config;
 pub mod cpu;
+pub mod fleet;
 pub mod host;
 pub mod output;
 pub mod rings;
@@ -35,6 +37,7 @@ pub mod vm;
 
 pub use config::{CoreConfig, LinkSpec};
 pub use cpu::CpuSample;
+pub use fleet::{FleetApplied, FleetCeilings};
 pub use host::{CoreError, HostCore, NamedPolicy};
 pub use output::{CapCause, CapIntent, Intents, Priced, StepOutput, TxCause, TxIntent, VmRow};
 pub use resex_common::TxLimit;

@@ -56,6 +56,10 @@ pub enum TxCause {
     PolicyChanged,
     /// The host is stopping: every limit goes back to its original setting.
     Shutdown,
+    /// The fleet's coordinator allocated a ceiling.
+    Fleet,
+    /// The fleet's ceiling was lifted (lapsed, or the fleet was lost): the local policy alone.
+    FleetLifted,
 }
 
 impl fmt::Display for TxCause {
@@ -66,6 +70,8 @@ impl fmt::Display for TxCause {
             TxCause::Unpinned => f.write_str("unpinned by the admin"),
             TxCause::PolicyChanged => f.write_str("policy changed: original setting"),
             TxCause::Shutdown => f.write_str("stopping: original setting"),
+            TxCause::Fleet => f.write_str("the fleet's allocation"),
+            TxCause::FleetLifted => f.write_str("fleet allocation lifted: local policy"),
         }
     }
 }

@@ -39,6 +39,8 @@ impl HostCore {
         self.out.rows.clear();
         self.out.intents.clear();
         self.out.tx_intents.clear();
+        let lapsed = self.expire_fleet(now_ns);
+        self.out.tx_intents.extend_from_slice(&lapsed.tx);
         self.usage.clear();
         let mut bits = 0.0;
         let n = self.vms.len();
@@ -105,6 +107,12 @@ impl HostCore {
         self.bits_since_snapshot += bits;
         self.out.link_util = link.utilisation(bits, self.interval_ns);
         self.price(interval);
+        // Limits changed between steps (the fleet's) show in this step's rows (the journal).
+        for i in self.pending_tx.drain(..) {
+            if let Ok(r) = self.out.rows.binary_search_by_key(&i.vm, |r| r.vm) {
+                self.out.rows[r].tx_set.get_or_insert(i);
+            }
+        }
         Ok(&self.out)
     }
 
@@ -177,12 +185,14 @@ impl HostCore {
             if vm.tx_pinned.is_some() || vm.info.tx_lever.is_none() {
                 continue; // the admin's limit wins; a VM without a lever has none to set
             }
+            // Under the fleet's ceiling, when one is in force.
+            let tx = crate::fleet::combine(d.tx, vm.tx_fleet);
             let intent = TxIntent {
                 vm: d.vm,
-                tx: d.tx,
+                tx,
                 cause: TxCause::Policy(d.reason),
             };
-            vm.tx = d.tx;
+            vm.tx = tx;
             vm.tx_reason = Some(d.reason.to_string());
             self.out.tx_intents.push(intent);
             if let Some(row) = self.out.rows.get_mut(r) {

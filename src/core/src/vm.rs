@@ -67,6 +67,8 @@ pub(crate) struct Vm {
     pub(crate) tx: TxLimit,
     /// The admin's pinned limit: policy decisions leave the VM's limit alone.
     pub(crate) tx_pinned: Option<TxLimit>,
+    /// The fleet's ceiling, bits per second (over the policy's limit; see [`crate::fleet`]).
+    pub(crate) tx_fleet: Option<u64>,
     /// Why the limit last changed.
     pub(crate) tx_reason: Option<String>,
     pub(crate) registrations: u64,
@@ -98,6 +100,7 @@ impl Vm {
             cap_reason: None,
             tx: TxLimit::NONE,
             tx_pinned: None,
+            tx_fleet: None,
             tx_reason: None,
             registrations: 0,
             rejections: 0,

@@ -25,6 +25,9 @@ use std::time::{Duration, Instant};
 
 pub use resex_core::NamedPolicy;
 
+/// The fleet's ceilings for this host: (VM name, bits per second), and how long they hold.
+pub type FleetCeilings = (Vec<(String, u64)>, Duration);
+
 /// What the daemon runs with.
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -100,6 +103,23 @@ impl DaemonHandle {
     /// Pins (or with `None` unpins) a VM's transmit limit; what was done, or why not.
     pub fn pin_tx(&self, vm: &str, tx: Option<resex_common::TxLimit>) -> Result<String, String> {
         ask(&self.cmd, api::Admin::Rate(vm.to_owned(), tx))
+    }
+
+    /// The fleet's per-VM ceilings (name, bits per second), in force for `valid` unless renewed;
+    /// `None` lifts them (the local policy alone). Does not wait for the loop.
+    pub fn fleet_ceilings(&self, c: Option<FleetCeilings>) {
+        let _ = self.cmd.send(Command::Fleet(c));
+    }
+
+    /// A sender of fleet ceilings that outlives this borrow (the fleet member's).
+    pub fn fleet_sink(&self) -> impl Fn(Option<FleetCeilings>) + Send + 'static {
+        let cmd = Mutex::new(self.cmd.clone());
+        move |c| {
+            let _ = cmd
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .send(Command::Fleet(c));
+        }
     }
 
     /// Switches policy (every cap is first put back to its original setting).

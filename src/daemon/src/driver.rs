@@ -25,6 +25,9 @@ pub enum Command {
     Pin(String, Option<f64>, Sender<Result<String, String>>),
     /// Pin (or unpin) a VM's transmit limit; the answer goes back on the sender.
     PinTx(String, Option<TxLimit>, Sender<Result<String, String>>),
+    /// The fleet's ceilings (VM name, bits per second), valid this long from now; `None`: lift
+    /// them (the fleet was lost, or the coordinator allocated nothing to this host).
+    Fleet(Option<crate::control::FleetCeilings>),
 }
 
 /// Where the driver's inputs come from.
@@ -174,6 +177,24 @@ impl Driver {
                         msg
                     });
                     let _ = reply.send(r.map_err(|e| e.to_string()));
+                }
+                Command::Fleet(f) => {
+                    let c = f.map(|(vms, valid)| resex_core::FleetCeilings {
+                        vms,
+                        until_ns: now_ns
+                            .saturating_add(u64::try_from(valid.as_nanos()).unwrap_or(u64::MAX)),
+                    });
+                    let lifting = c.is_none();
+                    let (intents, done) = self.core.set_fleet(c);
+                    if !intents.is_empty() || lifting {
+                        tracing::debug!(
+                            "fleet: {} ceilings changed ({} in force, {} skipped)",
+                            intents.tx.len(),
+                            done.applied,
+                            done.skipped
+                        );
+                    }
+                    self.act_all(&intents);
                 }
                 Command::PinTx(name, tx, reply) => {
                     let r = self.core.pin_tx(&name, tx).map(|(msg, intent)| {

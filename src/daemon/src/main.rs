@@ -91,9 +91,23 @@ fn join_fleet(
         version: env!("CARGO_PKG_VERSION").into(),
     };
     let snap = d.snapshots();
-    let m = Member::spawn(f, record, move || {
-        resex_fleet::HostSummary::from_snapshot(&host, &snap(), unix_ms())
-    })?;
+    // The coordinator's allocation for this host: ceilings over the local policy until it
+    // lapses; lifted at once when the fleet is lost.
+    let sink = d.fleet_sink();
+    let on_alloc = move |a: Option<&resex_fleet::Allocation>| {
+        sink(a.map(|a| {
+            (
+                a.ceilings_bps(),
+                std::time::Duration::from_millis(a.valid_ms),
+            )
+        }));
+    };
+    let m = Member::spawn_with(
+        f,
+        record,
+        move || resex_fleet::HostSummary::from_snapshot(&host, &snap(), unix_ms()),
+        on_alloc,
+    )?;
     Ok(Some(m))
 }
 

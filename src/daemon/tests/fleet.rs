@@ -1,5 +1,6 @@
 //! The fleet with real processes (issue 22, item 3): the real etcd binary and three resexd on
-//! loopback. kill -9 the coordinator: another host leads within two lease TTLs; kill etcd:
+//! loopback. The coordinator allocates over a topology; kill -9 it: another host leads within
+//! two lease TTLs and allocations continue from it; kill etcd:
 //! every host falls back to its local policy within one TTL; start etcd again: the fleet
 //! re-forms; restart the killed host: it joins again under its name; SIGTERM: hosts leave at
 //! once (their leases revoked). Needs `--features fleet`; without etcd installed the test says
@@ -99,9 +100,25 @@ fn three_resexd_survive_a_killed_leader_and_a_lost_etcd() {
         s.hosts.iter().all(|h| h.lease_granted_s == Some(2)),
         "{s:?}"
     );
+    // A topology: the coordinator allocates over it every second, to every host on its links.
+    let mut admin = Fleet::connect(&FleetConfig::new(vec![url.clone()])).unwrap();
+    admin
+        .set_topology(
+            &resex_fleet::Topology::from_toml(
+                "[[link]]\nname = \"up\"\ncapacity_mbps = 1000\nhosts = [\"h1\", \"h2\", \"h3\"]\n",
+            )
+            .unwrap(),
+        )
+        .unwrap();
+    let by = |url: &str, who: &str| {
+        Fleet::connect(&FleetConfig::new(vec![url.to_string()]))
+            .and_then(|mut f| f.allocations())
+            .is_ok_and(|(a, _)| a.len() >= 2 && a.iter().all(|a| a.coordinator == who))
+    };
+    let leader = s.leader.clone().unwrap();
+    wait_for("allocations", Duration::from_secs(10), || by(&url, &leader));
 
     // kill -9 the coordinator.
-    let leader = s.leader.clone().unwrap();
     let i = hosts.iter().position(|h| h.name == leader).unwrap();
     hosts[i].child.kill().unwrap();
     hosts[i].child.wait().unwrap();
@@ -110,6 +127,14 @@ fn three_resexd_survive_a_killed_leader_and_a_lost_etcd() {
     });
     eprintln!("leader {leader} killed: a new leader after {failover:?} (TTL {TTL} s)");
     assert!(failover <= Duration::from_secs(2 * TTL), "{failover:?}");
+    // Allocations continue, from the new coordinator (the old one's went with its lease).
+    let new_leader = status(&url).unwrap().leader.unwrap();
+    let resumed = wait_for(
+        "allocations resume",
+        Duration::from_secs(2 * TTL + 2),
+        || by(&url, &new_leader),
+    );
+    eprintln!("allocations from {new_leader} after another {resumed:?}");
     wait_for(
         "the dead host's record gone",
         Duration::from_secs(TTL + 2),

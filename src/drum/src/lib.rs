@@ -15,6 +15,8 @@
 //! - [`dual`]: the dual-decomposition baseline; [`reference`]: the optimum, certified by a
 //!   Lagrangian dual bound; [`fleet`]: n hosts in one process; [`experiment`]: the paper's
 //!   simulations.
+//! - [`network`]: DRUM across hosts: per-link prices over shared fabric links (the fleet
+//!   coordinator's step).
 //!
 //! # Where the paper is unclear or wrong, and what we do
 //!
@@ -50,6 +52,7 @@ mod fused;
 pub mod host;
 pub mod message;
 pub mod model;
+pub mod network;
 mod num;
 pub mod params;
 pub mod reference;

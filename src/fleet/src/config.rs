@@ -109,16 +109,17 @@ impl FleetConfig {
         let reserved = self
             .prefix
             .split('/')
-            .any(|seg| matches!(seg, "hosts" | "summary" | "election"));
+            .any(|seg| keys::SEGMENTS.contains(&seg));
         if !self.prefix.starts_with('/')
             || self.prefix.ends_with('/')
             || self.prefix.len() > 256
             || reserved
         {
             return Err(FleetError::Invalid(format!(
-                "`prefix` {:?} must start with / and not end with one, and have no hosts, \
-                 summary or election segment (one fleet's keys would sit in another's)",
-                self.prefix
+                "`prefix` {:?} must start with / and not end with one, and have no {} \
+                 segment (one fleet's keys would sit in another's)",
+                self.prefix,
+                keys::SEGMENTS.join(", ")
             )));
         }
         if self.user.is_some() != self.password.is_some() {

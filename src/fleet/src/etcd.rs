@@ -9,12 +9,15 @@
 //! (its caller falls back to local policy), and it tries again every second. When etcd is back
 //! it registers anew under a new lease and campaigns again: the fleet re-forms.
 
+use crate::alloc::{Allocation, RoundReport};
 use crate::config::FleetConfig;
+use crate::coord::{coordinate, read_alloc, CoordState};
 use crate::error::FleetError;
 use crate::keys;
 use crate::record::{HostRecord, HostSummary};
 use crate::status::FleetStatus;
-use etcd_client::{Client, ConnectOptions, GetOptions, LeaseTimeToLiveOptions, PutOptions};
+use crate::topology::Topology;
+use etcd_client::{Client, ConnectOptions, LeaseTimeToLiveOptions, PutOptions};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -65,16 +68,8 @@ async fn connect(cfg: &FleetConfig) -> Result<Client, FleetError> {
         })
 }
 
-fn etcd(e: etcd_client::Error) -> FleetError {
-    FleetError::Etcd(e.to_string())
-}
-
-/// Keys per read (each answer must stay under gRPC's 4 MiB limit: a 64-VM summary is ~9 KB;
-/// a page that is too large is read again in halves).
-pub const PAGE: i64 = 128;
-
-/// The most keys one read of a prefix returns (a hostile writer cannot make it unbounded).
-pub const MAX_KEYS: usize = 1_000_000;
+use crate::coord::{etcd, get_prefix};
+pub use crate::coord::{MAX_KEYS, PAGE};
 
 /// The fleet as a reader sees it (the admin's view).
 pub struct Fleet {
@@ -120,44 +115,49 @@ impl Fleet {
         }
     }
 
-    /// Every key under `prefix`, in pages of [`PAGE`] (one answer must stay under gRPC's
-    /// 4 MiB: 1000 hosts' summaries are 9 MB), at most [`MAX_KEYS`].
+    /// Every key under `prefix`, in pages (see [`crate::coord`]).
     fn get_prefix(&mut self, prefix: &str) -> Result<Vec<(String, Vec<u8>, i64)>, FleetError> {
-        let mut end = prefix.as_bytes().to_vec();
-        // The range end of a prefix: its last byte plus one (prefixes here end in '/').
-        if let Some(b) = end.last_mut() {
-            *b += 1;
-        }
-        let mut from = prefix.as_bytes().to_vec();
+        self.rt.block_on(get_prefix(&mut self.client, prefix))
+    }
+
+    /// Writes the topology the coordinator allocates over (checked first).
+    pub fn set_topology(&mut self, t: &Topology) -> Result<(), FleetError> {
+        t.validate()?;
+        let v = serde_json::to_vec(t).map_err(|e| FleetError::Etcd(e.to_string()))?;
+        self.rt
+            .block_on(self.client.put(keys::topology(&self.prefix), v, None))
+            .map_err(etcd)?;
+        Ok(())
+    }
+
+    /// The topology, if one is set (a bad value is an error that says why).
+    pub fn topology(&mut self) -> Result<Option<Topology>, FleetError> {
+        let k = keys::topology(&self.prefix);
+        let r = self
+            .rt
+            .block_on(self.client.get(k.clone(), None))
+            .map_err(etcd)?;
+        r.kvs()
+            .first()
+            .map(|kv| Topology::parse(&k, kv.value()))
+            .transpose()
+    }
+
+    /// Every allocation the coordinator wrote, and its last round.
+    pub fn allocations(&mut self) -> Result<(Vec<Allocation>, Option<RoundReport>), FleetError> {
         let mut out = Vec::new();
-        let mut page = PAGE;
-        loop {
-            let opts = GetOptions::new().with_range(end.clone()).with_limit(page);
-            let r = match self.rt.block_on(self.client.get(from.clone(), Some(opts))) {
-                Ok(r) => r,
-                // Large values (up to etcd's 1.5 MiB request limit each): smaller pages, down
-                // to one key, which always fits.
-                Err(e) if page > 1 && e.to_string().contains("too large") => {
-                    page /= 2;
-                    continue;
-                }
-                Err(e) => return Err(etcd(e)),
-            };
-            for kv in r.kvs() {
-                out.push((
-                    String::from_utf8_lossy(kv.key()).into_owned(),
-                    kv.value().to_vec(),
-                    kv.lease(),
-                ));
-            }
-            match r.kvs().last() {
-                Some(last) if r.more() && out.len() < MAX_KEYS => {
-                    from = last.key().to_vec();
-                    from.push(0);
-                }
-                _ => return Ok(out),
+        for (k, v, _) in self.get_prefix(&keys::allocs(&self.prefix))? {
+            if let Ok(a) = Allocation::parse(&k, &v) {
+                out.push(a);
             }
         }
+        let k = keys::round(&self.prefix);
+        let r = self.rt.block_on(self.client.get(k, None)).map_err(etcd)?;
+        let round = r
+            .kvs()
+            .first()
+            .and_then(|kv| serde_json::from_slice(kv.value()).ok());
+        Ok((out, round))
     }
 
     /// The fleet view.
@@ -209,6 +209,18 @@ pub struct MemberState {
     pub published: u64,
     /// Unix ms of the last change of `connected` or `leader`.
     pub changed_unix_ms: u64,
+    /// Coordinator rounds this member ran.
+    pub rounds: u64,
+    /// The last round's wall time (read, solve, write), us.
+    pub round_us: u64,
+    /// The last round's solve alone, us.
+    pub solve_us: u64,
+    /// Per-VM ceilings the last round handed out, fleet-wide.
+    pub round_allocations: usize,
+    /// Allocations (rounds) this host applied.
+    pub applied: u64,
+    /// Ceilings in the allocation in force on this host (0: none, the local policy alone).
+    pub ceilings: usize,
 }
 
 /// A host in the fleet (see the module's documentation).
@@ -226,6 +238,9 @@ impl std::fmt::Debug for Member {
 }
 
 type Summarise = Box<dyn FnMut() -> HostSummary + Send>;
+/// What the member does with this host's allocation: `Some` when a new one is read, `None`
+/// when it is gone or the fleet is lost (lift every fleet ceiling).
+pub type OnAlloc = Box<dyn FnMut(Option<&Allocation>) + Send>;
 
 impl Member {
     /// Joins the fleet: connects (a clear error when etcd is not reachable at start), then
@@ -242,13 +257,24 @@ impl Member {
     }
 
     /// Joins the fleet whether or not etcd answers now: the member keeps trying every second
-    /// (resexd runs on its local policy meanwhile).
+    /// (resexd runs on its local policy meanwhile). Allocations are read but go nowhere.
     pub fn spawn(
         cfg: FleetConfig,
         record: HostRecord,
         summary: impl FnMut() -> HostSummary + Send + 'static,
     ) -> Result<Self, FleetError> {
+        Self::spawn_with(cfg, record, summary, |_| {})
+    }
+
+    /// As [`Member::spawn`], with what to do with this host's allocations (see [`OnAlloc`]).
+    pub fn spawn_with(
+        cfg: FleetConfig,
+        record: HostRecord,
+        summary: impl FnMut() -> HostSummary + Send + 'static,
+        on_alloc: impl FnMut(Option<&Allocation>) + Send + 'static,
+    ) -> Result<Self, FleetError> {
         cfg.validate()?;
+        let mut on_alloc: OnAlloc = Box::new(on_alloc);
         let stop = Arc::new(AtomicBool::new(false));
         let crash = Arc::new(AtomicBool::new(false));
         let state = Arc::new(Mutex::new(MemberState::default()));
@@ -264,7 +290,7 @@ impl Member {
                         return;
                     }
                 };
-                rt.block_on(run(cfg, record, &mut summary, s, c, st));
+                rt.block_on(run(cfg, record, &mut summary, &mut on_alloc, s, c, st));
             })
             .map_err(|e| FleetError::Etcd(format!("thread: {e}")))?;
         Ok(Self {
@@ -326,6 +352,7 @@ async fn run(
     cfg: FleetConfig,
     record: HostRecord,
     summary: &mut Summarise,
+    on_alloc: &mut OnAlloc,
     stop: Arc<AtomicBool>,
     crash: Arc<AtomicBool>,
     state: Arc<Mutex<MemberState>>,
@@ -336,6 +363,7 @@ async fn run(
     // is revoked when we reconnect (its record and election key go at once, rather than after
     // its TTL) or when we leave.
     let mut stale: Option<i64> = None;
+    let mut coord = CoordState::default();
     loop {
         if crash.load(Ordering::SeqCst) {
             return;
@@ -347,7 +375,20 @@ async fn run(
             return;
         }
         set(&state, |s| s.sessions += 1);
-        let r = session(&cfg, &record, summary, &stop, &crash, &state, &mut stale).await;
+        let mut ctx = Session {
+            cfg: &cfg,
+            record: &record,
+            summary,
+            on_alloc,
+            coord: &mut coord,
+            applied: None,
+        };
+        let r = session(&mut ctx, &stop, &crash, &state, &mut stale).await;
+        if ctx.applied.is_some() {
+            // The fleet is lost (or we leave): nothing it decided stays in force.
+            (ctx.on_alloc)(None);
+            set(&state, |s| s.ceilings = 0);
+        }
         match r {
             Ok(()) => return,
             Err(e) => {
@@ -374,15 +415,25 @@ async fn revoke(cfg: &FleetConfig, lease: i64) {
     }
 }
 
+/// What a session works with.
+struct Session<'a> {
+    cfg: &'a FleetConfig,
+    record: &'a HostRecord,
+    summary: &'a mut Summarise,
+    on_alloc: &'a mut OnAlloc,
+    coord: &'a mut CoordState,
+    /// The (coordinator, round) of the allocation in force.
+    applied: Option<(String, u64)>,
+}
+
 async fn session(
-    cfg: &FleetConfig,
-    record: &HostRecord,
-    summary: &mut Summarise,
+    ctx: &mut Session<'_>,
     stop: &AtomicBool,
     crash: &AtomicBool,
     state: &Mutex<MemberState>,
     stale: &mut Option<i64>,
 ) -> Result<(), FleetError> {
+    let (cfg, record) = (ctx.cfg, ctx.record);
     let third = Duration::from_millis(u64::try_from(cfg.ttl_s).unwrap_or(5) * 1000 / 3);
     let timed =
         |what: &'static str| move |_| FleetError::Etcd(format!("{what}: no answer in {third:?}"));
@@ -477,13 +528,53 @@ async fn session(
                 }
             }
             _ = publish.tick() => {
-                let s = summary();
+                let s = (ctx.summary)();
                 let v = serde_json::to_vec(&s).map_err(|e| FleetError::Etcd(e.to_string()))?;
                 tokio::time::timeout(third, c.put(keys::summary(&cfg.prefix, host), v, with_lease()))
                     .await
                     .map_err(timed("publish"))?
                     .map_err(etcd)?;
                 set(state, |s| s.published += 1);
+                let leads = state.lock().unwrap_or_else(std::sync::PoisonError::into_inner).leader;
+                if leads {
+                    let r = tokio::time::timeout(
+                        third,
+                        coordinate(&mut c, cfg, host, lease, ctx.coord, unix_ms()),
+                    )
+                    .await
+                    .map_err(timed("coordinate"))??;
+                    if let Some(r) = r {
+                        set(state, |s| {
+                            s.rounds += 1;
+                            s.round_us = u64::try_from(r.took.as_micros()).unwrap_or(u64::MAX);
+                            s.solve_us = u64::try_from(r.solve.as_micros()).unwrap_or(u64::MAX);
+                            s.round_allocations = r.report.allocations;
+                        });
+                    }
+                }
+                let a = tokio::time::timeout(third, read_alloc(&mut c, cfg, host))
+                    .await
+                    .map_err(timed("allocation"))?;
+                let a = match a {
+                    Ok(a) => a,
+                    Err(FleetError::BadValue { key, reason }) => {
+                        if ctx.coord.bad_alloc.hit().is_some() {
+                            tracing::warn!("fleet: {key}: {reason}; refused, the local policy alone");
+                        }
+                        None
+                    }
+                    Err(e) => return Err(e),
+                };
+                let id = a.as_ref().map(|a| (a.coordinator.clone(), a.round));
+                if id != ctx.applied {
+                    (ctx.on_alloc)(a.as_ref());
+                    ctx.applied = id;
+                    let n = a.as_ref().map_or(0, |a| a.vms.len());
+                    set(state, |s| {
+                        s.ceilings = n;
+                        s.applied += u64::from(a.is_some());
+                    });
+                }
             }
             won = &mut campaign, if campaigning => {
                 campaigning = false;

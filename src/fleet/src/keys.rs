@@ -6,7 +6,14 @@
 //! - `PREFIX/summary/HOST`: its [`crate::HostSummary`], under the same lease, rewritten every
 //!   publish period;
 //! - `PREFIX/election`: etcd's election for the coordinator (the winner's key is
-//!   `PREFIX/election/LEASE`, its value the host's name).
+//!   `PREFIX/election/LEASE`, its value the host's name);
+//! - `PREFIX/topology`: the shared links (the admin's, [`crate::Topology`]);
+//! - `PREFIX/alloc/HOST`: the coordinator's [`crate::Allocation`] for the host, under the
+//!   coordinator's lease (gone with it) and valid for a while in any case;
+//! - `PREFIX/round`: the coordinator's last [`crate::RoundReport`], under its lease.
+
+/// Path segments of the layout (a prefix must not contain one).
+pub const SEGMENTS: [&str; 6] = ["hosts", "summary", "election", "topology", "alloc", "round"];
 
 /// The default prefix.
 pub const DEFAULT_PREFIX: &str = "/resex/v1";
@@ -42,6 +49,30 @@ pub fn summaries(prefix: &str) -> String {
 #[must_use]
 pub fn election(prefix: &str) -> String {
     format!("{prefix}/election")
+}
+
+/// The topology.
+#[must_use]
+pub fn topology(prefix: &str) -> String {
+    format!("{prefix}/topology")
+}
+
+/// A host's allocation.
+#[must_use]
+pub fn alloc(prefix: &str, name: &str) -> String {
+    format!("{prefix}/alloc/{name}")
+}
+
+/// All allocations.
+#[must_use]
+pub fn allocs(prefix: &str) -> String {
+    format!("{prefix}/alloc/")
+}
+
+/// The coordinator's last round.
+#[must_use]
+pub fn round(prefix: &str) -> String {
+    format!("{prefix}/round")
 }
 
 /// Is `name` usable as a host name: 1..=128 of `[A-Za-z0-9._-]`?

@@ -6,32 +6,43 @@
 //! - [`record`]: what a host publishes: its record (under its lease) and its per-VM summary.
 //! - [`config`]: the `[fleet]` section (endpoints, host name, lease TTL, publish period, auth and
 //!   TLS passed through).
+//! - [`topology`]: the shared fabric links the coordinator allocates over (`PREFIX/topology`).
+//! - [`alloc`]: the coordinator's round: DRUM over those links from the hosts' summaries, one
+//!   allocation (per-VM ceilings with an expiry) per host.
 //! - [`status`]: the fleet view from what etcd holds (hosts, leader, lease ages, top
 //!   aggressors), pure.
 //! - [`error`]: why the fleet cannot be reached or used.
 //! - `etcd` (feature `etcd`): the client: a member that registers under a lease, keeps it
 //!   alive, publishes its summary and campaigns for the coordinator; the fleet view read back.
 //!   Without the feature, [`connect_error`] says in one line what is missing.
+//! - `coord` (feature `etcd`): the coordinator's round over etcd, and a host reading its
+//!   allocation.
 //! - `local` (feature `etcd`): a local etcd (the installed binary) on loopback, for
 //!   `resex fleet demo` and the tests.
 
 #![forbid(unsafe_code)]
 
+pub mod alloc;
 pub mod config;
 pub mod error;
 pub mod keys;
 pub mod record;
 pub mod status;
+pub mod topology;
 
+#[cfg(feature = "etcd")]
+pub mod coord;
 #[cfg(feature = "etcd")]
 pub mod etcd;
 #[cfg(feature = "etcd")]
 pub mod local;
 
+pub use alloc::{Allocation, Planner, RoundReport};
 pub use config::FleetConfig;
 pub use error::FleetError;
 pub use record::{HostRecord, HostSummary, VmSummary};
 pub use status::{FleetStatus, HostStatus};
+pub use topology::Topology;
 
 /// Why fleet mode cannot start in a build without the `etcd` feature.
 #[must_use]

@@ -1,0 +1,152 @@
+//! The fleet's transmit ceilings (issue 22): the coordinator's per-VM allocation, applied on top
+//! of the local policy until it expires.
+//!
+//! A VM's limit is the local policy's with its ceiling lowered to the fleet's and its share no
+//! higher than that ([`combine`]); the admin's pin still wins over both. An allocation is valid
+//! until `until_ns` on the driver's clock: a host that stops hearing from the fleet (etcd lost,
+//! the coordinator gone) lifts every fleet ceiling by then at the latest, so nothing stays
+//! throttled by a stale decision. Each change is a [`TxIntent`] like any other (the journal
+//! records it, with [`TxCause::Fleet`] or [`TxCause::FleetLifted`]).
+
+use crate::host::HostCore;
+use crate::output::{Intents, TxCause, TxIntent};
+use resex_common::TxLimit;
+use std::collections::HashMap;
+
+/// The fleet's ceilings for this host's VMs, by name, valid until `until_ns`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct FleetCeilings {
+    /// (VM name, ceiling in bits per second).
+    pub vms: Vec<(String, u64)>,
+    /// When they lapse (the driver's clock).
+    pub until_ns: u64,
+}
+
+/// What [`HostCore::set_fleet`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct FleetApplied {
+    /// VMs whose ceiling is now the fleet's.
+    pub applied: usize,
+    /// Named VMs this host does not have, or that have no rate lever.
+    pub skipped: usize,
+}
+
+/// The local policy's limit under the fleet's ceiling.
+#[must_use]
+pub fn combine(policy: TxLimit, fleet: Option<u64>) -> TxLimit {
+    let Some(f) = fleet else {
+        return policy;
+    };
+    let max = policy.max_bps.map_or(f, |m| m.min(f)).max(1);
+    TxLimit {
+        share_bps: policy.share_bps.map(|s| s.min(max)),
+        max_bps: Some(max),
+    }
+}
+
+impl HostCore {
+    /// Applies the fleet's ceilings (`None`: lift them all: the local policy alone again).
+    pub fn set_fleet(&mut self, c: Option<FleetCeilings>) -> (Intents, FleetApplied) {
+        let mut intents = Intents::default();
+        let mut done = FleetApplied::default();
+        let want: HashMap<&str, u64> = c
+            .as_ref()
+            .map(|c| {
+                c.vms
+                    .iter()
+                    .map(|(n, b)| (n.as_str(), (*b).max(1)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let named = want.len();
+        self.fleet_until_ns = c.as_ref().map(|c| c.until_ns);
+        for i in 0..self.vms.len() {
+            let id = self.vms[i].id;
+            let new = want.get(self.vms[i].info.name.as_str()).copied();
+            let policy = self
+                .engine
+                .as_ref()
+                .and_then(|e| e.account(id))
+                .map_or(TxLimit::NONE, |a| a.tx);
+            let vm = &mut self.vms[i];
+            if vm.info.tx_lever.is_none() {
+                continue;
+            }
+            if new.is_some() {
+                done.applied += 1;
+            }
+            if vm.tx_fleet == new {
+                continue;
+            }
+            vm.tx_fleet = new;
+            if vm.tx_pinned.is_some() {
+                continue; // the admin's limit wins; the fleet's applies when it is lifted
+            }
+            let tx = combine(policy, new);
+            if tx == vm.tx {
+                continue;
+            }
+            let cause = if new.is_some() {
+                TxCause::Fleet
+            } else {
+                TxCause::FleetLifted
+            };
+            vm.tx = tx;
+            vm.tx_reason = Some(cause.to_string());
+            intents.tx.push(TxIntent { vm: id, tx, cause });
+        }
+        // Bounded: one per VM at most between two steps.
+        self.pending_tx
+            .retain(|p| !intents.tx.iter().any(|i| i.vm == p.vm));
+        self.pending_tx.extend_from_slice(&intents.tx);
+        done.skipped = named - done.applied.min(named);
+        (intents, done)
+    }
+
+    /// Lifts the fleet's ceilings once they lapse; called at each step.
+    pub(crate) fn expire_fleet(&mut self, now_ns: u64) -> Intents {
+        match self.fleet_until_ns {
+            Some(u) if now_ns >= u => {
+                tracing::info!("fleet: the allocation lapsed; the local policy alone");
+                self.set_fleet(None).0
+            }
+            _ => Intents::default(),
+        }
+    }
+
+    /// Whether a fleet allocation is in force.
+    #[must_use]
+    pub fn fleet_active(&self) -> bool {
+        self.fleet_until_ns.is_some()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_fleet_lowers_the_ceiling_and_the_share_under_it() {
+        let none = TxLimit::NONE;
+        assert_eq!(combine(none, None), none);
+        assert_eq!(
+            combine(none, Some(100)),
+            TxLimit {
+                share_bps: None,
+                max_bps: Some(100)
+            }
+        );
+        let p = TxLimit {
+            share_bps: Some(300),
+            max_bps: Some(500),
+        };
+        assert_eq!(
+            combine(p, Some(200)),
+            TxLimit {
+                share_bps: Some(200),
+                max_bps: Some(200)
+            }
+        );
+        assert_eq!(combine(p, Some(900)), p);
+    }
+}

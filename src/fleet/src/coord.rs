@@ -1,0 +1,196 @@
+//! The coordinator's round over etcd (feature `etcd`), and a host reading its allocation.
+//!
+//! Every publish period the elected host reads the topology and every summary, runs
+//! [`crate::Planner::round`] and writes each host's [`Allocation`] under its own lease, in
+//! transactions of [`TXN_OPS`] puts (etcd refuses more than 128 operations in one), then its
+//! [`RoundReport`]. An allocation of a host that is no longer in the round is deleted. Every
+//! call has a timeout: a round that cannot finish fails the session like any other call.
+
+use crate::alloc::{Allocation, Planner, RoundReport};
+use crate::config::FleetConfig;
+use crate::error::FleetError;
+use crate::keys;
+use crate::record::HostSummary;
+use crate::topology::Topology;
+use etcd_client::{Client, GetOptions, PutOptions, Txn, TxnOp};
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+/// Puts per transaction.
+pub const TXN_OPS: usize = 100;
+
+/// Keys per read (each answer must stay under gRPC's 4 MiB limit: a 64-VM summary is ~9 KB;
+/// a page that is too large is read again in halves).
+pub const PAGE: i64 = 128;
+
+/// The most keys one read of a prefix returns (a hostile writer cannot make it unbounded).
+pub const MAX_KEYS: usize = 1_000_000;
+
+pub(crate) fn etcd(e: etcd_client::Error) -> FleetError {
+    FleetError::Etcd(e.to_string())
+}
+
+/// Every key under `prefix` (key, value, lease), in pages of [`PAGE`], at most [`MAX_KEYS`].
+pub(crate) async fn get_prefix(
+    c: &mut Client,
+    prefix: &str,
+) -> Result<Vec<(String, Vec<u8>, i64)>, FleetError> {
+    let mut end = prefix.as_bytes().to_vec();
+    // The range end of a prefix: its last byte plus one (prefixes here end in '/').
+    if let Some(b) = end.last_mut() {
+        *b += 1;
+    }
+    let mut from = prefix.as_bytes().to_vec();
+    let mut out = Vec::new();
+    let mut page = PAGE;
+    loop {
+        let opts = GetOptions::new().with_range(end.clone()).with_limit(page);
+        let r = match c.get(from.clone(), Some(opts)).await {
+            Ok(r) => r,
+            // Large values (up to etcd's 1.5 MiB request limit each): smaller pages, down to
+            // one key, which always fits.
+            Err(e) if page > 1 && e.to_string().contains("too large") => {
+                page /= 2;
+                continue;
+            }
+            Err(e) => return Err(etcd(e)),
+        };
+        for kv in r.kvs() {
+            out.push((
+                String::from_utf8_lossy(kv.key()).into_owned(),
+                kv.value().to_vec(),
+                kv.lease(),
+            ));
+        }
+        match r.kvs().last() {
+            Some(last) if r.more() && out.len() < MAX_KEYS => {
+                from = last.key().to_vec();
+                from.push(0);
+            }
+            _ => return Ok(out),
+        }
+    }
+}
+
+/// The coordinator's memory between rounds.
+#[derive(Debug, Default)]
+pub struct CoordState {
+    /// The warm start.
+    pub planner: Planner,
+    /// Hosts that got an allocation last round.
+    written: HashSet<String>,
+    /// Refused values, logged at a bounded rate.
+    log: resex_common::LogLimiter,
+    /// A refused allocation of this host's, logged at a bounded rate.
+    pub(crate) bad_alloc: resex_common::LogLimiter,
+}
+
+/// A round's outcome, with its wall time.
+#[derive(Debug, Clone)]
+pub struct Round {
+    /// What the planner saw and did.
+    pub report: RoundReport,
+    /// Read, solve and write, wall time.
+    pub took: Duration,
+    /// The solve alone.
+    pub solve: Duration,
+}
+
+/// One coordinator round; `Ok(None)` when there is no topology (nothing to allocate over).
+pub async fn coordinate(
+    c: &mut Client,
+    cfg: &FleetConfig,
+    me: &str,
+    lease: i64,
+    st: &mut CoordState,
+    now_unix_ms: u64,
+) -> Result<Option<Round>, FleetError> {
+    let t0 = Instant::now();
+    let p = &cfg.prefix;
+    let r = c.get(keys::topology(p), None).await.map_err(etcd)?;
+    let Some(kv) = r.kvs().first() else {
+        return Ok(None);
+    };
+    let topo = match Topology::parse(&keys::topology(p), kv.value()) {
+        Ok(t) => t,
+        Err(e) => {
+            if st.log.hit().is_some() {
+                tracing::warn!("fleet: {e}; no allocation until the topology is fixed");
+            }
+            return Ok(None);
+        }
+    };
+    let mut summaries = Vec::new();
+    for (k, v, _) in get_prefix(c, &keys::summaries(p)).await? {
+        match HostSummary::parse(&k, &v) {
+            // A summary must sit under its own host's key.
+            Ok(s) if k == keys::summary(p, &s.host) => summaries.push(s),
+            Ok(s) => {
+                if st.log.hit().is_some() {
+                    tracing::warn!("fleet: {k} holds host {}'s summary; skipped", s.host);
+                }
+            }
+            Err(e) => {
+                if st.log.hit().is_some() {
+                    tracing::warn!("fleet: {e}; skipped");
+                }
+            }
+        }
+    }
+    let t1 = Instant::now();
+    let (allocs, report) = st.planner.round(&topo, &summaries, me, now_unix_ms)?;
+    let solve = t1.elapsed();
+    let put = || Some(PutOptions::new().with_lease(lease));
+    let mut now: HashSet<String> = HashSet::with_capacity(allocs.len());
+    let mut ops = Vec::with_capacity(TXN_OPS);
+    for a in &allocs {
+        let v = serde_json::to_vec(a).map_err(|e| FleetError::Etcd(e.to_string()))?;
+        ops.push(TxnOp::put(keys::alloc(p, &a.host), v, put()));
+        now.insert(a.host.clone());
+        if ops.len() == TXN_OPS {
+            c.txn(Txn::new().and_then(std::mem::take(&mut ops)))
+                .await
+                .map_err(etcd)?;
+        }
+    }
+    for gone in st.written.difference(&now) {
+        ops.push(TxnOp::delete(keys::alloc(p, gone), None));
+        if ops.len() == TXN_OPS {
+            c.txn(Txn::new().and_then(std::mem::take(&mut ops)))
+                .await
+                .map_err(etcd)?;
+        }
+    }
+    let v = serde_json::to_vec(&report).map_err(|e| FleetError::Etcd(e.to_string()))?;
+    ops.push(TxnOp::put(keys::round(p), v, put()));
+    c.txn(Txn::new().and_then(ops)).await.map_err(etcd)?;
+    st.written = now;
+    Ok(Some(Round {
+        report,
+        took: t0.elapsed(),
+        solve,
+    }))
+}
+
+/// This host's allocation, if the coordinator wrote one.
+pub async fn read_alloc(
+    c: &mut Client,
+    cfg: &FleetConfig,
+    host: &str,
+) -> Result<Option<Allocation>, FleetError> {
+    let key = keys::alloc(&cfg.prefix, host);
+    let r = c.get(key.clone(), None).await.map_err(etcd)?;
+    match r.kvs().first() {
+        None => Ok(None),
+        Some(kv) => {
+            let a = Allocation::parse(&key, kv.value())?;
+            if a.host != host {
+                return Err(FleetError::BadValue {
+                    key,
+                    reason: format!("an allocation for {}", a.host),
+                });
+            }
+            Ok(Some(a))
+        }
+    }
+}

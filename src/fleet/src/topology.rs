@@ -1,0 +1,240 @@
+//! The fabric the coordinator allocates over (`PREFIX/topology`): the shared links, which
+//! hosts' traffic crosses each, and how VMs are weighted. The admin writes it
+//! (`resex fleet topology set FILE.toml`); the coordinator reads it every round. A value that
+//! is not a valid topology is refused with the reason (the round allocates nothing).
+//!
+//! ```toml
+//! alpha = 0.5                 # fairness (DRUM's x-step utility); 1 = proportional
+//! valid_s = 5                 # an allocation lapses this long after it is written
+//! [weights]
+//! reporting = 10.0            # VMs that report their latency (latency-sensitive)
+//! bulk = 1.0
+//! [[link]]
+//! name = "tor1-up"
+//! capacity_mbps = 10000
+//! hosts = ["node-1", "node-2"]
+//! ```
+
+use crate::error::FleetError;
+use crate::keys;
+use serde::{Deserialize, Serialize};
+
+/// The largest topology value accepted, bytes.
+pub const MAX_TOPOLOGY_BYTES: usize = 1536 << 10;
+/// The most links.
+pub const MAX_LINKS: usize = 4096;
+
+/// One shared link.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TopoLink {
+    /// Its name.
+    pub name: String,
+    /// Capacity, Mb/s.
+    pub capacity_mbps: f64,
+    /// The hosts whose traffic crosses it.
+    pub hosts: Vec<String>,
+}
+
+/// How VMs weigh.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Weights {
+    /// A VM that reports its latency.
+    #[serde(default = "Weights::reporting")]
+    pub reporting: f64,
+    /// Any other VM.
+    #[serde(default = "Weights::bulk")]
+    pub bulk: f64,
+}
+
+impl Weights {
+    fn reporting() -> f64 {
+        10.0
+    }
+    fn bulk() -> f64 {
+        1.0
+    }
+}
+
+impl Default for Weights {
+    fn default() -> Self {
+        Self {
+            reporting: Self::reporting(),
+            bulk: Self::bulk(),
+        }
+    }
+}
+
+/// The fabric.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Topology {
+    /// Fairness exponent (0 < alpha <= 10).
+    #[serde(default = "Topology::alpha")]
+    pub alpha: f64,
+    /// An allocation lapses this long after it is written, seconds (1..=600).
+    #[serde(default = "Topology::valid_s")]
+    pub valid_s: u64,
+    /// VM weights.
+    #[serde(default)]
+    pub weights: Weights,
+    /// A VM's demand is its measured rate times this (room to grow), Mb/s at least
+    /// `min_demand_mbps`; a VM at 90% of its ceiling or more asks for `probe` times the ceiling.
+    #[serde(default = "Topology::headroom")]
+    pub headroom: f64,
+    /// See `headroom`.
+    #[serde(default = "Topology::probe")]
+    pub probe: f64,
+    /// See `headroom`.
+    #[serde(default = "Topology::min_demand")]
+    pub min_demand_mbps: f64,
+    /// The links.
+    #[serde(default, rename = "link")]
+    pub links: Vec<TopoLink>,
+}
+
+impl Topology {
+    fn alpha() -> f64 {
+        0.5
+    }
+    fn valid_s() -> u64 {
+        5
+    }
+    fn headroom() -> f64 {
+        1.2
+    }
+    fn probe() -> f64 {
+        1.5
+    }
+    fn min_demand() -> f64 {
+        10.0
+    }
+
+    /// From the admin's TOML file.
+    pub fn from_toml(text: &str) -> Result<Self, FleetError> {
+        let t: Self = toml::from_str(text).map_err(|e| FleetError::Invalid(e.to_string()))?;
+        t.validate()?;
+        Ok(t)
+    }
+
+    /// Read back from `key` (bounded, checked).
+    pub fn parse(key: &str, v: &[u8]) -> Result<Self, FleetError> {
+        let bad = |reason: String| FleetError::BadValue {
+            key: key.into(),
+            reason,
+        };
+        if v.len() > MAX_TOPOLOGY_BYTES {
+            return Err(bad(format!(
+                "{} bytes, more than {MAX_TOPOLOGY_BYTES}",
+                v.len()
+            )));
+        }
+        let t: Self = serde_json::from_slice(v).map_err(|e| bad(e.to_string()))?;
+        t.validate().map_err(|e| bad(e.to_string()))?;
+        Ok(t)
+    }
+
+    /// Refuses what cannot be allocated over.
+    pub fn validate(&self) -> Result<(), FleetError> {
+        let inv = |m: String| Err(FleetError::Invalid(format!("topology: {m}")));
+        if !(self.alpha > 0.0 && self.alpha <= 10.0) {
+            return inv(format!("alpha {} must be in (0, 10]", self.alpha));
+        }
+        if !(1..=600).contains(&self.valid_s) {
+            return inv(format!("valid_s {} must be 1..=600", self.valid_s));
+        }
+        let w = self.weights;
+        if !(w.reporting.is_finite() && w.reporting > 0.0 && w.bulk.is_finite() && w.bulk > 0.0) {
+            return inv("weights must be positive".into());
+        }
+        if !((1.0..=100.0).contains(&self.headroom) && (1.0..=100.0).contains(&self.probe)) {
+            return inv("headroom and probe must be in [1, 100]".into());
+        }
+        if !(self.min_demand_mbps.is_finite() && self.min_demand_mbps >= 0.0) {
+            return inv("min_demand_mbps must be >= 0".into());
+        }
+        if self.links.len() > MAX_LINKS {
+            return inv(format!("{} links, more than {MAX_LINKS}", self.links.len()));
+        }
+        let mut names = std::collections::HashSet::new();
+        for l in &self.links {
+            if l.name.is_empty() || l.name.len() > 128 || !names.insert(l.name.as_str()) {
+                return inv(format!(
+                    "link name {:?} empty, too long or repeated",
+                    l.name
+                ));
+            }
+            if !(l.capacity_mbps.is_finite() && l.capacity_mbps > 0.0) {
+                return inv(format!("link {}: capacity_mbps must be positive", l.name));
+            }
+            let mut hosts = std::collections::HashSet::new();
+            for h in &l.hosts {
+                if !keys::valid_host(h) || !hosts.insert(h.as_str()) {
+                    return inv(format!(
+                        "link {}: host {h:?} invalid or listed twice",
+                        l.name
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The links each host's traffic crosses, by link index.
+    #[must_use]
+    pub fn paths(&self) -> std::collections::HashMap<&str, Vec<usize>> {
+        let mut out: std::collections::HashMap<&str, Vec<usize>> = Default::default();
+        for (i, l) in self.links.iter().enumerate() {
+            for h in &l.hosts {
+                out.entry(h.as_str()).or_default().push(i);
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const T: &str = r#"
+alpha = 1.0
+[[link]]
+name = "up"
+capacity_mbps = 1000
+hosts = ["a", "b"]
+[[link]]
+name = "spine"
+capacity_mbps = 5000
+hosts = ["a"]
+"#;
+
+    #[test]
+    fn a_topology_reads_from_toml_and_round_trips_through_json() {
+        let t = Topology::from_toml(T).unwrap();
+        assert_eq!(t.valid_s, 5);
+        assert_eq!(t.weights.reporting, 10.0);
+        assert_eq!(t.paths()["a"], [0, 1]);
+        let back = Topology::parse("k", &serde_json::to_vec(&t).unwrap()).unwrap();
+        assert_eq!(back, t);
+    }
+
+    #[test]
+    fn bad_topologies_are_refused_with_the_reason() {
+        for (bad, why) in [
+            (T.replace("1000", "0"), "capacity"),
+            (T.replace("\"b\"", "\"a\""), "twice"),
+            (T.replace("\"spine\"", "\"up\""), "repeated"),
+            (T.replace("alpha = 1.0", "alpha = -1"), "alpha"),
+            (T.replace("\"b\"", "\"b/c\""), "invalid"),
+            (format!("valid_s = 0\n{T}"), "valid_s"),
+            (format!("bogus = 1\n{T}"), "bogus"),
+        ] {
+            let e = Topology::from_toml(&bad).unwrap_err().to_string();
+            assert!(e.contains(why), "{why}: {e}");
+        }
+        assert!(Topology::parse("k", b"{").is_err());
+        assert!(Topology::parse("k", &vec![b' '; MAX_TOPOLOGY_BYTES + 1]).is_err());
+    }
+}
