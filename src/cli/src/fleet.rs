@@ -1,6 +1,8 @@
-//! `resex fleet status|targets`: the fleet as etcd holds it (live hosts under their leases,
-//! the coordinator, lease ages, VM counts, the top senders fleet-wide), and Prometheus
-//! `file_sd` targets for every live host's `/metrics`. Needs a build with `--features fleet`.
+//! `resex fleet status|targets|topology|demo`: the fleet as etcd holds it (live hosts under
+//! their leases, the coordinator, lease ages, VM counts, the top senders fleet-wide, the last
+//! allocation round), Prometheus `file_sd` targets for every live host's `/metrics`, the
+//! topology the coordinator allocates over, and a whole fleet on this machine
+//! (`crate::fleet_demo`). Needs a build with `--features fleet`.
 
 use anyhow::Result;
 use clap::{Args, Subcommand};
@@ -12,6 +14,38 @@ pub enum FleetCommand {
     Status(FleetArgs),
     /// Prometheus `file_sd` JSON for every live host's `/metrics`.
     Targets(FleetArgs),
+    /// The shared links the coordinator allocates over: `set FILE.toml` or `show`.
+    Topology(TopologyArgs),
+    /// A fleet on this machine: a local etcd, N embedded hosts with light guests on a shared
+    /// uplink; the coordinator's host is killed midway and etcd near the end.
+    Demo(DemoArgs),
+}
+
+/// `resex fleet topology`.
+#[derive(Debug, Args)]
+pub struct TopologyArgs {
+    /// `set` (from FILE) or `show`.
+    #[arg(value_parser = ["set", "show"])]
+    pub action: String,
+    /// The topology (TOML: `[[link]] name, capacity_mbps, hosts`; see docs/fleet.md).
+    pub file: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    pub fleet: FleetArgs,
+}
+
+#[cfg(feature = "fleet")]
+pub use crate::fleet_demo::DemoArgs;
+
+/// `resex fleet demo` (a build without the fleet feature says so).
+#[cfg(not(feature = "fleet"))]
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Hosts.
+    #[arg(long, default_value_t = 3)]
+    pub hosts: usize,
+    /// Print JSON only.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Where the fleet is.
@@ -46,20 +80,48 @@ mod imp {
 #[cfg(feature = "fleet")]
 mod imp {
     use super::{FleetArgs, FleetCommand};
-    use anyhow::Result;
+    use anyhow::{bail, Context, Result};
     use resex_fleet::etcd::Fleet;
     use resex_fleet::{FleetConfig, FleetStatus};
 
-    fn status(a: &FleetArgs) -> Result<FleetStatus> {
+    fn connect(a: &FleetArgs) -> Result<Fleet> {
         let cfg = FleetConfig {
             prefix: a.prefix.clone(),
             ..FleetConfig::new(a.endpoints.clone())
         };
-        Ok(Fleet::connect(&cfg)?.status()?)
+        Ok(Fleet::connect(&cfg)?)
+    }
+
+    fn status(a: &FleetArgs) -> Result<FleetStatus> {
+        Ok(connect(a)?.status()?)
     }
 
     pub fn run(c: FleetCommand) -> Result<()> {
         match c {
+            FleetCommand::Demo(a) => return crate::fleet_demo::run(&a),
+            FleetCommand::Topology(t) => {
+                let mut f = connect(&t.fleet)?;
+                if t.action == "set" {
+                    let Some(path) = &t.file else {
+                        bail!("resex fleet topology set FILE.toml");
+                    };
+                    let text = std::fs::read_to_string(path)
+                        .with_context(|| format!("reading {}", path.display()))?;
+                    let topo = resex_fleet::Topology::from_toml(&text)
+                        .with_context(|| path.display().to_string())?;
+                    f.set_topology(&topo)?;
+                    println!(
+                        "topology set: {} links over {} hosts",
+                        topo.links.len(),
+                        topo.paths().len()
+                    );
+                } else {
+                    match f.topology()? {
+                        Some(topo) => println!("{}", serde_json::to_string_pretty(&topo)?),
+                        None => println!("no topology: the coordinator allocates nothing"),
+                    }
+                }
+            }
             FleetCommand::Targets(a) => {
                 println!("{}", serde_json::to_string_pretty(&status(&a)?.targets())?);
             }
@@ -105,6 +167,30 @@ mod imp {
                 }
                 for r in &s.refused {
                     println!("refused: {r}");
+                }
+                let (allocs, round) = connect(&a)?.allocations()?;
+                match round {
+                    Some(r) => println!(
+                        "allocation round {}: {} hosts, {} VMs, {} congested links, {} ceilings \
+                         ({} iterations{}), worst link at {:.0}%",
+                        r.round,
+                        r.hosts,
+                        r.vms,
+                        r.congested,
+                        r.allocations,
+                        r.iterations,
+                        if r.converged { "" } else { ", not settled" },
+                        r.max_overload * 100.0
+                    ),
+                    None => println!("no allocation round (no topology, or no coordinator)"),
+                }
+                for al in allocs.iter().filter(|al| !al.vms.is_empty()) {
+                    for v in &al.vms {
+                        println!(
+                            "  ceiling {:<20} {:<20} {:>9.1} Mb/s",
+                            al.host, v.vm, v.max_mbps
+                        );
+                    }
                 }
             }
         }

@@ -7,6 +7,8 @@
 
 mod demo;
 mod fleet;
+#[cfg(feature = "fleet")]
+mod fleet_demo;
 mod host;
 mod ibmon;
 mod kvm;

@@ -105,7 +105,10 @@ fn join_fleet(
     let m = Member::spawn_with(
         f,
         record,
-        move || resex_fleet::HostSummary::from_snapshot(&host, &snap(), unix_ms()),
+        {
+            let mut rates = resex_fleet::PeriodRates::default();
+            move || rates.summary(&host, &snap(), unix_ms())
+        },
         on_alloc,
     )?;
     Ok(Some(m))

@@ -435,7 +435,8 @@ mod tests {
             let capacity: Vec<f64> = (0..links).map(|_| 1.0 + (rng() % 1000) as f64).collect();
             let hosts: Vec<NetHost> = (0..1 + rng() % 8)
                 .map(|_| {
-                    let mut ls: Vec<usize> = (0..links).filter(|_| rng().is_multiple_of(2)).collect();
+                    let mut ls: Vec<usize> =
+                        (0..links).filter(|_| rng().is_multiple_of(2)).collect();
                     ls.dedup();
                     NetHost {
                         links: ls,

@@ -250,10 +250,20 @@ impl Member {
         record: HostRecord,
         summary: impl FnMut() -> HostSummary + Send + 'static,
     ) -> Result<Self, FleetError> {
+        Self::start_with(cfg, record, summary, |_| {})
+    }
+
+    /// As [`Member::start`], with what to do with this host's allocations (see [`OnAlloc`]).
+    pub fn start_with(
+        cfg: FleetConfig,
+        record: HostRecord,
+        summary: impl FnMut() -> HostSummary + Send + 'static,
+        on_alloc: impl FnMut(Option<&Allocation>) + Send + 'static,
+    ) -> Result<Self, FleetError> {
         cfg.validate()?;
         // Fail fast and clearly when etcd is not there at all.
         drop(Fleet::connect(&cfg)?);
-        Self::spawn(cfg, record, summary)
+        Self::spawn_with(cfg, record, summary, on_alloc)
     }
 
     /// Joins the fleet whether or not etcd answers now: the member keeps trying every second

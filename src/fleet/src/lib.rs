@@ -40,7 +40,7 @@ pub mod local;
 pub use alloc::{Allocation, Planner, RoundReport};
 pub use config::FleetConfig;
 pub use error::FleetError;
-pub use record::{HostRecord, HostSummary, VmSummary};
+pub use record::{HostRecord, HostSummary, PeriodRates, VmSummary};
 pub use status::{FleetStatus, HostStatus};
 pub use topology::Topology;
 

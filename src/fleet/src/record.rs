@@ -110,6 +110,38 @@ impl HostSummary {
     }
 }
 
+/// Each VM's rate over the publish period, from the monitor's exact byte totals (a snapshot's
+/// rate covers its last window only, 100 ms: bursty senders look idle or doubled in it).
+#[derive(Debug, Clone, Default)]
+pub struct PeriodRates {
+    last: std::collections::HashMap<String, u64>,
+    at_ms: Option<u64>,
+}
+
+impl PeriodRates {
+    /// The summary of `s`, whose VMs' `tx_mbps` is their mean since the previous call (the
+    /// snapshot's own rate the first time, or for a VM new since).
+    pub fn summary(&mut self, host: &str, s: &Snapshot, at_unix_ms: u64) -> HostSummary {
+        let mut h = HostSummary::from_snapshot(host, s, at_unix_ms);
+        let dt_ms = self.at_ms.map(|t| s.uptime_ms.saturating_sub(t));
+        let mut next = std::collections::HashMap::with_capacity(s.vms.len());
+        for v in &s.vms {
+            if let (Some(dt), Some(prev)) = (dt_ms.filter(|d| *d > 0), self.last.get(&v.name)) {
+                if let Some(d) = v.tx_bytes_total.checked_sub(*prev) {
+                    if let Some(row) = h.vms.iter_mut().find(|r| r.name == v.name) {
+                        row.tx_mbps = d as f64 * 8.0 / (dt as f64 * 1e3);
+                    }
+                }
+            }
+            next.insert(v.name.clone(), v.tx_bytes_total);
+        }
+        self.last = next;
+        self.at_ms = Some(s.uptime_ms);
+        h.vms.sort_by(|a, b| b.tx_mbps.total_cmp(&a.tx_mbps));
+        h
+    }
+}
+
 fn parse<T: for<'de> Deserialize<'de>>(key: &str, v: &[u8], max: usize) -> Result<T, FleetError> {
     if v.len() > max {
         return Err(FleetError::BadValue {
@@ -154,6 +186,26 @@ impl HostSummary {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn period_rates_come_from_the_byte_totals() {
+        let mut s = Snapshot::default();
+        let mut v = resex_api::VmSnap {
+            name: "v".into(),
+            bytes_per_s: 0.0,
+            tx_bytes_total: 1_000_000,
+            ..Default::default()
+        };
+        s.vms.push(v.clone());
+        s.uptime_ms = 1000;
+        let mut r = PeriodRates::default();
+        assert_eq!(r.summary("h", &s, 0).vms[0].tx_mbps, 0.0);
+        // 12.5 MB in 500 ms: 200 Mb/s, whatever the snapshot's last window said.
+        v.tx_bytes_total += 12_500_000;
+        s.vms[0] = v;
+        s.uptime_ms = 1500;
+        assert!((r.summary("h", &s, 0).vms[0].tx_mbps - 200.0).abs() < 1e-9);
+    }
 
     #[test]
     fn hostile_values_are_refused_not_trusted() {
