@@ -1,8 +1,11 @@
 //! The fleet's etcd load at scale (issue 22, item 6, the part that exists): N simulated hosts
 //! each grant a lease and write their record and a 64-VM summary into the real etcd (a local
 //! one, the installed binary), then one read round of what a coordinator reads every period:
-//! every summary (`get --prefix`) parsed into the fleet view. Prints the write rate, the bytes
-//! held and the round time for 100 and 1000 hosts.
+//! every summary (`get --prefix`) parsed into the fleet view, and the coordinator's whole DRUM
+//! round (topology and summaries read, the allocation solved, one allocation per host written
+//! in transactions). Prints the write rate, the bytes held and both round times for 100 and
+//! 1000 hosts. The topology: racks of 20 hosts, each rack's uplink at half its VMs' demand, one
+//! spine under all of them (two links on every host's path).
 //! `cargo bench -p resex-fleet --features etcd --bench scale [-- HOSTS,HOSTS VMS]`
 
 use resex_fleet::etcd::{unix_ms, Fleet};
@@ -97,6 +100,69 @@ fn main() {
             assert_eq!(s.hosts.len(), n);
         }
         rounds.sort_by(f64::total_cmp);
+        // The coordinator's DRUM round over racks of 20 hosts and a spine.
+        let racks = n.div_ceil(20);
+        let mut topo = String::from("[[link]]\nname = \"spine\"\ncapacity_mbps = ");
+        topo.push_str(&format!("{}\nhosts = [", 4000 * n));
+        topo.push_str(
+            &(0..n)
+                .map(|h| format!("\"h{h}\""))
+                .collect::<Vec<_>>()
+                .join(","),
+        );
+        topo.push_str("]\n");
+        for r in 0..racks {
+            let hosts: Vec<String> = (r * 20..((r + 1) * 20).min(n))
+                .map(|h| format!("\"h{h}\""))
+                .collect();
+            topo.push_str(&format!(
+                "[[link]]\nname = \"rack{r}\"\ncapacity_mbps = {}\nhosts = [{}]\n",
+                hosts.len() as f64 * vms as f64 * 250.0,
+                hosts.join(",")
+            ));
+        }
+        let topo = resex_fleet::Topology::from_toml(&topo).unwrap();
+        f.set_topology(&topo).unwrap();
+        let mut coord = Vec::new();
+        let mut last = None;
+        let mut first_iters = 0;
+        rt.block_on(async {
+            let mut c = etcd_client::Client::connect([etcd.url()], None)
+                .await
+                .unwrap();
+            let lease = c.lease_grant(60, None).await.unwrap().id();
+            let mut st = resex_fleet::coord::CoordState::default();
+            for _ in 0..5 {
+                let r =
+                    resex_fleet::coord::coordinate(&mut c, &cfg, "h0", lease, &mut st, unix_ms())
+                        .await
+                        .unwrap()
+                        .unwrap();
+                coord.push((r.took.as_secs_f64(), r.solve.as_secs_f64()));
+                if first_iters == 0 {
+                    first_iters = r.report.iterations;
+                }
+                last = Some(r.report);
+            }
+        });
+        let (cold, cold_iters) = (coord[0], first_iters);
+        coord.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let rep = last.unwrap();
+        println!(
+            "fleet scale: {n} hosts x {vms} VMs: the coordinator's DRUM round ({} links, {} VMs, \
+             {} ceilings): cold {:.3} s (solve {:.4} s, {cold_iters} iterations), warm median \
+             {:.3} s (solve {:.4} s, {} iterations{}), max {:.3} s",
+            topo.links.len(),
+            rep.vms,
+            rep.allocations,
+            cold.0,
+            cold.1,
+            coord[2].0,
+            coord[2].1,
+            rep.iterations,
+            if rep.converged { "" } else { ", not settled" },
+            coord[4].0
+        );
         println!(
             "fleet scale: {n} hosts x {vms} VMs: {} puts + {n} leases in {write:.2} s \
              ({:.0} writes/s, one at a time), {:.1} MB held; a read round (every record, \
