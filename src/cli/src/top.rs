@@ -38,6 +38,66 @@ pub struct TopArgs {
     /// With --batch: stop after N snapshots (0: until interrupted).
     #[arg(long, default_value_t = 0, requires = "batch")]
     pub count: u64,
+    /// The fleet instead of one host: one row per live host from etcd, Enter drills into a
+    /// host's VMs (needs a build with `--features fleet`).
+    #[arg(long, conflicts_with_all = ["api", "batch"])]
+    pub fleet: bool,
+    /// With --fleet: etcd's client URLs (comma-separated).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "http://127.0.0.1:2379",
+        requires = "fleet"
+    )]
+    pub endpoints: Vec<String>,
+    /// With --fleet: the fleet's key prefix.
+    #[arg(long, default_value = resex_fleet::keys::DEFAULT_PREFIX, requires = "fleet")]
+    pub prefix: String,
+}
+
+/// `resex top --fleet`.
+#[cfg(feature = "fleet")]
+fn top_fleet(a: &TopArgs) -> Result<()> {
+    use resex_fleet::etcd::Fleet;
+    use resex_top::fleet::FleetFrame;
+    let cfg = resex_fleet::FleetConfig {
+        prefix: a.prefix.clone(),
+        ..resex_fleet::FleetConfig::new(a.endpoints.clone())
+    };
+    // Fail at once, in one line, when etcd is not there at all.
+    let mut conn = Some(Fleet::connect(&cfg)?);
+    let fetch = move || -> Result<FleetFrame, String> {
+        let f = match &mut conn {
+            Some(f) => f,
+            None => conn.insert(Fleet::connect(&cfg).map_err(|e| e.to_string())?),
+        };
+        let r = (|| {
+            let status = f.status()?;
+            let summaries = f.summaries()?;
+            let (allocations, round) = f.allocations()?;
+            Ok::<_, resex_fleet::FleetError>(FleetFrame {
+                status,
+                summaries,
+                allocations,
+                round,
+            })
+        })();
+        r.map_err(|e| {
+            conn = None;
+            e.to_string()
+        })
+    };
+    resex_top::fleet::run(
+        a.endpoints.join(","),
+        Duration::from_millis(a.interval.max(500)),
+        fetch,
+    )?;
+    Ok(())
+}
+
+#[cfg(not(feature = "fleet"))]
+fn top_fleet(_: &TopArgs) -> Result<()> {
+    bail!("{}", resex_fleet::connect_error())
 }
 
 /// Options of `resex status`.
@@ -64,6 +124,9 @@ pub fn status(a: StatusArgs) -> Result<()> {
 }
 
 pub fn run(a: TopArgs) -> Result<()> {
+    if a.fleet {
+        return top_fleet(&a);
+    }
     let socket = a.api.clone().unwrap_or_else(default_socket);
     let interval = Duration::from_millis(a.interval);
     if !a.batch {

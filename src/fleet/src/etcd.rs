@@ -143,6 +143,20 @@ impl Fleet {
             .transpose()
     }
 
+    /// Every host's last summary (refused values skipped).
+    pub fn summaries(&mut self) -> Result<Vec<HostSummary>, FleetError> {
+        let p = self.prefix.clone();
+        Ok(self
+            .get_prefix(&keys::summaries(&p))?
+            .into_iter()
+            .filter_map(|(k, v, _)| {
+                HostSummary::parse(&k, &v)
+                    .ok()
+                    .filter(|s| k == keys::summary(&p, &s.host))
+            })
+            .collect())
+    }
+
     /// Every allocation the coordinator wrote, and its last round.
     pub fn allocations(&mut self) -> Result<(Vec<Allocation>, Option<RoundReport>), FleetError> {
         let mut out = Vec::new();

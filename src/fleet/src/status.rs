@@ -59,7 +59,7 @@ pub struct Aggressor {
 }
 
 /// The fleet.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct FleetStatus {
     /// The key prefix read.
     pub prefix: String,

@@ -6,12 +6,14 @@
 //! - [`app`]: the one app state and its key handling (pure).
 //! - [`ui`]: drawing the app state (pure: a function of the state and the frame size).
 //! - [`batch`]: `--batch --json|--csv` and `resex status` output.
+//! - [`fleet`]: `resex top --fleet`: one row per host of the fleet, a drill into one host.
 //! - [`term`]: the terminal loop (raw mode, alternate screen, panic hook restores).
 
 pub mod app;
 pub mod batch;
 pub mod collect;
 pub mod columns;
+pub mod fleet;
 pub mod history;
 pub mod term;
 pub mod ui;
