@@ -60,6 +60,15 @@ pub struct FleetArgs {
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
+    /// TLS: the CA of etcd's certificate (PEM; endpoints are then https://).
+    #[arg(long, value_name = "PEM")]
+    pub ca_file: Option<std::path::PathBuf>,
+    /// TLS: a client certificate (PEM), with --key-file.
+    #[arg(long, value_name = "PEM", requires = "key_file")]
+    pub cert_file: Option<std::path::PathBuf>,
+    /// TLS: the client certificate's key (PEM).
+    #[arg(long, value_name = "PEM", requires = "cert_file")]
+    pub key_file: Option<std::path::PathBuf>,
 }
 
 /// Runs it.
@@ -87,6 +96,9 @@ mod imp {
     fn connect(a: &FleetArgs) -> Result<Fleet> {
         let cfg = FleetConfig {
             prefix: a.prefix.clone(),
+            ca_file: a.ca_file.clone(),
+            cert_file: a.cert_file.clone(),
+            key_file: a.key_file.clone(),
             ..FleetConfig::new(a.endpoints.clone())
         };
         Ok(Fleet::connect(&cfg)?)

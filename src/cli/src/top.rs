@@ -53,6 +53,15 @@ pub struct TopArgs {
     /// With --fleet: the fleet's key prefix.
     #[arg(long, default_value = resex_fleet::keys::DEFAULT_PREFIX, requires = "fleet")]
     pub prefix: String,
+    /// With --fleet, TLS: the CA of etcd's certificate (PEM; endpoints are then https://).
+    #[arg(long, value_name = "PEM", requires = "fleet")]
+    pub ca_file: Option<PathBuf>,
+    /// With --fleet, TLS: a client certificate (PEM), with --key-file.
+    #[arg(long, value_name = "PEM", requires = "key_file")]
+    pub cert_file: Option<PathBuf>,
+    /// With --fleet, TLS: the client certificate's key (PEM).
+    #[arg(long, value_name = "PEM", requires = "cert_file")]
+    pub key_file: Option<PathBuf>,
 }
 
 /// `resex top --fleet`.
@@ -62,6 +71,9 @@ fn top_fleet(a: &TopArgs) -> Result<()> {
     use resex_top::fleet::FleetFrame;
     let cfg = resex_fleet::FleetConfig {
         prefix: a.prefix.clone(),
+        ca_file: a.ca_file.clone(),
+        cert_file: a.cert_file.clone(),
+        key_file: a.key_file.clone(),
         ..resex_fleet::FleetConfig::new(a.endpoints.clone())
     };
     // Fail at once, in one line, when etcd is not there at all.

@@ -6,6 +6,9 @@
 //! host = "node-1"        # default: the machine's host name
 //! ttl_s = 5              # the lease: a host silent this long is gone
 //! publish_ms = 1000      # per-VM summaries
+//! # TLS (https:// endpoints), and etcd's auth, passed through to the client:
+//! # ca_file = "/etc/etcd/ca.pem"; cert_file = "client.pem"; key_file = "client-key.pem"
+//! # user = "resex"; password = "..."
 //! ```
 
 use crate::error::FleetError;
@@ -37,9 +40,18 @@ pub struct FleetConfig {
     /// etcd password.
     #[serde(default)]
     pub password: Option<String>,
-    /// TLS: the CA to trust (passed through; needs a build with TLS).
+    /// TLS: the CA that signed etcd's server certificate (PEM); endpoints are then `https://`.
     #[serde(default)]
     pub ca_file: Option<PathBuf>,
+    /// TLS client certificate (PEM), with `key_file`, for etcd's `--client-cert-auth`.
+    #[serde(default)]
+    pub cert_file: Option<PathBuf>,
+    /// The client certificate's private key (PEM).
+    #[serde(default)]
+    pub key_file: Option<PathBuf>,
+    /// The name etcd's certificate is checked against (default: the endpoint's host).
+    #[serde(default)]
+    pub tls_domain: Option<String>,
 }
 
 impl FleetConfig {
@@ -65,6 +77,9 @@ impl FleetConfig {
             user: None,
             password: None,
             ca_file: None,
+            cert_file: None,
+            key_file: None,
+            tls_domain: None,
         }
     }
 
@@ -85,6 +100,36 @@ impl FleetConfig {
                 "host name {name:?} must be 1 to 128 of [A-Za-z0-9._-]"
             )))
         }
+    }
+
+    /// Refuses TLS settings that cannot work (every connection checks them).
+    pub fn check_tls(&self) -> Result<(), FleetError> {
+        if self.cert_file.is_some() != self.key_file.is_some() {
+            return Err(FleetError::Invalid(
+                "`cert_file` and `key_file` go together".into(),
+            ));
+        }
+        if (self.cert_file.is_some() || self.tls_domain.is_some()) && self.ca_file.is_none() {
+            return Err(FleetError::Invalid(
+                "`cert_file` and `tls_domain` need `ca_file` (TLS)".into(),
+            ));
+        }
+        let https = self
+            .endpoints
+            .iter()
+            .filter(|e| e.starts_with("https://"))
+            .count();
+        if self.ca_file.is_some() && https != self.endpoints.len() {
+            return Err(FleetError::Invalid(
+                "with `ca_file` every endpoint must be https://".into(),
+            ));
+        }
+        if self.ca_file.is_none() && https > 0 {
+            return Err(FleetError::Invalid(
+                "an https:// endpoint needs `ca_file` (the CA of etcd's certificate)".into(),
+            ));
+        }
+        Ok(())
     }
 
     /// Refuses what cannot work.
@@ -122,6 +167,7 @@ impl FleetConfig {
                 keys::SEGMENTS.join(", ")
             )));
         }
+        self.check_tls()?;
         if self.user.is_some() != self.password.is_some() {
             return Err(FleetError::Invalid(
                 "`user` and `password` go together".into(),
@@ -166,6 +212,24 @@ mod tests {
             },
             FleetConfig {
                 user: Some("u".into()),
+                ..c.clone()
+            },
+            FleetConfig {
+                ca_file: Some("ca.pem".into()),
+                ..c.clone()
+            },
+            FleetConfig {
+                endpoints: vec!["https://127.0.0.1:2379".into()],
+                ..c.clone()
+            },
+            FleetConfig {
+                endpoints: vec!["https://127.0.0.1:2379".into()],
+                ca_file: Some("ca.pem".into()),
+                cert_file: Some("c.pem".into()),
+                ..c.clone()
+            },
+            FleetConfig {
+                tls_domain: Some("etcd".into()),
                 ..c.clone()
             },
         ] {

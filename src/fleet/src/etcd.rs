@@ -52,15 +52,35 @@ fn options(cfg: &FleetConfig) -> ConnectOptions {
     o
 }
 
-async fn connect(cfg: &FleetConfig) -> Result<Client, FleetError> {
-    if cfg.ca_file.is_some() {
-        return Err(FleetError::Invalid(
-            "`ca_file`: this build's etcd client has no TLS (etcd over loopback or a private \
-             network; TLS is a later step)"
-                .into(),
+/// The TLS settings of `cfg` (none without `ca_file`).
+fn tls(cfg: &FleetConfig) -> Result<Option<etcd_client::TlsOptions>, FleetError> {
+    cfg.check_tls()?;
+    let Some(ca) = &cfg.ca_file else {
+        return Ok(None);
+    };
+    let read = |p: &std::path::Path, what: &str| {
+        std::fs::read(p).map_err(|e| FleetError::Invalid(format!("{what} {}: {e}", p.display())))
+    };
+    let mut t = etcd_client::TlsOptions::new()
+        .ca_certificate(etcd_client::Certificate::from_pem(read(ca, "ca_file")?));
+    if let (Some(c), Some(k)) = (&cfg.cert_file, &cfg.key_file) {
+        t = t.identity(etcd_client::Identity::from_pem(
+            read(c, "cert_file")?,
+            read(k, "key_file")?,
         ));
     }
-    Client::connect(cfg.endpoints.clone(), Some(options(cfg)))
+    if let Some(d) = &cfg.tls_domain {
+        t = t.domain_name(d.clone());
+    }
+    Ok(Some(t))
+}
+
+async fn connect(cfg: &FleetConfig) -> Result<Client, FleetError> {
+    let mut o = options(cfg);
+    if let Some(t) = tls(cfg)? {
+        o = o.with_tls(t);
+    }
+    Client::connect(cfg.endpoints.clone(), Some(o))
         .await
         .map_err(|e| FleetError::Unreachable {
             endpoints: cfg.endpoints.join(","),

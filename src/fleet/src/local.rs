@@ -16,6 +16,15 @@ pub struct LocalEtcd {
     dir: tempfile::TempDir,
     client: u16,
     peer: u16,
+    tls: Option<Tls>,
+}
+
+/// A TLS etcd's files (PEM).
+#[derive(Debug, Clone)]
+struct Tls {
+    cert: PathBuf,
+    key: PathBuf,
+    ca: PathBuf,
 }
 
 /// A loopback port free now (the kernel's pick).
@@ -40,6 +49,16 @@ pub fn installed() -> bool {
 impl LocalEtcd {
     /// Starts etcd and waits (up to 20 s) until it answers.
     pub fn start() -> Result<Self, FleetError> {
+        Self::start_with(None)
+    }
+
+    /// Starts etcd serving TLS only (`https://`), with `tls` = (server certificate, its key,
+    /// the CA that clients' certificates must chain to: `--client-cert-auth`).
+    pub fn start_tls(cert: PathBuf, key: PathBuf, ca: PathBuf) -> Result<Self, FleetError> {
+        Self::start_with(Some(Tls { cert, key, ca }))
+    }
+
+    fn start_with(tls: Option<Tls>) -> Result<Self, FleetError> {
         if !installed() {
             return Err(FleetError::Invalid(
                 "the etcd binary is not installed: apt-get install etcd-server".into(),
@@ -57,6 +76,7 @@ impl LocalEtcd {
             .map_err(|e| FleetError::Etcd(format!("temp dir: {e}")))?,
             client: free_port()?,
             peer: free_port()?,
+            tls,
         };
         e.restart()?;
         Ok(e)
@@ -65,7 +85,8 @@ impl LocalEtcd {
     /// Its client URL.
     #[must_use]
     pub fn url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.client)
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://127.0.0.1:{}", self.client)
     }
 
     /// Its data directory.
@@ -95,12 +116,29 @@ impl LocalEtcd {
                 &peer,
             ])
             .args(["--initial-cluster", &format!("resex={peer}")])
+            .args(self.tls.iter().flat_map(|t| {
+                [
+                    "--cert-file".into(),
+                    t.cert.clone().into_os_string(),
+                    "--key-file".into(),
+                    t.key.clone().into_os_string(),
+                    "--trusted-ca-file".into(),
+                    t.ca.clone().into_os_string(),
+                    "--client-cert-auth".into(),
+                ]
+            }))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .map_err(|e| FleetError::Etcd(format!("starting etcd: {e}")))?;
         self.child = Some(child);
-        let cfg = FleetConfig::new(vec![url]);
+        let mut cfg = FleetConfig::new(vec![url]);
+        if let Some(t) = &self.tls {
+            // Ready when it answers a client with the CA's own client certificate.
+            cfg.ca_file = Some(t.ca.clone());
+            cfg.cert_file = Some(t.cert.clone());
+            cfg.key_file = Some(t.key.clone());
+        }
         let t = Instant::now();
         while crate::etcd::Fleet::connect(&cfg).is_err() {
             if t.elapsed() > Duration::from_secs(20) {
