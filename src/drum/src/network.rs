@@ -22,8 +22,8 @@
 //! the link is `u (load / c)^alpha`: the update is this multiplicative step, damped (exponent
 //! `alpha / 2`) where links interact. A congested link starts from the price that would fill it
 //! if nobody were demand-limited; a link whose load stays under capacity with every
-//! application on it at its demand, or whose price is under `tolerance` of its hosts' path
-//! prices (what limits them is another link), is free (u = 0). Prices persist between rounds (a warm
+//! application on it at its demand, or whose price is under `tolerance` of the cheapest path of
+//! its demand-limited hosts (what limits them is another link), is free (u = 0). Prices persist between rounds (a warm
 //! start: the fleet's demands move slowly).
 //!
 //! **Feasibility.** A round stops after a bounded number of iterations; whatever the prices,
@@ -58,16 +58,16 @@ pub struct NetProblem {
     pub capacity: Vec<f64>,
     /// The hosts.
     pub hosts: Vec<NetHost>,
-    /// The fairness exponent (0 < alpha <= 10; 1 is proportional fairness).
+    /// The fairness exponent (0.1 <= alpha <= 10; 1 is proportional fairness).
     pub alpha: f64,
 }
 
 impl NetProblem {
     /// Refuses what the solver cannot take.
     pub fn validate(&self) -> Result<(), DrumError> {
-        if !(self.alpha > 0.0 && self.alpha <= 10.0) {
+        if !(self.alpha >= 0.1 && self.alpha <= 10.0) {
             return Err(DrumError::Invalid(format!(
-                "alpha {} must be in (0, 10]",
+                "alpha {} must be in [0.1, 10] (w^(1/alpha) overflows below)",
                 self.alpha
             )));
         }
@@ -108,8 +108,7 @@ impl NetProblem {
     }
 }
 
-/// The broadcast: one price per link (serde: the coordinator keeps it between rounds and a new
-/// coordinator can take it over).
+/// The broadcast: one price per link (serde: the coordinator keeps it between rounds).
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct Prices {
     /// `u_l`, one per link.
@@ -127,7 +126,8 @@ pub struct LinkReport {
     pub weight: Vec<f64>,
     /// Whether some application crossing the link gets less than its demand.
     pub limited: Vec<bool>,
-    /// The largest path price of the hosts crossing the link.
+    /// The smallest path price of the demand-limited hosts crossing the link (infinite when
+    /// none is limited).
     pub path: Vec<f64>,
 }
 
@@ -140,7 +140,7 @@ impl LinkReport {
         self.limited.clear();
         self.limited.resize(links, false);
         self.path.clear();
-        self.path.resize(links, 0.0);
+        self.path.resize(links, f64::INFINITY);
     }
 }
 
@@ -166,7 +166,9 @@ pub fn host_step(h: &NetHost, u: &[f64], alpha: f64, x: &mut Vec<f64>, report: &
         report.load[l] += total;
         report.weight[l] += wsum;
         report.limited[l] |= limited;
-        report.path[l] = report.path[l].max(path);
+        if limited {
+            report.path[l] = report.path[l].min(path);
+        }
     }
 }
 
@@ -203,17 +205,25 @@ impl Prices {
                 if load > c * (1.0 + tol) {
                     // The price that fills the link if nobody on it were demand-limited.
                     *u = (r.weight[l] / c).powf(p.alpha);
+                    if !(u.is_finite() && *u > 0.0) {
+                        *u = 0.0;
+                    }
                     done = false;
                 }
                 continue;
             }
             if load < c * (1.0 - tol) && (!r.limited[l] || *u <= tol * r.path[l]) {
-                // Everyone on it has what they asked for, or what limits them is elsewhere on
-                // their path (this price is a vanishing part of theirs): the link is free.
+                // Everyone on it has what they asked for, or what limits every limited host on
+                // it is elsewhere on its path (this price is a vanishing part of the cheapest
+                // such path): the link is free.
                 *u = 0.0;
                 done = false;
             } else if (load - c).abs() > c * tol {
-                *u *= (load.max(f64::MIN_POSITIVE) / c).powf(p.alpha * 0.5);
+                // An empty link under a price: no more than a tolerance's step down at a time.
+                *u *= (load.max(c * tol) / c).powf(p.alpha * 0.5);
+                if !u.is_finite() {
+                    *u = 0.0;
+                }
                 done = false;
             }
         }
@@ -470,6 +480,24 @@ mod tests {
     }
 
     #[test]
+    fn a_host_behind_a_dear_link_does_not_free_a_link_another_needs() {
+        // Link 0 (1000) is shared by host a (also behind link 1, 1 Mb/s) and host b: a is
+        // limited by link 1, b alone fills link 0.
+        let p = NetProblem {
+            capacity: vec![1000.0, 1.0],
+            hosts: vec![
+                host(&[0, 1], &[app(1.0, 1e6)]),
+                host(&[0], &[app(1.0, 1e6)]),
+            ],
+            alpha: 0.5,
+        };
+        let s = run(&p);
+        assert!(s.converged, "{s:?}");
+        assert!(close(s.x[0][0], 1.0, 3e-3), "{s:?}");
+        assert!(close(s.x[1][0], 999.0, 3e-3), "{s:?}");
+    }
+
+    #[test]
     fn bad_problems_are_refused() {
         let ok = NetProblem {
             capacity: vec![1.0],
@@ -479,7 +507,7 @@ mod tests {
         ok.validate().unwrap();
         for bad in [
             NetProblem {
-                alpha: 0.0,
+                alpha: 0.05,
                 ..ok.clone()
             },
             NetProblem {

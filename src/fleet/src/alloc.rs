@@ -35,6 +35,9 @@ pub struct VmAlloc {
 }
 
 /// A host's allocation (`PREFIX/alloc/HOST`).
+///
+/// A host refuses one older than twice its `valid_ms` by `at_unix_ms` (a coordinator's clock
+/// may be off by up to `valid_ms`): a left-over allocation is never applied anew.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Allocation {
     /// The host.
@@ -81,6 +84,15 @@ impl Allocation {
         Ok(a)
     }
 
+    /// Whether it is too old to apply at `now_unix_ms` (see the type's documentation).
+    #[must_use]
+    pub fn stale(&self, now_unix_ms: u64) -> bool {
+        now_unix_ms
+            > self
+                .at_unix_ms
+                .saturating_add(self.valid_ms.saturating_mul(2))
+    }
+
     /// The ceilings in bits per second, as the host's core takes them.
     #[must_use]
     pub fn ceilings_bps(&self) -> Vec<(String, u64)> {
@@ -101,7 +113,7 @@ impl Allocation {
 pub struct RoundReport {
     /// The round.
     pub round: u64,
-    /// Hosts with a summary that cross a topology link.
+    /// Hosts with a summary that cross a topology link (at most [`MAX_ROUND_VMS`] VMs in all).
     pub hosts: usize,
     /// Their VMs.
     pub vms: usize,
@@ -128,16 +140,23 @@ pub struct Planner {
     links: Vec<String>,
 }
 
+/// The most a VM may ask for, Mb/s (a hostile summary's 1e308 must not overflow the solve).
+pub const MAX_DEMAND_MBPS: f64 = 1e7;
+
+/// The most VMs one round allocates over (the rest of the hosts wait).
+pub const MAX_ROUND_VMS: usize = 2_000_000;
+
 fn demand(t: &Topology, tx_mbps: f64, ceiling: Option<f64>) -> f64 {
     let tx = if tx_mbps.is_finite() {
-        tx_mbps.max(0.0)
+        tx_mbps.clamp(0.0, MAX_DEMAND_MBPS)
     } else {
         0.0
     };
-    match ceiling {
-        Some(c) if c.is_finite() && c > 0.0 && tx >= 0.9 * c => c * t.probe,
+    let d = match ceiling {
+        Some(c) if c.is_finite() && c > 0.0 && tx >= 0.9 * c => c.min(MAX_DEMAND_MBPS) * t.probe,
         _ => (tx * t.headroom).max(t.min_demand_mbps),
-    }
+    };
+    d.min(MAX_DEMAND_MBPS)
 }
 
 impl Planner {
@@ -163,10 +182,17 @@ impl Planner {
             alpha: t.alpha,
         };
         let mut who = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        let mut vms = 0usize;
         for s in summaries {
             let Some(path) = paths.get(s.host.as_str()) else {
                 continue;
             };
+            // One summary per host; bounded work per round.
+            if !seen.insert(s.host.as_str()) || vms + s.vms.len() > MAX_ROUND_VMS {
+                continue;
+            }
+            vms += s.vms.len();
             let apps = s
                 .vms
                 .iter()
@@ -308,6 +334,8 @@ mod tests {
         assert_eq!(demand(&t, 50.0, Some(100.0)), 60.0);
         assert_eq!(demand(&t, 1.0, None), 10.0);
         assert_eq!(demand(&t, f64::NAN, None), 10.0);
+        assert_eq!(demand(&t, 1.7e308, None), MAX_DEMAND_MBPS);
+        assert_eq!(demand(&t, 1e308, Some(1e308)), MAX_DEMAND_MBPS);
     }
 
     #[test]

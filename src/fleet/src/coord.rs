@@ -2,9 +2,11 @@
 //!
 //! Every publish period the elected host reads the topology and every summary, runs
 //! [`crate::Planner::round`] and writes each host's [`Allocation`] under its own lease, in
-//! transactions of [`TXN_OPS`] puts (etcd refuses more than 128 operations in one), then its
-//! [`RoundReport`]. An allocation of a host that is no longer in the round is deleted. Every
-//! call has a timeout: a round that cannot finish fails the session like any other call.
+//! transactions of at most [`TXN_OPS`] operations and [`TXN_BYTES`] (etcd refuses more than 128
+//! operations or 1.5 MiB in one), then its [`RoundReport`]. An allocation of a host that is no
+//! longer in the round is deleted; without a (valid) topology every allocation is. A round whose
+//! inputs cannot be solved allocates nothing new and keeps the session; an etcd call that fails
+//! or times out fails the session like any other call.
 
 use crate::alloc::{Allocation, Planner, RoundReport};
 use crate::config::FleetConfig;
@@ -16,8 +18,14 @@ use etcd_client::{Client, GetOptions, PutOptions, Txn, TxnOp};
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-/// Puts per transaction.
+/// Operations per transaction (etcd refuses more than 128).
 pub const TXN_OPS: usize = 100;
+
+/// Bytes per transaction (etcd refuses requests over 1.5 MiB).
+pub const TXN_BYTES: usize = 1 << 20;
+
+/// The most bytes one read of a prefix returns.
+pub const MAX_BYTES: usize = 256 << 20;
 
 /// Keys per read (each answer must stay under gRPC's 4 MiB limit: a 64-VM summary is ~9 KB;
 /// a page that is too large is read again in halves).
@@ -42,6 +50,7 @@ pub(crate) async fn get_prefix(
     }
     let mut from = prefix.as_bytes().to_vec();
     let mut out = Vec::new();
+    let mut bytes = 0usize;
     let mut page = PAGE;
     loop {
         let opts = GetOptions::new().with_range(end.clone()).with_limit(page);
@@ -56,6 +65,7 @@ pub(crate) async fn get_prefix(
             Err(e) => return Err(etcd(e)),
         };
         for kv in r.kvs() {
+            bytes += kv.key().len() + kv.value().len();
             out.push((
                 String::from_utf8_lossy(kv.key()).into_owned(),
                 kv.value().to_vec(),
@@ -63,7 +73,7 @@ pub(crate) async fn get_prefix(
             ));
         }
         match r.kvs().last() {
-            Some(last) if r.more() && out.len() < MAX_KEYS => {
+            Some(last) if r.more() && out.len() < MAX_KEYS && bytes < MAX_BYTES => {
                 from = last.key().to_vec();
                 from.push(0);
             }
@@ -108,15 +118,20 @@ pub async fn coordinate(
     let t0 = Instant::now();
     let p = &cfg.prefix;
     let r = c.get(keys::topology(p), None).await.map_err(etcd)?;
-    let Some(kv) = r.kvs().first() else {
-        return Ok(None);
-    };
-    let topo = match Topology::parse(&keys::topology(p), kv.value()) {
-        Ok(t) => t,
-        Err(e) => {
-            if st.log.hit().is_some() {
-                tracing::warn!("fleet: {e}; no allocation until the topology is fixed");
+    let topo = match r
+        .kvs()
+        .first()
+        .map(|kv| Topology::parse(&keys::topology(p), kv.value()))
+    {
+        Some(Ok(t)) => t,
+        other => {
+            if let Some(Err(e)) = other {
+                if st.log.hit().is_some() {
+                    tracing::warn!("fleet: {e}; no allocation until the topology is fixed");
+                }
             }
+            // Nothing to allocate over: what was allocated goes (hosts lift it at once).
+            withdraw(c, p, st).await?;
             return Ok(None);
         }
     };
@@ -138,38 +153,88 @@ pub async fn coordinate(
         }
     }
     let t1 = Instant::now();
-    let (allocs, report) = st.planner.round(&topo, &summaries, me, now_unix_ms)?;
+    let (allocs, report) = match st.planner.round(&topo, &summaries, me, now_unix_ms) {
+        Ok(r) => r,
+        // A problem the inputs made (not etcd's): this round allocates nothing new; the
+        // session, and the allocations in force until they lapse, stay.
+        Err(e) => {
+            if st.log.hit().is_some() {
+                tracing::warn!("fleet: round {}: {e}", st.planner.round);
+            }
+            return Ok(None);
+        }
+    };
     let solve = t1.elapsed();
     let put = || Some(PutOptions::new().with_lease(lease));
     let mut now: HashSet<String> = HashSet::with_capacity(allocs.len());
-    let mut ops = Vec::with_capacity(TXN_OPS);
+    let mut batch = Batch::default();
     for a in &allocs {
         let v = serde_json::to_vec(a).map_err(|e| FleetError::Etcd(e.to_string()))?;
-        ops.push(TxnOp::put(keys::alloc(p, &a.host), v, put()));
         now.insert(a.host.clone());
-        if ops.len() == TXN_OPS {
-            c.txn(Txn::new().and_then(std::mem::take(&mut ops)))
-                .await
-                .map_err(etcd)?;
-        }
+        let k = keys::alloc(p, &a.host);
+        batch
+            .push(c, k.len() + v.len(), TxnOp::put(k, v, put()))
+            .await?;
     }
     for gone in st.written.difference(&now) {
-        ops.push(TxnOp::delete(keys::alloc(p, gone), None));
-        if ops.len() == TXN_OPS {
-            c.txn(Txn::new().and_then(std::mem::take(&mut ops)))
-                .await
-                .map_err(etcd)?;
-        }
+        let k = keys::alloc(p, gone);
+        batch.push(c, k.len(), TxnOp::delete(k, None)).await?;
     }
     let v = serde_json::to_vec(&report).map_err(|e| FleetError::Etcd(e.to_string()))?;
-    ops.push(TxnOp::put(keys::round(p), v, put()));
-    c.txn(Txn::new().and_then(ops)).await.map_err(etcd)?;
+    let k = keys::round(p);
+    batch
+        .push(c, k.len() + v.len(), TxnOp::put(k, v, put()))
+        .await?;
+    batch.flush(c).await?;
     st.written = now;
     Ok(Some(Round {
         report,
         took: t0.elapsed(),
         solve,
     }))
+}
+
+/// Operations sent in transactions of at most [`TXN_OPS`] operations and [`TXN_BYTES`] bytes.
+#[derive(Default)]
+struct Batch {
+    ops: Vec<TxnOp>,
+    bytes: usize,
+}
+
+impl Batch {
+    async fn push(&mut self, c: &mut Client, bytes: usize, op: TxnOp) -> Result<(), FleetError> {
+        if !self.ops.is_empty() && (self.ops.len() == TXN_OPS || self.bytes + bytes > TXN_BYTES) {
+            self.flush(c).await?;
+        }
+        self.ops.push(op);
+        self.bytes += bytes;
+        Ok(())
+    }
+
+    async fn flush(&mut self, c: &mut Client) -> Result<(), FleetError> {
+        if !self.ops.is_empty() {
+            c.txn(Txn::new().and_then(std::mem::take(&mut self.ops)))
+                .await
+                .map_err(etcd)?;
+        }
+        self.bytes = 0;
+        Ok(())
+    }
+}
+
+/// Deletes every allocation this coordinator wrote, and its round report.
+async fn withdraw(c: &mut Client, p: &str, st: &mut CoordState) -> Result<(), FleetError> {
+    if st.written.is_empty() {
+        return Ok(());
+    }
+    let mut batch = Batch::default();
+    for h in st.written.drain() {
+        let k = keys::alloc(p, &h);
+        batch.push(c, k.len(), TxnOp::delete(k, None)).await?;
+    }
+    let k = keys::round(p);
+    batch.push(c, k.len(), TxnOp::delete(k, None)).await?;
+    batch.flush(c).await
 }
 
 /// This host's allocation, if the coordinator wrote one.
@@ -188,6 +253,15 @@ pub async fn read_alloc(
                 return Err(FleetError::BadValue {
                     key,
                     reason: format!("an allocation for {}", a.host),
+                });
+            }
+            if a.stale(crate::etcd::unix_ms()) {
+                return Err(FleetError::BadValue {
+                    key,
+                    reason: format!(
+                        "written at {} ms, older than twice its {} ms validity",
+                        a.at_unix_ms, a.valid_ms
+                    ),
                 });
             }
             Ok(Some(a))

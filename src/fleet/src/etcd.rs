@@ -180,9 +180,13 @@ impl Fleet {
     /// Every allocation the coordinator wrote, and its last round.
     pub fn allocations(&mut self) -> Result<(Vec<Allocation>, Option<RoundReport>), FleetError> {
         let mut out = Vec::new();
-        for (k, v, _) in self.get_prefix(&keys::allocs(&self.prefix))? {
+        let p = self.prefix.clone();
+        for (k, v, _) in self.get_prefix(&keys::allocs(&p))? {
+            // Under its own host's key only (a value elsewhere claiming a host is not shown).
             if let Ok(a) = Allocation::parse(&k, &v) {
-                out.push(a);
+                if k == keys::alloc(&p, &a.host) {
+                    out.push(a);
+                }
             }
         }
         let k = keys::round(&self.prefix);
@@ -574,31 +578,33 @@ async fn session(
             _ = publish.tick() => {
                 let s = (ctx.summary)();
                 let v = serde_json::to_vec(&s).map_err(|e| FleetError::Etcd(e.to_string()))?;
-                tokio::time::timeout(third, c.put(keys::summary(&cfg.prefix, host), v, with_lease()))
-                    .await
-                    .map_err(timed("publish"))?
-                    .map_err(etcd)?;
-                set(state, |s| s.published += 1);
                 let leads = state.lock().unwrap_or_else(std::sync::PoisonError::into_inner).leader;
-                if leads {
-                    let r = tokio::time::timeout(
-                        third,
-                        coordinate(&mut c, cfg, host, lease, ctx.coord, unix_ms()),
-                    )
+                let coord = &mut *ctx.coord;
+                // One deadline for the whole period's work (publish, the round, the read), so a
+                // keep-alive is never more than two thirds of the TTL late.
+                let work = async {
+                    c.put(keys::summary(&cfg.prefix, host), v, with_lease())
+                        .await
+                        .map_err(etcd)?;
+                    let r = if leads {
+                        coordinate(&mut c, cfg, host, lease, coord, unix_ms()).await?
+                    } else {
+                        None
+                    };
+                    Ok::<_, FleetError>((r, read_alloc(&mut c, cfg, host).await))
+                };
+                let (r, a) = tokio::time::timeout(third, work)
                     .await
-                    .map_err(timed("coordinate"))??;
-                    if let Some(r) = r {
-                        set(state, |s| {
-                            s.rounds += 1;
-                            s.round_us = u64::try_from(r.took.as_micros()).unwrap_or(u64::MAX);
-                            s.solve_us = u64::try_from(r.solve.as_micros()).unwrap_or(u64::MAX);
-                            s.round_allocations = r.report.allocations;
-                        });
-                    }
+                    .map_err(timed("publish"))??;
+                set(state, |s| s.published += 1);
+                if let Some(r) = r {
+                    set(state, |s| {
+                        s.rounds += 1;
+                        s.round_us = u64::try_from(r.took.as_micros()).unwrap_or(u64::MAX);
+                        s.solve_us = u64::try_from(r.solve.as_micros()).unwrap_or(u64::MAX);
+                        s.round_allocations = r.report.allocations;
+                    });
                 }
-                let a = tokio::time::timeout(third, read_alloc(&mut c, cfg, host))
-                    .await
-                    .map_err(timed("allocation"))?;
                 let a = match a {
                     Ok(a) => a,
                     Err(FleetError::BadValue { key, reason }) => {

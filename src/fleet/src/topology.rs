@@ -4,7 +4,7 @@
 //! is not a valid topology is refused with the reason (the round allocates nothing).
 //!
 //! ```toml
-//! alpha = 0.5                 # fairness (DRUM's x-step utility); 1 = proportional
+//! alpha = 0.5                 # fairness (DRUM's x-step utility), 0.1..=10; 1 = proportional
 //! valid_s = 5                 # an allocation lapses this long after it is written
 //! [weights]
 //! reporting = 10.0            # VMs that report their latency (latency-sensitive)
@@ -70,7 +70,7 @@ impl Default for Weights {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Topology {
-    /// Fairness exponent (0 < alpha <= 10).
+    /// Fairness exponent (0.1 <= alpha <= 10).
     #[serde(default = "Topology::alpha")]
     pub alpha: f64,
     /// An allocation lapses this long after it is written, seconds (1..=600).
@@ -138,8 +138,8 @@ impl Topology {
     /// Refuses what cannot be allocated over.
     pub fn validate(&self) -> Result<(), FleetError> {
         let inv = |m: String| Err(FleetError::Invalid(format!("topology: {m}")));
-        if !(self.alpha > 0.0 && self.alpha <= 10.0) {
-            return inv(format!("alpha {} must be in (0, 10]", self.alpha));
+        if !(self.alpha >= 0.1 && self.alpha <= 10.0) {
+            return inv(format!("alpha {} must be in [0.1, 10]", self.alpha));
         }
         if !(1..=600).contains(&self.valid_s) {
             return inv(format!("valid_s {} must be 1..=600", self.valid_s));
@@ -151,8 +151,8 @@ impl Topology {
         if !((1.0..=100.0).contains(&self.headroom) && (1.0..=100.0).contains(&self.probe)) {
             return inv("headroom and probe must be in [1, 100]".into());
         }
-        if !(self.min_demand_mbps.is_finite() && self.min_demand_mbps >= 0.0) {
-            return inv("min_demand_mbps must be >= 0".into());
+        if !(self.min_demand_mbps.is_finite() && (1.0..=1e6).contains(&self.min_demand_mbps)) {
+            return inv("min_demand_mbps must be in [1, 1e6]".into());
         }
         if self.links.len() > MAX_LINKS {
             return inv(format!("{} links, more than {MAX_LINKS}", self.links.len()));

@@ -99,7 +99,7 @@ fn the_coordinator_allocates_an_overloaded_uplink_and_a_lost_fleet_lifts_it() {
     )
     .unwrap();
     f.set_topology(&topo).unwrap();
-    assert_eq!(f.topology().unwrap(), Some(topo));
+    assert_eq!(f.topology().unwrap().as_ref(), Some(&topo));
     let (a, ta) = member(&e, "n1", &[("a-bulk", 900.0, false), ("a-rpc", 20.0, true)]);
     let (b, tb) = member(&e, "n2", &[("b-bulk", 900.0, false)]);
     // n3 crosses no shared link: no allocation.
@@ -137,6 +137,24 @@ fn the_coordinator_allocates_an_overloaded_uplink_and_a_lost_fleet_lifts_it() {
     let s = leader.state();
     assert!(s.rounds >= 1 && s.round_allocations == 3, "{s:?}");
     eprintln!("round: {} us, solve {} us", s.round_us, s.solve_us);
+    // The admin removes the topology: the coordinator withdraws every allocation and the
+    // hosts lift their ceilings; set again, they come back.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut c = etcd_client::Client::connect([e.url()], None).await.unwrap();
+        c.delete("/resex/v1/topology", None).await.unwrap();
+    });
+    wait("withdrawn", Duration::from_secs(5), || {
+        matches!(last(&ta), Some(None)) && matches!(last(&tb), Some(None))
+    });
+    assert!(f.allocations().unwrap().0.is_empty());
+    f.set_topology(&topo).unwrap();
+    wait("allocated again", Duration::from_secs(5), || {
+        matches!(last(&ta), Some(Some(_))) && matches!(last(&tb), Some(Some(_)))
+    });
     // etcd lost: every host lifts what the fleet set, within one TTL (2 s).
     let lost = Instant::now();
     e.kill();
@@ -174,4 +192,21 @@ fn a_hostile_allocation_is_refused_and_lifts_nothing_it_should_not() {
     std::thread::sleep(Duration::from_millis(600));
     assert!(last(&ta).is_none(), "{:?}", last(&ta));
     assert!(a.state().connected, "a bad value does not drop the session");
+    // A well-formed allocation left over from long ago is not applied anew.
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(async {
+            let mut c = etcd_client::Client::connect([e.url()], None).await.unwrap();
+            c.put(
+                "/resex/v1/alloc/solo",
+                r#"{"host":"solo","coordinator":"x","round":9,"at_unix_ms":1000,"valid_ms":5000,"vms":[{"vm":"v","max_mbps":5}]}"#,
+                None,
+            )
+            .await
+            .unwrap();
+        });
+    std::thread::sleep(Duration::from_millis(600));
+    assert!(last(&ta).is_none(), "{:?}", last(&ta));
 }
