@@ -8,12 +8,7 @@ use std::process::Command;
 
 #[test]
 fn the_fleet_demo_allocates_fails_over_and_leaves_no_stale_throttle() {
-    if !resex_fleet::local::installed() {
-        assert!(
-            std::env::var("RESEX_REQUIRE_SYSTEM_DEPS").as_deref() != Ok("1"),
-            "etcd is not installed (apt-get install etcd-server)"
-        );
-        eprintln!("etcd is not installed (apt-get install etcd-server): skipped");
+    if !resex_fleet::local::installed_or_skip() {
         return;
     }
     let out = Command::new(env!("CARGO_BIN_EXE_resex"))

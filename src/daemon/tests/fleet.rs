@@ -9,7 +9,7 @@
 #![cfg(feature = "fleet")]
 
 use resex_fleet::etcd::Fleet;
-use resex_fleet::local::{installed, LocalEtcd};
+use resex_fleet::local::LocalEtcd;
 use resex_fleet::{FleetConfig, FleetStatus};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -69,12 +69,7 @@ fn log(h: &Host) -> String {
 
 #[test]
 fn three_resexd_survive_a_killed_leader_and_a_lost_etcd() {
-    if !installed() {
-        assert!(
-            std::env::var("RESEX_REQUIRE_SYSTEM_DEPS").as_deref() != Ok("1"),
-            "etcd is not installed (apt-get install etcd-server)"
-        );
-        eprintln!("etcd is not installed (apt-get install etcd-server): skipped");
+    if !resex_fleet::local::installed_or_skip() {
         return;
     }
     let mut etcd = LocalEtcd::start().unwrap();

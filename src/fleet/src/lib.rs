@@ -17,6 +17,8 @@
 //!   Without the feature, [`connect_error`] says in one line what is missing.
 //! - `coord` (feature `etcd`): the coordinator's round over etcd, and a host reading its
 //!   allocation.
+//! - `member` (feature `etcd`): a host in the fleet (lease, summaries, election, the
+//!   coordinator's rounds, its allocation), on a thread of its own.
 //! - `local` (feature `etcd`): a local etcd (the installed binary) on loopback, for
 //!   `resex fleet demo` and the tests.
 
@@ -36,6 +38,8 @@ pub mod coord;
 pub mod etcd;
 #[cfg(feature = "etcd")]
 pub mod local;
+#[cfg(feature = "etcd")]
+pub mod member;
 
 pub use alloc::{Allocation, Planner, RoundReport};
 pub use config::FleetConfig;

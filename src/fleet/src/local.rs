@@ -46,6 +46,21 @@ pub fn installed() -> bool {
         .is_ok_and(|s| s.success())
 }
 
+/// For tests: whether etcd is installed; when it is not, says so on stderr (the test then
+/// passes as skipped), unless `RESEX_REQUIRE_SYSTEM_DEPS=1` (CI), where it panics.
+#[must_use]
+pub fn installed_or_skip() -> bool {
+    if installed() {
+        return true;
+    }
+    assert!(
+        std::env::var("RESEX_REQUIRE_SYSTEM_DEPS").as_deref() != Ok("1"),
+        "etcd is not installed (apt-get install etcd-server)"
+    );
+    eprintln!("etcd is not installed (apt-get install etcd-server): skipped");
+    false
+}
+
 impl LocalEtcd {
     /// Starts etcd and waits (up to 20 s) until it answers.
     pub fn start() -> Result<Self, FleetError> {

@@ -12,15 +12,23 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 fn etcd() -> Option<LocalEtcd> {
-    if !resex_fleet::local::installed() {
-        assert!(
-            std::env::var("RESEX_REQUIRE_SYSTEM_DEPS").as_deref() != Ok("1"),
-            "etcd is not installed (apt-get install etcd-server)"
-        );
-        eprintln!("etcd is not installed (apt-get install etcd-server): skipped");
-        return None;
-    }
-    Some(LocalEtcd::start().unwrap())
+    resex_fleet::local::installed_or_skip().then(|| LocalEtcd::start().unwrap())
+}
+
+/// Writes (or with `None` deletes) a key directly, as another tool on the same etcd would.
+fn raw(e: &LocalEtcd, key: &str, value: Option<&str>) {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(async {
+            let mut c = etcd_client::Client::connect([e.url()], None).await.unwrap();
+            match value {
+                Some(v) => c.put(key, v, None).await.map(drop),
+                None => c.delete(key, None).await.map(drop),
+            }
+            .unwrap();
+        });
 }
 
 fn wait(what: &str, limit: Duration, mut ok: impl FnMut() -> bool) -> Duration {
@@ -139,14 +147,7 @@ fn the_coordinator_allocates_an_overloaded_uplink_and_a_lost_fleet_lifts_it() {
     eprintln!("round: {} us, solve {} us", s.round_us, s.solve_us);
     // The admin removes the topology: the coordinator withdraws every allocation and the
     // hosts lift their ceilings; set again, they come back.
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let mut c = etcd_client::Client::connect([e.url()], None).await.unwrap();
-        c.delete("/resex/v1/topology", None).await.unwrap();
-    });
+    raw(&e, "/resex/v1/topology", None);
     wait("withdrawn", Duration::from_secs(5), || {
         matches!(last(&ta), Some(None)) && matches!(last(&tb), Some(None))
     });
@@ -175,38 +176,24 @@ fn a_hostile_allocation_is_refused_and_lifts_nothing_it_should_not() {
     assert!(last(&ta).is_none());
     assert_eq!(a.state().rounds, 0);
     // Somebody writes garbage where the host's allocation lives: refused, nothing applied.
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(async {
-            let mut c = etcd_client::Client::connect([e.url()], None).await.unwrap();
-            c.put(
-                "/resex/v1/alloc/solo",
-                r#"{"host":"solo","coordinator":"x","round":1,"at_unix_ms":0,"valid_ms":1000,"vms":[{"vm":"v","max_mbps":-5}]}"#,
-                None,
-            )
-            .await
-            .unwrap();
-        });
+    raw(
+        &e,
+        "/resex/v1/alloc/solo",
+        Some(
+            r#"{"host":"solo","coordinator":"x","round":1,"at_unix_ms":0,"valid_ms":1000,"vms":[{"vm":"v","max_mbps":-5}]}"#,
+        ),
+    );
     std::thread::sleep(Duration::from_millis(600));
     assert!(last(&ta).is_none(), "{:?}", last(&ta));
     assert!(a.state().connected, "a bad value does not drop the session");
     // A well-formed allocation left over from long ago is not applied anew.
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(async {
-            let mut c = etcd_client::Client::connect([e.url()], None).await.unwrap();
-            c.put(
-                "/resex/v1/alloc/solo",
-                r#"{"host":"solo","coordinator":"x","round":9,"at_unix_ms":1000,"valid_ms":5000,"vms":[{"vm":"v","max_mbps":5}]}"#,
-                None,
-            )
-            .await
-            .unwrap();
-        });
+    raw(
+        &e,
+        "/resex/v1/alloc/solo",
+        Some(
+            r#"{"host":"solo","coordinator":"x","round":9,"at_unix_ms":1000,"valid_ms":5000,"vms":[{"vm":"v","max_mbps":5}]}"#,
+        ),
+    );
     std::thread::sleep(Duration::from_millis(600));
     assert!(last(&ta).is_none(), "{:?}", last(&ta));
 }

@@ -11,15 +11,7 @@ use std::time::{Duration, Instant};
 
 /// The real etcd, or `None` (with a line) when it is not installed outside CI.
 fn etcd() -> Option<LocalEtcd> {
-    if !resex_fleet::local::installed() {
-        assert!(
-            std::env::var("RESEX_REQUIRE_SYSTEM_DEPS").as_deref() != Ok("1"),
-            "etcd is not installed (apt-get install etcd-server)"
-        );
-        eprintln!("etcd is not installed (apt-get install etcd-server): skipped");
-        return None;
-    }
-    Some(LocalEtcd::start().unwrap())
+    resex_fleet::local::installed_or_skip().then(|| LocalEtcd::start().unwrap())
 }
 
 /// Runs `f` to completion on a single-threaded runtime (for direct etcd writes).
