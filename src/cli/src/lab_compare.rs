@@ -26,7 +26,11 @@ fn default_scenarios() -> Result<Vec<PathBuf>> {
     Ok(v)
 }
 
-fn load_policy(name: &str, dir: &Path, floor: Option<f64>) -> Result<(String, PolicyConfig)> {
+pub(crate) fn load_policy(
+    name: &str,
+    dir: &Path,
+    floor: Option<f64>,
+) -> Result<(String, PolicyConfig)> {
     let path = if name.contains('/') || name.ends_with(".toml") {
         PathBuf::from(name)
     } else {

@@ -2,11 +2,16 @@
 //! virtual time. Prints each job's iteration times against its time alone and, for fabrics of
 //! up to `DETECT_MAX_VMS` VMs, the period `resex_mlcompat::detect` finds in each worker's exact
 //! bytes per 1 ms interval (what a host's monitor counts), beside the job's own.
+//!
+//! With `--lab-hosts` every host is a whole lab host (`resex_lab::fabric`): the workers post
+//! real WRITEs, softhca sends them under each flow's DCQCN rate, and the per-VM bytes are what
+//! each host's monitor counted; `--policy` runs a pricing policy on every host's core.
 
 use anyhow::{Context, Result};
 use clap::Args;
 use resex_fabric::sim::run_with_progress;
 use resex_fabric::{FabricResult, FabricSpec, RunOptions};
+use resex_lab::fabric::{run_on_hosts, HostsOptions};
 use resex_mlcompat::{detect, DetectConfig};
 use serde::Serialize;
 use std::io::{IsTerminal, Write};
@@ -29,6 +34,17 @@ pub struct FabricArgs {
     /// Write the recorded links' utilisation per job as SVG to FILE.
     #[arg(long, value_name = "FILE")]
     pub svg: Option<PathBuf>,
+    /// Every host a whole lab host (rings, softhca, the monitor, the host core) instead of
+    /// the fluid model of its NIC.
+    #[arg(long)]
+    pub lab_hosts: bool,
+    /// With --lab-hosts: the policy every host's core runs (a name under --policies or a file;
+    /// default: none, monitoring only).
+    #[arg(long, requires = "lab_hosts")]
+    pub policy: Option<String>,
+    /// Directory of policy files.
+    #[arg(long, default_value = "policies")]
+    pub policies: PathBuf,
 }
 
 /// One worker's period as found in its traffic.
@@ -45,6 +61,9 @@ struct Found {
 struct Report<'a> {
     result: &'a FabricResult,
     detected: Vec<Found>,
+    /// With --lab-hosts: each host's lab result.
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    hosts: &'a [resex_lab::LabResult],
 }
 
 fn median(v: &[f64]) -> Option<f64> {
@@ -67,7 +86,7 @@ pub fn run(a: &FabricArgs) -> Result<()> {
     };
     let tty = std::io::stderr().is_terminal();
     let started = std::time::Instant::now();
-    let r = run_with_progress(&spec, &opts, |now, end| {
+    let show = |now: u64, end: u64| {
         if tty && end > 0 {
             eprint!(
                 "\r  {:>3}% of {:.1} virtual s",
@@ -75,7 +94,19 @@ pub fn run(a: &FabricArgs) -> Result<()> {
                 end as f64 / 1e9
             );
         }
-    })?;
+    };
+    let (r, hosts) = if a.lab_hosts {
+        let policy = a
+            .policy
+            .as_deref()
+            .filter(|p| *p != "none")
+            .map(|p| crate::lab_compare::load_policy(p, &a.policies, None))
+            .transpose()?;
+        let h = run_on_hosts(&spec, &opts, &HostsOptions { policy }, show)?;
+        (h.fabric, h.hosts)
+    } else {
+        (run_with_progress(&spec, &opts, show)?, Vec::new())
+    };
     if tty {
         eprintln!(
             "\r  done in {:.1} s wall{:>20}",
@@ -115,7 +146,8 @@ pub fn run(a: &FabricArgs) -> Result<()> {
             "{}",
             serde_json::to_string(&Report {
                 result: &r,
-                detected
+                detected,
+                hosts: &hosts,
             })?
         );
         return Ok(());
@@ -123,8 +155,14 @@ pub fn run(a: &FabricArgs) -> Result<()> {
     let mut out = std::io::stdout().lock();
     writeln!(
         out,
-        "fabric {}: {} hosts, {} links, {} flows, {} virtual s, {} fluid steps",
-        r.name, r.hosts, r.links, r.flows, r.duration_s, r.steps
+        "fabric {}: {} hosts, {} links, {} flows, {} virtual s, {} {} steps",
+        r.name,
+        r.hosts,
+        r.links,
+        r.flows,
+        r.duration_s,
+        r.steps,
+        if a.lab_hosts { "lab-host" } else { "fluid" }
     )?;
     writeln!(
         out,
@@ -146,6 +184,23 @@ pub fn run(a: &FabricArgs) -> Result<()> {
             j.cnps
         )?;
     }
+    if !hosts.is_empty() {
+        writeln!(
+            out,
+            "lab hosts (policy {}): per host, its NIC's use and its workers' mean CPU cap",
+            hosts[0].policy
+        )?;
+        for h in &hosts {
+            let caps: Vec<String> = h.vms.iter().map(|v| format!("{:.0}", v.cap_mean)).collect();
+            writeln!(
+                out,
+                "  {:<12} link {:>5.1}%  caps {}",
+                h.scenario,
+                h.host.wire_util * 100.0,
+                caps.join("/")
+            )?;
+        }
+    }
     if r.traffic.is_empty() {
         writeln!(
             out,
@@ -154,7 +209,12 @@ pub fn run(a: &FabricArgs) -> Result<()> {
     } else {
         writeln!(
             out,
-            "periods found in each worker's bytes per 1 ms (no help from the job):"
+            "periods found in each worker's bytes per 1 ms (no help from the job{}):",
+            if a.lab_hosts {
+                "; counted by each host's monitor"
+            } else {
+                ""
+            }
         )?;
         for f in &detected {
             match (f.period_ms, f.iteration_ms) {

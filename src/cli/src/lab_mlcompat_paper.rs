@@ -1,12 +1,15 @@
 //! `resex lab mlcompat` (no subcommand): the paper's experiment on the lab fabric. Each group
 //! of jobs shares one 50 Gb/s bottleneck under fair DCQCN, static unfairness, the adaptive
 //! scheme and strict priority (`resex_fabric::paper`); one row per group, as text or JSON
-//! lines, and the bottleneck's utilisation per job (the paper's Fig. 2) as SVG.
+//! lines, and the bottleneck's utilisation per job (the paper's Fig. 2) as SVG. With
+//! `--lab-hosts` each of the four hosts is a whole lab host (`resex_lab::fabric`).
 
 use anyhow::{bail, Result};
 use clap::Args;
-use resex_fabric::paper::{group, table1, PaperConfig, Scheme};
-use std::io::Write;
+use resex_fabric::paper::{group_with, table1, PaperConfig, Scheme};
+use resex_fabric::RunOptions;
+use resex_lab::fabric::{run_on_hosts, HostsOptions};
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 
 /// Options of `resex lab mlcompat` without a subcommand.
@@ -34,6 +37,10 @@ pub struct ExperimentArgs {
     /// Write each group's bottleneck utilisation per job (the paper's Fig. 2) as SVG into DIR.
     #[arg(long, value_name = "DIR")]
     pub svg: Option<PathBuf>,
+    /// Run every host as a whole lab host (real rings, softhca, the monitor, the host core)
+    /// instead of the fluid model of its NIC: about 1 s of wall per virtual second.
+    #[arg(long)]
+    pub lab_hosts: bool,
 }
 
 /// `a/b/c` with `decimals` places, `-` for a job without enough iterations.
@@ -79,9 +86,15 @@ pub fn run(a: &ExperimentArgs) -> Result<()> {
     };
     if !a.json {
         println!(
-            "jobs on one 50 Gb/s bottleneck: mean iteration (ms) after {} warm-up iterations; \
-             speed-up = fair / scheme; adaptive = R_AI (1 + {} x progress)",
-            a.warmup, a.adaptive_gain
+            "jobs on one 50 Gb/s bottleneck{}: mean iteration (ms) after {} warm-up \
+             iterations; speed-up = fair / scheme; adaptive = R_AI (1 + {} x progress)",
+            if a.lab_hosts {
+                ", every host a lab host"
+            } else {
+                ""
+            },
+            a.warmup,
+            a.adaptive_gain
         );
         println!(
             "{:<26} {:>5}  {:>14} {:>14} {:>14} {:>14} {:>14}  {:>11} {:>11}",
@@ -105,7 +118,26 @@ pub fn run(a: &ExperimentArgs) -> Result<()> {
                 g.join("+")
             );
         }
-        let (row, runs) = group(&jobs, &cfg)?;
+        let tty = a.lab_hosts && std::io::stderr().is_terminal();
+        let (row, runs) = group_with(&jobs, &cfg, |spec| -> Result<_> {
+            if !a.lab_hosts {
+                return Ok(resex_fabric::run(spec, &RunOptions::default())?);
+            }
+            let h = run_on_hosts(
+                spec,
+                &RunOptions::default(),
+                &HostsOptions::default(),
+                |n, e| {
+                    if tty && e > 0 {
+                        eprint!("\r  {}: {:>3}%", spec.name, n * 100 / e);
+                    }
+                },
+            )?;
+            if tty {
+                eprint!("\r{:60}\r", "");
+            }
+            Ok(h.fabric)
+        })?;
         if a.json {
             writeln!(out, "{}", serde_json::to_string(&row)?)?;
         } else {

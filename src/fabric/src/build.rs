@@ -236,6 +236,7 @@ pub fn build(spec: &FabricSpec) -> Result<Built, FabricError> {
             flows.push(Flow {
                 job: u32::try_from(j).unwrap_or(u32::MAX),
                 vm,
+                host: hs[i],
                 path,
                 class: js.priority,
                 slots: Vec::new(),

@@ -21,6 +21,8 @@ pub struct Flow {
     pub job: u32,
     /// Its VM (global index).
     pub vm: u32,
+    /// The host it sends from (index into the spec's hosts).
+    pub host: u32,
     /// The links it crosses (indices into the net's links).
     pub path: Vec<u32>,
     /// Its priority class.
@@ -82,5 +84,22 @@ impl Job {
         #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
         let c = (self.compute_ns as f64 * stretch).round() as u64;
         now.saturating_add(c)
+    }
+
+    /// The iteration ends at `done` (its last flow finished): it is recorded, and the next
+    /// compute phase starts. Returns when that phase ends (`None`: the job is done).
+    pub fn finish_iteration(&mut self, done: u64) -> Option<u64> {
+        if self.iters.len() < crate::sim::MAX_ITERS {
+            self.iters.push(done - self.iter_start);
+        }
+        self.iter_start = done;
+        if self.target > 0 && self.iters.len() as u64 >= self.target {
+            self.phase = Phase::Done;
+            None
+        } else {
+            let t = self.compute_until(done);
+            self.phase = Phase::Compute(t);
+            Some(t)
+        }
     }
 }

@@ -18,6 +18,8 @@
 //! - [`sim`]: the run: builds the fabric from a spec, moves time, records.
 //! - [`paper`]: the paper's experiments: jobs on one 50 Gb/s bottleneck, fair, unfair,
 //!   adaptive and strict priority; the Table 1 groups.
+//! - [`record`]: what a run records as it goes (per-VM bytes, recorded links), the jobs'
+//!   figures; shared with the run on whole lab hosts.
 //! - [`result`]: iteration times, link utilisation, per-VM bytes per interval.
 //! - [`generate`]: large fabrics built in code (the scale benchmark).
 //! - [`error`]: why a fabric cannot be built or run.
@@ -31,6 +33,7 @@ pub mod generate;
 pub mod job;
 pub mod net;
 pub mod paper;
+pub mod record;
 pub mod result;
 pub mod sim;
 pub mod spec;

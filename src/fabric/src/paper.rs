@@ -232,9 +232,19 @@ pub fn compat_score(jobs: &[&str]) -> Result<f64, String> {
 
 /// Runs `jobs` under every scheme: the row and the four runs (in [`Scheme::ALL`]'s order).
 pub fn group(jobs: &[&str], cfg: &PaperConfig) -> Result<(Row, Vec<FabricResult>), FabricError> {
+    group_with(jobs, cfg, |spec| run(spec, &RunOptions::default()))
+}
+
+/// [`group`] with another runner of each scheme's fabric (the fluid model's [`run`], or the
+/// run on whole lab hosts).
+pub fn group_with<E: From<FabricError>>(
+    jobs: &[&str],
+    cfg: &PaperConfig,
+    mut runner: impl FnMut(&FabricSpec) -> Result<FabricResult, E>,
+) -> Result<(Row, Vec<FabricResult>), E> {
     let mut runs = Vec::new();
     for s in Scheme::ALL {
-        runs.push(run(&group_spec(jobs, s, cfg)?, &RunOptions::default())?);
+        runs.push(runner(&group_spec(jobs, s, cfg)?)?);
     }
     let means = |r: &FabricResult| -> Vec<f64> {
         r.jobs

@@ -11,7 +11,8 @@
 use crate::build::{build, Built};
 use crate::error::FabricError;
 use crate::job::Phase;
-use crate::result::{FabricResult, JobResult, LinkSeries, VmBytes};
+use crate::record::{job_results, Recorder};
+use crate::result::FabricResult;
 use crate::spec::{CcMode, FabricSpec};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -94,43 +95,7 @@ pub fn run_with_progress(
     let params = spec.cc.dcqcn;
     let adaptive = spec.cc.mode == CcMode::Adaptive;
     let mtu = spec.net.mtu.max(64.0);
-    let intervals = usize::try_from(end / opts.interval_ns + 1).unwrap_or(usize::MAX);
-    let mut traffic: Vec<Vec<f64>> = if opts.traffic {
-        let cells = intervals.saturating_mul(vms.len());
-        if cells > MAX_CELLS {
-            return Err(FabricError::Invalid(format!(
-                "per-VM traffic of {} VMs over {intervals} intervals is too large to record",
-                vms.len()
-            )));
-        }
-        vec![vec![0.0; intervals]; vms.len()]
-    } else {
-        Vec::new()
-    };
-    // Recorded links: the jobs whose flows cross each, and their bytes per bucket.
-    let buckets = usize::try_from(end / opts.bucket_ns + 1).unwrap_or(usize::MAX);
-    let mut cols: Vec<Vec<u32>> = vec![Vec::new(); recorded.len()];
-    // Flows are stored job by job: a job is new to a link when it differs from the last.
-    for f in &flows {
-        for &l in &f.path {
-            if let Some(r) = net.links[l as usize].record {
-                if cols[r].last() != Some(&f.job) {
-                    cols[r].push(f.job);
-                }
-            }
-        }
-    }
-    let rec_cells = cols
-        .iter()
-        .map(|c| buckets.saturating_mul(c.len()))
-        .fold(0usize, usize::saturating_add);
-    if rec_cells > MAX_CELLS {
-        return Err(FabricError::Invalid(format!(
-            "recorded links: {buckets} buckets x their jobs is too large to record; record \
-             fewer links or run shorter"
-        )));
-    }
-    let mut rec: Vec<Vec<f64>> = cols.iter().map(|c| vec![0.0; buckets * c.len()]).collect();
+    let mut rec = Recorder::new(&net, &flows, &recorded, vms.len(), end, opts)?;
     let mut wake: BinaryHeap<Reverse<(u64, usize)>> = jobs
         .iter()
         .enumerate()
@@ -196,23 +161,7 @@ pub fn run_with_progress(
             let x = fl.cc.rc * share;
             let sent = (x * hs).min(fl.left);
             fl.left -= sent;
-            if opts.traffic {
-                let i = usize::try_from(now / opts.interval_ns).unwrap_or(0);
-                if let Some(c) = traffic[fl.vm as usize].get_mut(i) {
-                    *c += sent;
-                }
-            }
-            for &l in if fl.recorded { &fl.path[..] } else { &[] } {
-                if let Some(r) = net.links[l as usize].record {
-                    let b = usize::try_from(now / opts.bucket_ns).unwrap_or(0);
-                    let w = cols[r].len();
-                    if let Some(col) = cols[r].iter().position(|&j| j == fl.job) {
-                        if let Some(c) = rec[r].get_mut(b * w + col) {
-                            *c += sent;
-                        }
-                    }
-                }
-            }
+            rec.sent(&net, fl, now, sent);
             if p > 0.0 {
                 // Expected marks, not a draw: flows that see the same queue are treated alike.
                 fl.marks += p * sent / mtu;
@@ -242,17 +191,7 @@ pub fn run_with_progress(
                 active.swap_remove(k);
                 if let Phase::Comm(n) = jobs[j].phase {
                     if n <= 1 {
-                        let job = &mut jobs[j];
-                        let done = finish[j];
-                        if job.iters.len() < MAX_ITERS {
-                            job.iters.push(done - job.iter_start);
-                        }
-                        job.iter_start = done;
-                        if job.target > 0 && job.iters.len() as u64 >= job.target {
-                            job.phase = Phase::Done;
-                        } else {
-                            let t = job.compute_until(done);
-                            job.phase = Phase::Compute(t);
+                        if let Some(t) = jobs[j].finish_iteration(finish[j]) {
                             wake.push(Reverse((t, j)));
                         }
                     } else {
@@ -270,50 +209,9 @@ pub fn run_with_progress(
         }
     }
     progress(end, end);
-    let cnps = |j: usize| -> u64 { flows[jobs[j].flows.clone()].iter().map(|f| f.cc.cnps).sum() };
-    let job_results = jobs
-        .iter()
-        .enumerate()
-        .map(|(j, job)| JobResult {
-            name: job.name.clone(),
-            preset: shapes[j].0.clone(),
-            vms: job.flows.clone().map(|f| vms[f].clone()).collect(),
-            compute_ms: job.compute_ns as f64 / 1e6,
-            flow_bytes: shapes[j].1,
-            alone_ms: shapes[j].2,
-            iter_ms: job.iters.iter().map(|&t| t as f64 / 1e6).collect(),
-            cnps: cnps(j),
-        })
-        .collect();
-    let series = recorded
-        .iter()
-        .enumerate()
-        .map(|(r, (l, name))| {
-            let cap = net.links[*l as usize].cap * opts.bucket_ns as f64 / 1e9;
-            let w = cols[r].len();
-            LinkSeries {
-                link: name.clone(),
-                bucket_ms: opts.bucket_ns as f64 / 1e6,
-                jobs: cols[r]
-                    .iter()
-                    .map(|&j| jobs[j as usize].name.clone())
-                    .collect(),
-                util: (0..buckets)
-                    .map(|b| (0..w).map(|c| rec[r][b * w + c] / cap).collect())
-                    .collect(),
-            }
-        })
-        .collect();
-    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-    let traffic = traffic
-        .into_iter()
-        .enumerate()
-        .map(|(v, t)| VmBytes {
-            vm: vms[v].clone(),
-            job: jobs[flows[v].job as usize].name.clone(),
-            bytes: t.into_iter().map(|b| b.round() as u64).collect(),
-        })
-        .collect();
+    let job_results = job_results(&jobs, &flows, &vms, &shapes);
+    let series = rec.series(&net, &jobs, &recorded);
+    let traffic = rec.traffic(&vms, &jobs, &flows);
     Ok(FabricResult {
         name: spec.name.clone(),
         duration_s: duration,

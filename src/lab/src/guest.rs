@@ -33,6 +33,10 @@ pub(crate) struct Guest {
     pub(crate) mem: Arc<VecMemory>,
     /// Its port in softhca's transmit scheduler.
     pub(crate) vport: GuestId,
+    /// The transmit limit the scenario and the core set (without the fabric's ceiling).
+    pub(crate) policy_tx: resex_common::TxLimit,
+    /// The lab fabric's ceiling on it (its flow's rate), bits/s.
+    pub(crate) fabric_max: Option<u64>,
     pub(crate) server: Server,
     pub(crate) mailbox: Option<Mailbox>,
     pub(crate) doc: Registration,
@@ -66,6 +70,8 @@ pub(crate) struct Build<'a> {
     pub(crate) path_mtu: u32,
     pub(crate) phase_ns: u64,
     pub(crate) measure_from_ns: u64,
+    /// Orders come from the lab fabric ([`crate::server::Work::external`]).
+    pub(crate) external: bool,
 }
 
 fn shim(guest: &str) -> impl Fn(resex_shim::ShimError) -> LabError + '_ {
@@ -98,6 +104,7 @@ impl Guest {
             compute_ns: compute_ns(w.compute, w.buffer.0),
             start_ns: start_ns + b.phase_ns,
             chunk: w.chunk.0,
+            external: b.external,
         };
         let mut peer = b.peer;
         let (mut server, qpn) =
@@ -140,6 +147,8 @@ impl Guest {
             start_ns,
             mem,
             vport,
+            policy_tx: g.tx(),
+            fabric_max: None,
             server,
             mailbox,
             doc,
@@ -157,6 +166,18 @@ impl Guest {
             at_traffic: 0,
             period: LatencySummary::default(),
         })
+    }
+
+    /// The limit in force on its vport: the core's (or the scenario's), its ceiling lowered to
+    /// the fabric's when there is one.
+    pub(crate) fn tx_in_force(&self) -> resex_common::TxLimit {
+        match self.fabric_max {
+            None => self.policy_tx,
+            Some(f) => resex_common::TxLimit {
+                share_bps: self.policy_tx.share_bps,
+                max_bps: Some(self.policy_tx.max_bps.map_or(f, |m| m.min(f))),
+            },
+        }
     }
 
     /// The end of a report period: the server's latency summary becomes the period's and,

@@ -44,6 +44,9 @@ pub struct LabConfig {
     /// result ([`crate::result::VmTraffic`]: what traffic analysis, such as finding a periodic
     /// job's period, works from).
     pub traffic: bool,
+    /// Guests take orders only from [`LabHost::push_order`]: the lab fabric's workers
+    /// (`crate::fabric`), each order a compute phase and a transfer of its own size.
+    pub external: bool,
 }
 
 impl Default for LabConfig {
@@ -60,6 +63,7 @@ impl Default for LabConfig {
             warmup_s: 0.0,
             series: false,
             traffic: false,
+            external: false,
         }
     }
 }
@@ -217,6 +221,7 @@ impl LabHost {
                     path_mtu,
                     phase_ns,
                     measure_from_ns,
+                    external: cfg.external,
                 },
             )?);
         }
@@ -345,10 +350,31 @@ impl LabHost {
                     g.server.vcpu.set_cap(cap);
                 }
                 Action::Tx(tx) => {
-                    self.hca.set_tx_limit(g.vport, tx, now);
+                    g.policy_tx = tx;
+                    self.hca.set_tx_limit(g.vport, g.tx_in_force(), now);
                 }
             }
         }
+    }
+
+    /// The lab fabric's ceiling on guest `k`'s vport (`None`: lifted), from `now` on; the
+    /// core's own limit still holds beneath it. A ceiling that moves keeps its token bucket.
+    pub(crate) fn set_fabric_ceiling(&mut self, k: usize, bps: Option<u64>, now: u64) {
+        let Some(g) = self.guests.get_mut(k) else {
+            return;
+        };
+        g.fabric_max = bps;
+        let tx = g.tx_in_force();
+        if bps.is_some() {
+            self.hca.set_tx_rate(g.vport, tx, now);
+        } else {
+            self.hca.set_tx_limit(g.vport, tx, now);
+        }
+    }
+
+    /// The result of a run moved by hand ([`crate::fabric`]).
+    pub(crate) fn finish(mut self, duration_s: f64) -> LabResult {
+        self.result(duration_s)
     }
 
     /// Appends one series point (the report period that ends at `now`).

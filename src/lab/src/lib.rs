@@ -12,6 +12,7 @@
 //! - [`guest`]: one guest: its memory, server, mailbox, registration and figures.
 //! - [`host`]: the lab host; [`events`]: the loops that move virtual time.
 //! - [`driver`]: the lab's driver of the host core (`resex_core`, the one resexd runs).
+//! - [`fabric`]: the lab fabric (`resex_fabric`) with every host a whole lab host.
 //! - [`result`]: what a run reports.
 //! - [`paper`]: the ResEx paper's experiments as lab runs.
 //! - [`compare`]: policies side by side on the same scenarios.
@@ -21,6 +22,7 @@
 pub mod compare;
 pub mod driver;
 pub mod events;
+pub mod fabric;
 pub mod guest;
 pub mod host;
 pub mod paper;

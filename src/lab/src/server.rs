@@ -24,6 +24,10 @@ pub struct Work {
     /// Reply in WRITEs of this many bytes, [`CHUNK_WINDOW`] outstanding (0 or at least the
     /// buffer: one WRITE).
     pub chunk: u64,
+    /// Orders come only from [`Server::push_order`], each with its own compute time and
+    /// bytes, sent as WRITEs of `chunk` bytes that all reuse the `buffer` (the lab fabric's
+    /// workers: a transfer of any size from a buffer of one chunk).
+    pub external: bool,
 }
 
 /// Chunks of a reply in flight at once.
@@ -100,6 +104,12 @@ pub struct Server {
     state: State,
     wcs: Vec<Wc>,
     next_id: u64,
+    /// External orders waiting: (arrived, compute ns, bytes).
+    orders: VecDeque<(u64, u64, u64)>,
+    /// Bytes of the order being answered.
+    order_bytes: u64,
+    /// Compute time of the order about to start.
+    order_compute: u64,
     /// Every order's latency over the run (orders that arrived at or after `measure_from_ns`).
     pub all: LatencyRecorder,
     /// Orders that arrived before this are left out of `all` (a warm-up).
@@ -160,6 +170,9 @@ impl Server {
                 state: State::Ready,
                 wcs: Vec::new(),
                 next_id: 0,
+                orders: VecDeque::new(),
+                order_bytes: work.buffer,
+                order_compute: work.compute_ns,
                 all: LatencyRecorder::new(),
                 measure_from_ns: 0,
                 split: Split::default(),
@@ -174,23 +187,42 @@ impl Server {
 
     /// WRITEs per reply.
     fn chunks(&self) -> u64 {
+        let bytes = self.order_bytes;
         match self.work.chunk {
             0 => 1,
-            c if c >= self.work.buffer => 1,
-            c => self.work.buffer.div_ceil(c),
+            c if c >= bytes => 1,
+            c => bytes.div_ceil(c),
         }
+    }
+
+    /// An external order arrives at `at_ns`: compute for `compute_ns`, then send `bytes`
+    /// (at least 1). Only for servers whose work is [`Work::external`].
+    pub fn push_order(&mut self, at_ns: u64, compute_ns: u64, bytes: u64) {
+        self.orders.push_back((at_ns, compute_ns, bytes.max(1)));
+    }
+
+    /// Sending an order's reply (posted, not all completed).
+    pub fn sending(&self) -> bool {
+        matches!(self.state, State::Waiting { .. })
+    }
+
+    /// Waiting, computing or sending an order.
+    pub fn busy(&self) -> bool {
+        !matches!(self.state, State::Ready) || !self.orders.is_empty()
     }
 
     /// Posts `n` chunks of the reply from chunk `from` on, each signalled.
     fn post_chunks(&mut self, n: u64, from: u64) -> Result<(), resex_shim::ShimError> {
+        let bytes = self.order_bytes;
         let size = if self.chunks() == 1 {
-            self.work.buffer
+            bytes
         } else {
             self.work.chunk
         };
         for k in from..from + n {
-            let off = k * size;
-            let len = size.min(self.work.buffer - off);
+            let len = size.min(bytes - k * size);
+            // External orders reuse one chunk's buffer for every WRITE.
+            let off = if self.work.external { 0 } else { k * size };
             self.next_id += 1;
             self.qp.post_send(&[SendWr {
                 wr_id: self.next_id,
@@ -244,6 +276,11 @@ impl Server {
         }
         match self.state {
             State::Waiting { .. } => {}
+            State::Ready if self.work.external => {
+                if !self.orders.is_empty() {
+                    at(soon);
+                }
+            }
             State::Ready if self.work.rate > 0.0 && self.queue.is_empty() => {
                 at(grid(self.next_arrival).max(soon));
             }
@@ -342,7 +379,16 @@ impl Server {
                     self.state = State::Ready;
                 }
                 State::Ready => {
-                    let arrived = if self.work.rate > 0.0 {
+                    let arrived = if self.work.external {
+                        match self.orders.pop_front() {
+                            Some((a, c, b)) => {
+                                self.order_compute = c;
+                                self.order_bytes = b;
+                                a
+                            }
+                            None => return Ok(()),
+                        }
+                    } else if self.work.rate > 0.0 {
                         match self.queue.pop_front() {
                             Some(a) => a,
                             None => return Ok(()),
@@ -355,7 +401,7 @@ impl Server {
                     self.state = State::Computing {
                         arrived,
                         started,
-                        left: self.work.compute_ns,
+                        left: self.order_compute,
                     };
                 }
                 State::Computing {

@@ -136,6 +136,19 @@ impl SoftHca {
         true
     }
 
+    /// [`Self::set_tx_limit`] for a ceiling driven step by step (a rate controller such as
+    /// DCQCN): when only the ceiling's rate changes, the vport's token bucket is kept rather
+    /// than refilled, so the ceiling holds over any window. False when the guest is unknown.
+    pub fn set_tx_rate(&self, guest: GuestId, limit: TxLimit, now_ns: u64) -> bool {
+        let mut st = self.lock();
+        let Some(port) = st.guests.get(&guest).map(|g| g.port) else {
+            return false;
+        };
+        st.link
+            .set_rate(port, guest.0, limit, now_ns.saturating_mul(1000));
+        true
+    }
+
     /// A guest's transmit limit (`None`: no such guest).
     pub fn tx_limit(&self, guest: GuestId) -> Option<TxLimit> {
         let st = self.lock();

@@ -173,6 +173,14 @@ impl Link {
         }
     }
 
+    /// [`Self::set_limit`] for a ceiling whose rate moves step by step: its bucket is kept.
+    pub fn set_rate(&mut self, port: PortId, vport: u32, limit: TxLimit, now_ps: u64) {
+        let bits = self.packet_bits();
+        if let Some(p) = self.ports.get_mut(usize::from(port.0)) {
+            p.q.set_rate(vport, limit, now_ps, bits);
+        }
+    }
+
     /// The transmit limit of `vport` on `port`.
     pub fn limit(&self, port: PortId, vport: u32) -> TxLimit {
         self.ports

@@ -54,8 +54,11 @@ pub enum QpState {
 pub struct QpStats {
     /// Send WQEs completed successfully.
     pub wqes: u64,
-    /// SEND/WRITE payload bytes sent.
+    /// SEND/WRITE payload bytes sent (counted when the work request completes).
     pub tx_bytes: u64,
+    /// SEND/WRITE payload bytes put on the wire, packet by packet (the lab fabric's view of a
+    /// transfer in progress).
+    pub wire_bytes: u64,
     /// Packets sent: SEND/WRITE data packets and READ request packets.
     pub tx_packets: u64,
     /// Bytes this QP's READs brought back.

@@ -226,6 +226,26 @@ impl PortQueue {
         }
     }
 
+    /// Like [`Self::set_limit`], but a ceiling that only changes its rate keeps its bucket
+    /// (the tokens it holds at `now`, at most the new depth) instead of starting full: a rate
+    /// limiter driven step by step (the lab fabric's DCQCN) stays a rate limiter.
+    pub(crate) fn set_rate(&mut self, vport: u32, limit: TxLimit, now: u64, packet_bits: i128) {
+        if let Some(v) = self.vports.get_mut(&vport) {
+            if v.limit.max_bps.is_some()
+                && limit.max_bps.is_some()
+                && v.limit.share_bps == limit.share_bps
+            {
+                let have = v.tokens(now, packet_bits);
+                v.limit = limit;
+                v.tokens = have.min(v.depth(packet_bits));
+                v.tokens_at = now;
+                self.blocked_until = 0;
+                return;
+            }
+        }
+        self.set_limit(vport, limit, now, packet_bits);
+    }
+
     /// Sets (or with [`TxLimit::NONE`] lifts) a vport's limit, at time `now` (ps).
     pub(crate) fn set_limit(&mut self, vport: u32, limit: TxLimit, now: u64, packet_bits: i128) {
         let v = self.vports.entry(vport).or_insert_with(|| Vport {

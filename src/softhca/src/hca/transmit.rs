@@ -99,6 +99,7 @@ impl HcaState {
                     };
                     let sent = self.link.send(port, dst, payload, w.ready_ps, true);
                     w.req_sent += 1;
+                    q.stats.wire_bytes += payload;
                     if w.req_sent == w.req_pkts {
                         w.req_arrived_ps = Some(sent.arrived_ps);
                         if w.opcode == send_op::RDMA_READ {

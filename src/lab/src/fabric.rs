@@ -1,0 +1,441 @@
+//! The lab fabric on whole lab hosts (issue 20, item 1): every fabric host is a [`LabHost`]
+//! (guests posting real mlx5 WRITEs through the shim, softhca and its per-vport transmit
+//! scheduler, the monitor reading the rings, the host core and its policy), and the links
+//! between the hosts are the fabric's (`resex_fabric`: fluid queues, RED marking, strict
+//! priority, DCQCN per flow).
+//!
+//! Each worker of a job is a guest of its host whose orders come from the fabric: compute for
+//! the job's compute time on its vCPU (under the core's cap), then send the worker's bytes as
+//! 256 KiB WRITEs. Time moves in the fabric's steps (`dt`) while any flow is on the wire, and
+//! jumps to the next host event otherwise. Every step:
+//!
+//! 1. each sending flow offers its DCQCN rate to the links of its path; the links serve
+//!    (queues, pauses, marking); the flow's rate times its share becomes the ceiling of its
+//!    guest's vport in its host's softhca (lowered further by the core's own transmit limit);
+//! 2. the hosts move to the step's end: those with a sending flow visit it, the others only
+//!    their own events (a compute phase ending, an interval's end);
+//! 3. each flow's bytes on the wire in the step (softhca's per-packet count) drive its marks,
+//!    CNPs and controller, and the recorded links; a flow is done when its guest sees its last
+//!    completion, and a job's iteration ends with its last flow (the barrier), when the next
+//!    compute phase is pushed to every worker.
+//!
+//! The per-VM traffic is what each host's monitor counted (IBMon over the rings), not the
+//! fluid model's.
+
+use crate::events::Events;
+use crate::host::{LabConfig, LabError, LabHost};
+use crate::result::LabResult;
+use resex_fabric::build::{build, Built};
+use resex_fabric::job::Phase;
+use resex_fabric::record::{job_results, Recorder};
+use resex_fabric::result::VmBytes;
+use resex_fabric::spec::CcMode;
+use resex_fabric::{FabricError, FabricResult, FabricSpec, RunOptions};
+use resex_pricing::PolicyConfig;
+use resex_scenario::Scenario;
+
+/// Bytes of each WRITE a worker posts.
+pub const CHUNK: u64 = 256 << 10;
+
+/// The most workers (guests) a fabric on lab hosts may have: each is a whole guest.
+pub const MAX_WORKERS: usize = 4096;
+
+/// Settings of a run on lab hosts.
+#[derive(Debug, Clone, Default)]
+pub struct HostsOptions {
+    /// Every host's policy (name, configuration); `None`: monitor only.
+    pub policy: Option<(String, PolicyConfig)>,
+}
+
+/// A run on lab hosts: the fabric's figures and every host's own.
+#[derive(Debug, Clone)]
+pub struct HostsResult {
+    /// Iteration times, links, and the per-VM traffic as the hosts' monitors counted it.
+    pub fabric: FabricResult,
+    /// Each host's lab result (its guests are the workers, named `wN` by flow).
+    pub hosts: Vec<LabResult>,
+}
+
+/// Why a fabric could not run on lab hosts.
+#[derive(Debug, thiserror::Error)]
+pub enum HostsError {
+    /// The fabric refused its spec.
+    #[error(transparent)]
+    Fabric(#[from] FabricError),
+    /// A host refused.
+    #[error("host {host}: {source}")]
+    Host {
+        /// Which host.
+        host: String,
+        /// Why.
+        source: LabError,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// Waiting for its job's next iteration.
+    Idle,
+    /// Its order is pushed: computing, not posted yet.
+    Computing,
+    /// On the wire.
+    Sending,
+}
+
+/// A worker: where its guest is and what the fabric knows of it.
+#[derive(Debug, Clone, Copy)]
+struct Worker {
+    node: usize,
+    guest: usize,
+    qpn: u32,
+    state: State,
+    /// softhca's wire bytes for its QP at the last step.
+    wire: u64,
+    /// Its server's answered orders when its order was pushed.
+    done: u64,
+    /// The marking probability on its path this step.
+    mark: f64,
+}
+
+struct Node {
+    name: String,
+    host: LabHost,
+    ev: Events,
+    /// Its workers (flow indices).
+    flows: Vec<usize>,
+    /// Of those, sending.
+    sending: usize,
+    /// Moved this step.
+    moved: bool,
+}
+
+#[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+fn to_ns(s: f64) -> u64 {
+    (s * 1e9).round() as u64
+}
+
+fn host_err(node: &Node) -> impl Fn(LabError) -> HostsError + '_ {
+    move |source| HostsError::Host {
+        host: node.name.clone(),
+        source,
+    }
+}
+
+/// Builds one lab host per fabric host with workers.
+fn nodes(
+    spec: &FabricSpec,
+    b: &Built,
+    dt_ns: u64,
+    duration: f64,
+    traffic: bool,
+    opts: &HostsOptions,
+) -> Result<(Vec<Node>, Vec<Worker>), HostsError> {
+    let mut by_host: Vec<Vec<usize>> = vec![Vec::new(); spec.hosts.len()];
+    for (f, fl) in b.flows.iter().enumerate() {
+        by_host[fl.host as usize].push(f);
+    }
+    let mut nodes = Vec::new();
+    let mut workers = vec![
+        Worker {
+            node: 0,
+            guest: 0,
+            qpn: 0,
+            state: State::Idle,
+            wire: 0,
+            done: 0,
+            mark: 0.0,
+        };
+        b.flows.len()
+    ];
+    for (h, flows) in by_host.into_iter().enumerate() {
+        if flows.is_empty() {
+            continue;
+        }
+        let hs = &spec.hosts[h];
+        let guests: Vec<serde_json::Value> = flows
+            .iter()
+            .map(|f| {
+                serde_json::json!({
+                    "name": format!("w{f}"),
+                    "benchex": {"buffer": CHUNK, "chunk": CHUNK, "rate": 0.0, "compute": 0},
+                })
+            })
+            .collect();
+        let scenario: Scenario = serde_json::from_value(serde_json::json!({
+            "name": hs.name,
+            "duration_s": duration,
+            "link": {"preset": "100g", "gbps": hs.nic_gbps},
+            "guest": guests,
+        }))
+        .map_err(|e| FabricError::Invalid(format!("host {}: {e}", hs.name)))?;
+        let cfg = LabConfig {
+            seed: spec.seed,
+            dt_ns,
+            policy: opts.policy.clone(),
+            duration_s: Some(duration),
+            traffic,
+            external: true,
+            ..LabConfig::default()
+        };
+        let host = LabHost::new(&scenario, cfg).map_err(|source| HostsError::Host {
+            host: hs.name.clone(),
+            source,
+        })?;
+        let node = nodes.len();
+        for (k, &f) in flows.iter().enumerate() {
+            workers[f].node = node;
+            workers[f].guest = k;
+            workers[f].qpn = host.guests[k].server.qpn();
+        }
+        let ev = Events::new(&host);
+        nodes.push(Node {
+            name: hs.name.clone(),
+            host,
+            ev,
+            flows,
+            sending: 0,
+            moved: false,
+        });
+    }
+    Ok((nodes, workers))
+}
+
+/// Runs `spec` with every host a whole lab host; `progress(now_ns, end_ns)` about a hundred
+/// times along the way.
+#[allow(clippy::too_many_lines)]
+pub fn run_on_hosts(
+    spec: &FabricSpec,
+    run: &RunOptions,
+    opts: &HostsOptions,
+    mut progress: impl FnMut(u64, u64),
+) -> Result<HostsResult, HostsError> {
+    let duration = run.duration_s.unwrap_or(spec.duration_s);
+    if !(duration.is_finite() && duration > 0.0 && duration <= 1e4) {
+        return Err(
+            FabricError::Invalid(format!("duration {duration} s: must be in (0, 1e4]")).into(),
+        );
+    }
+    let dt = to_ns(spec.dt_us / 1e6);
+    if dt == 0 || !1_000_000u64.is_multiple_of(dt) {
+        return Err(FabricError::Invalid(format!(
+            "dt_us {}: on lab hosts the step must divide the host core's 1 ms interval",
+            spec.dt_us
+        ))
+        .into());
+    }
+    if (spec.net.mtu - 4096.0).abs() > f64::EPSILON {
+        return Err(FabricError::Invalid(format!(
+            "mtu {}: lab hosts use softhca's 100g preset, whose MTU is 4096",
+            spec.net.mtu
+        ))
+        .into());
+    }
+    let mut b = build(spec)?;
+    if b.flows.len() > MAX_WORKERS {
+        return Err(FabricError::Invalid(format!(
+            "{} workers: on lab hosts at most {MAX_WORKERS} (each is a whole guest); the fluid \
+             run (`resex lab fabric` without --lab-hosts) takes up to a million",
+            b.flows.len()
+        ))
+        .into());
+    }
+    let (mut nodes, mut workers) = nodes(spec, &b, dt, duration, run.traffic, opts)?;
+    let end = to_ns(duration);
+    let params = spec.cc.dcqcn;
+    let adaptive = spec.cc.mode == CcMode::Adaptive;
+    let mtu = spec.net.mtu;
+    let no_traffic = RunOptions {
+        traffic: false,
+        ..*run
+    };
+    let mut rec = Recorder::new(&b.net, &b.flows, &b.recorded, b.vms.len(), end, &no_traffic)?;
+    // Every job's first iteration: its workers compute from its start.
+    for j in 0..b.jobs.len() {
+        if let Phase::Compute(t0) = b.jobs[j].phase {
+            let start = b.jobs[j].iter_start;
+            push_iteration(&mut b, &mut nodes, &mut workers, j, start, t0 - start, dt);
+        }
+    }
+    let mut active: Vec<usize> = Vec::new();
+    let mut now = 0u64;
+    let mut steps = 0u64;
+    let tick = (end / 100).max(1);
+    let mut next_tick = tick;
+    while now < end {
+        let t = if active.is_empty() {
+            nodes.iter().map(|n| n.ev.next).min().unwrap_or(end)
+        } else {
+            now + dt
+        }
+        .clamp(now + dt, end.max(now + dt));
+        let h = t - now;
+        // 1. The links serve the rates the sending flows offer; each gets its share as the
+        //    ceiling of its vport.
+        for &f in &active {
+            let fl = &b.flows[f];
+            b.net.offer_slots(&fl.slots, fl.cc.rc);
+        }
+        b.net.serve(h);
+        for &f in &active {
+            let fl = &b.flows[f];
+            let (share, p) = b.net.share_and_marking(&fl.slots);
+            let w = &mut workers[f];
+            w.mark = p;
+            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+            let bps = ((fl.cc.rc * share * 8.0) as u64).max(1000);
+            nodes[w.node]
+                .host
+                .set_fabric_ceiling(w.guest, Some(bps), now);
+        }
+        // 2. The hosts move to t.
+        for n in &mut nodes {
+            if n.sending > 0 {
+                n.ev.next = n.ev.next.min(t);
+            }
+            n.moved = n.ev.next <= t;
+            if n.moved {
+                n.host.advance_events(&mut n.ev, t).map_err(host_err(n))?;
+            }
+        }
+        // 3. What each flow sent; flows done; iterations done.
+        let mut k = 0;
+        while k < active.len() {
+            let f = active[k];
+            let w = workers[f];
+            let node = &nodes[w.node];
+            let wire = node.host.hca.stats(w.qpn).map_or(w.wire, |s| s.wire_bytes);
+            #[allow(clippy::cast_precision_loss)]
+            let sent = wire.saturating_sub(w.wire) as f64;
+            workers[f].wire = wire;
+            let fl = &mut b.flows[f];
+            fl.left = (fl.left - sent).max(0.0);
+            rec.sent(&b.net, fl, now, sent);
+            if w.mark > 0.0 {
+                fl.marks += w.mark * sent / mtu;
+                if fl.marks >= 1.0 && fl.cc.can_notify(t) {
+                    fl.cc.on_cnp(&params, t);
+                    fl.marks = 0.0;
+                }
+            }
+            let prog = if adaptive && fl.bytes > 0.0 {
+                1.0 - fl.left / fl.bytes
+            } else {
+                0.0
+            };
+            fl.cc.advance(&params, t, prog);
+            if node.host.guests[w.guest].server.done > w.done {
+                active.swap_remove(k);
+                workers[f].state = State::Idle;
+                nodes[w.node].sending -= 1;
+                nodes[w.node].host.set_fabric_ceiling(w.guest, None, t);
+                let j = b.flows[f].job as usize;
+                if let Phase::Comm(n) = b.jobs[j].phase {
+                    if n <= 1 {
+                        if let Some(next) = b.jobs[j].finish_iteration(t) {
+                            push_iteration(&mut b, &mut nodes, &mut workers, j, t, next - t, dt);
+                        }
+                    } else {
+                        b.jobs[j].phase = Phase::Comm(n - 1);
+                    }
+                }
+            } else {
+                k += 1;
+            }
+        }
+        // Workers that posted their transfer in this step start sending.
+        for n in nodes.iter_mut().filter(|n| n.moved) {
+            for &f in &n.flows {
+                let w = &mut workers[f];
+                if w.state != State::Computing || !n.host.guests[w.guest].server.sending() {
+                    continue;
+                }
+                w.state = State::Sending;
+                w.wire = n.host.hca.stats(w.qpn).map_or(0, |s| s.wire_bytes);
+                let fl = &mut b.flows[f];
+                fl.left = fl.bytes;
+                fl.cc.advance(&params, t, 0.0);
+                n.sending += 1;
+                active.push(f);
+            }
+        }
+        now = t;
+        steps += 1;
+        if now >= next_tick {
+            progress(now, end);
+            next_tick = (now / tick + 1) * tick;
+        }
+    }
+    for n in &mut nodes {
+        n.host.advance_events(&mut n.ev, end).map_err(host_err(n))?;
+    }
+    progress(end, end);
+    finish(spec, b, nodes, rec, run, (duration, steps))
+}
+
+/// Job `j`'s next iteration at `at`: every worker computes `compute_ns`, then sends its bytes.
+fn push_iteration(
+    b: &mut Built,
+    nodes: &mut [Node],
+    workers: &mut [Worker],
+    j: usize,
+    at: u64,
+    compute_ns: u64,
+    dt: u64,
+) {
+    let range = b.jobs[j].flows.clone();
+    b.jobs[j].phase = Phase::Comm(range.len());
+    for f in range {
+        let w = &mut workers[f];
+        let n = &mut nodes[w.node];
+        let server = &mut n.host.guests[w.guest].server;
+        w.done = server.done;
+        w.state = State::Computing;
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+        server.push_order(at, compute_ns, b.flows[f].bytes.round() as u64);
+        // Its server sees the order in the step after `at`.
+        n.ev.wake_at(w.guest, at + dt, dt);
+    }
+}
+
+/// The run's result: the fabric's figures, the monitors' traffic, each host's own.
+fn finish(
+    spec: &FabricSpec,
+    b: Built,
+    nodes: Vec<Node>,
+    rec: Recorder,
+    run: &RunOptions,
+    (duration, steps): (f64, u64),
+) -> Result<HostsResult, HostsError> {
+    let mut traffic: Vec<Option<VmBytes>> = vec![None; b.flows.len()];
+    let mut hosts = Vec::new();
+    for n in nodes {
+        let flows = n.flows.clone();
+        let r = n.host.finish(duration);
+        if run.traffic {
+            for (k, vm) in r.traffic.iter().flatten().enumerate() {
+                let f = flows[k];
+                // Counted per host-core interval from the guest's start (0 here); at the
+                // fabric's interval when they are the same (1 ms).
+                traffic[f] = Some(VmBytes {
+                    vm: b.vms[f].clone(),
+                    job: b.jobs[b.flows[f].job as usize].name.clone(),
+                    bytes: vm.tx_bytes.clone(),
+                });
+            }
+        }
+        hosts.push(r);
+    }
+    let fabric = FabricResult {
+        name: spec.name.clone(),
+        duration_s: duration,
+        hosts: spec.hosts.len(),
+        links: b.net.links.len(),
+        flows: b.flows.len(),
+        steps,
+        jobs: job_results(&b.jobs, &b.flows, &b.vms, &b.shapes),
+        series: rec.series(&b.net, &b.jobs, &b.recorded),
+        interval_ms: 1.0,
+        traffic: traffic.into_iter().flatten().collect(),
+    };
+    Ok(HostsResult { fabric, hosts })
+}
