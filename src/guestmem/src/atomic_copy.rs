@@ -41,23 +41,29 @@ pub(crate) unsafe fn copy_out(src: *const u8, dst: &mut [u8]) {
 /// # Safety
 /// `dst .. dst + src.len()` must be valid, mapped, writable memory for the duration of the call.
 pub(crate) unsafe fn copy_in(src: &[u8], dst: *mut u8) {
-    let mut i = 0;
     let n = src.len();
-    while i < n {
+    // Unaligned head, byte by byte.
+    let head = (dst as usize).wrapping_neg() % 8;
+    let head = head.min(n);
+    for (i, &b) in src[..head].iter().enumerate() {
         // SAFETY: i < n, so dst + i is inside the range the caller vouched for.
-        let p = unsafe { dst.add(i) };
-        if (p as usize).is_multiple_of(8) && n - i >= 8 {
-            let mut w = [0u8; 8];
-            w.copy_from_slice(&src[i..i + 8]);
-            // SAFETY: p is 8-aligned and p..p+8 is inside the caller's writable range.
-            unsafe { AtomicU64::from_ptr(p as *mut u64) }
-                .store(u64::from_ne_bytes(w), Ordering::Relaxed);
-            i += 8;
-        } else {
-            // SAFETY: p is inside the caller's writable range.
-            unsafe { AtomicU8::from_ptr(p) }.store(src[i], Ordering::Relaxed);
-            i += 1;
-        }
+        unsafe { AtomicU8::from_ptr(dst.add(i)) }.store(b, Ordering::Relaxed);
+    }
+    // Aligned body, a word at a time.
+    let mut i = head;
+    let (body, tail) = src[head..].split_at((n - head) / 8 * 8);
+    for chunk in body.chunks_exact(8) {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(chunk);
+        // SAFETY: dst + i is 8-aligned (head skipped to alignment) and i + 8 <= n, inside the
+        // caller's writable range.
+        unsafe { AtomicU64::from_ptr(dst.add(i) as *mut u64) }
+            .store(u64::from_ne_bytes(w), Ordering::Relaxed);
+        i += 8;
+    }
+    for (k, &b) in tail.iter().enumerate() {
+        // SAFETY: i + k < n, inside the caller's writable range.
+        unsafe { AtomicU8::from_ptr(dst.add(i + k)) }.store(b, Ordering::Relaxed);
     }
 }
 

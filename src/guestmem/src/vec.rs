@@ -110,6 +110,25 @@ mod tests {
     }
 
     #[test]
+    fn every_offset_and_length_writes_exactly_its_span() {
+        let m = VecMemory::new(64);
+        for off in 0..17u64 {
+            for len in 0..40usize {
+                let fill = vec![0xeeu8; 64];
+                m.write(GuestAddress(0), &fill).unwrap();
+                let data: Vec<u8> = (0..len).map(|i| (i as u8).wrapping_mul(7)).collect();
+                m.write(GuestAddress(off), &data).unwrap();
+                let mut all = vec![0u8; 64];
+                m.read(GuestAddress(0), &mut all).unwrap();
+                let o = off as usize;
+                assert!(all[..o].iter().all(|&b| b == 0xee), "{off} {len}");
+                assert_eq!(&all[o..o + len], &data[..], "{off} {len}");
+                assert!(all[o + len..].iter().all(|&b| b == 0xee), "{off} {len}");
+            }
+        }
+    }
+
+    #[test]
     fn rejects_access_past_the_end() {
         let m = VecMemory::new(64);
         let mut b = [0u8; 8];

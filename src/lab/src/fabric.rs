@@ -95,6 +95,8 @@ struct Worker {
     done: u64,
     /// The marking probability on its path this step.
     mark: f64,
+    /// The ceiling last set on its vport, bits/s (0: none).
+    ceiling: u64,
 }
 
 struct Node {
@@ -144,6 +146,7 @@ fn nodes(
             wire: 0,
             done: 0,
             mark: 0.0,
+            ceiling: 0,
         };
         b.flows.len()
     ];
@@ -328,6 +331,7 @@ pub fn run_on_hosts(
                 workers[f].state = State::Idle;
                 nodes[w.node].sending -= 1;
                 nodes[w.node].host.set_fabric_ceiling(w.guest, None, t);
+                workers[f].ceiling = 0;
                 let j = b.flows[f].job as usize;
                 if let Phase::Comm(n) = b.jobs[j].phase {
                     if n <= 1 {
