@@ -76,3 +76,41 @@ fn fabric_runs_a_scenario_and_finds_each_workers_period() {
         assert!((p / it - 1.0).abs() < 0.05, "{f}");
     }
 }
+
+#[test]
+fn fabric_on_lab_hosts_runs_a_policy_on_every_host_and_finds_periods_in_the_monitors_counts() {
+    let out = stdout(&resex(&[
+        "lab",
+        "fabric",
+        "tools/scenarios/fabric/two-jobs.toml",
+        "--lab-hosts",
+        "--policy",
+        "ioshares",
+        "--duration",
+        "2",
+        "--json",
+    ]));
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let hosts = v["hosts"].as_array().unwrap();
+    assert_eq!(hosts.len(), 4, "{out}");
+    for h in hosts {
+        assert_eq!(h["policy"], "ioshares", "{h}");
+        assert!(h["vms"][0]["mtus"].as_u64().unwrap() > 0, "{h}");
+    }
+    let found = v["detected"].as_array().unwrap();
+    assert_eq!(found.len(), 4, "{out}");
+    for f in found {
+        let p = f["period_ms"].as_f64().unwrap_or_else(|| panic!("{f}"));
+        let it = f["iteration_ms"].as_f64().unwrap();
+        assert!((p / it - 1.0).abs() < 0.05, "{f}");
+    }
+    // --policy without --lab-hosts is refused by the parser.
+    let bad = resex(&[
+        "lab",
+        "fabric",
+        "tools/scenarios/fabric/two-jobs.toml",
+        "--policy",
+        "ioshares",
+    ]);
+    assert!(!bad.status.success());
+}
