@@ -64,6 +64,7 @@ fn unknown<T>(what: &'static str, name: &str, m: &HashMap<&str, T>) -> FabricErr
 #[allow(clippy::too_many_lines)]
 pub fn build(spec: &FabricSpec) -> Result<Built, FabricError> {
     spec.cc.dcqcn.check().map_err(FabricError::Invalid)?;
+    spec.net.check().map_err(FabricError::Invalid)?;
     if spec.hosts.is_empty() || spec.hosts.len() > MAX_HOSTS {
         return Err(FabricError::Invalid(format!(
             "a fabric needs 1..={MAX_HOSTS} hosts, this one has {}",

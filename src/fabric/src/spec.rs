@@ -174,6 +174,42 @@ impl NetSpec {
     }
 }
 
+impl NetSpec {
+    /// Checks the values: thresholds and buffer in KB, finite, `0 <= kmin < kmax`, at most
+    /// 1 GB; `pmax` in [0, 1]; `mtu` 64..=65536 bytes.
+    pub fn check(&self) -> Result<(), String> {
+        let kb = |what: &str, x: f64| {
+            if x.is_finite() && (0.0..=1e6).contains(&x) {
+                Ok(())
+            } else {
+                Err(format!("[net] {what} = {x}: must be 0..=1000000 KB"))
+            }
+        };
+        kb("kmin_kb", self.kmin_kb)?;
+        kb("kmax_kb", self.kmax_kb)?;
+        kb("buffer_kb", self.buffer_kb)?;
+        if self.kmax_kb <= self.kmin_kb {
+            return Err(format!(
+                "[net] kmax_kb = {} must be above kmin_kb = {}",
+                self.kmax_kb, self.kmin_kb
+            ));
+        }
+        if self.buffer_kb <= 0.0 {
+            return Err("[net] buffer_kb must be above 0".into());
+        }
+        if !(self.pmax.is_finite() && (0.0..=1.0).contains(&self.pmax)) {
+            return Err(format!("[net] pmax = {}: must be 0..=1", self.pmax));
+        }
+        if !(self.mtu.is_finite() && (64.0..=65536.0).contains(&self.mtu)) {
+            return Err(format!(
+                "[net] mtu = {}: must be 64..=65536 bytes",
+                self.mtu
+            ));
+        }
+        Ok(())
+    }
+}
+
 impl Default for NetSpec {
     fn default() -> Self {
         Self {

@@ -220,6 +220,22 @@ fn mistakes_get_clear_errors() {
     let mut s = shared(&[(20.0, 10.0)], false);
     s.dt_us = 0.0;
     assert!(run(&s, &RunOptions::default()).is_err());
+    // [net]'s values are checked, each with its name.
+    for (what, set) in [
+        (
+            "kmax_kb",
+            (|n: &mut resex_fabric::spec::NetSpec| n.kmax_kb = 1.0) as fn(&mut _),
+        ),
+        ("kmin_kb", |n| n.kmin_kb = f64::NAN),
+        ("pmax", |n| n.pmax = 2.0),
+        ("buffer_kb", |n| n.buffer_kb = 0.0),
+        ("mtu", |n| n.mtu = 0.0),
+    ] {
+        let mut s = shared(&[(20.0, 10.0)], false);
+        set(&mut s.net);
+        let e = run(&s, &RunOptions::default()).unwrap_err().to_string();
+        assert!(e.contains(what), "{what}: {e}");
+    }
     let e =
         FabricSpec::from_toml("name = \"x\"\nduration_s = 1\n[[host]]\nname = \"a\"\nbogus = 1\n")
             .unwrap_err();
