@@ -90,7 +90,7 @@ impl Job {
     /// compute phase starts. Returns when that phase ends (`None`: the job is done).
     pub fn finish_iteration(&mut self, done: u64) -> Option<u64> {
         if self.iters.len() < crate::sim::MAX_ITERS {
-            self.iters.push(done - self.iter_start);
+            self.iters.push(done.saturating_sub(self.iter_start));
         }
         self.iter_start = done;
         if self.target > 0 && self.iters.len() as u64 >= self.target {

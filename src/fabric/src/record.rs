@@ -32,6 +32,11 @@ impl Recorder {
         end_ns: u64,
         opts: &RunOptions,
     ) -> Result<Self, FabricError> {
+        if opts.interval_ns == 0 || opts.bucket_ns == 0 {
+            return Err(FabricError::Invalid(
+                "interval and bucket must be > 0 ns".into(),
+            ));
+        }
         let intervals = usize::try_from(end_ns / opts.interval_ns + 1).unwrap_or(usize::MAX);
         let traffic: Vec<Vec<f64>> = if opts.traffic {
             let cells = intervals.saturating_mul(vms);

@@ -233,6 +233,14 @@ pub fn run_on_hosts(
         ))
         .into());
     }
+    if run.interval_ns != 1_000_000 || run.bucket_ns == 0 {
+        return Err(FabricError::Invalid(
+            "on lab hosts the per-VM interval is the host core's 1 ms, and the bucket must be \
+             above 0 ns"
+                .into(),
+        )
+        .into());
+    }
     let mut b = build(spec)?;
     if b.flows.len() > MAX_WORKERS {
         return Err(FabricError::Invalid(format!(
@@ -242,8 +250,20 @@ pub fn run_on_hosts(
         ))
         .into());
     }
+    // Hosts step on the grid of `dt`: the run ends on it.
+    let end = (to_ns(duration) / dt * dt).max(dt);
+    let cells = usize::try_from(end / 1_000_000 + 1)
+        .unwrap_or(usize::MAX)
+        .saturating_mul(b.flows.len());
+    if run.traffic && cells > resex_fabric::sim::MAX_CELLS {
+        return Err(FabricError::Invalid(format!(
+            "per-VM traffic of {} VMs over {} virtual s is too large to record",
+            b.flows.len(),
+            duration
+        ))
+        .into());
+    }
     let (mut nodes, mut workers) = nodes(spec, &b, dt, duration, run.traffic, opts)?;
-    let end = to_ns(duration);
     let params = spec.cc.dcqcn;
     let adaptive = spec.cc.mode == CcMode::Adaptive;
     let mtu = spec.net.mtu;
@@ -265,18 +285,21 @@ pub fn run_on_hosts(
     let tick = (end / 100).max(1);
     let mut next_tick = tick;
     while now < end {
-        let t = if active.is_empty() {
+        let stepping = !active.is_empty();
+        let t = if !stepping {
             nodes.iter().map(|n| n.ev.next).min().unwrap_or(end)
         } else {
             now + dt
         }
-        .clamp(now + dt, end.max(now + dt));
+        .clamp(now + dt, end);
         let h = t - now;
         // 1. The links serve the rates the sending flows offer; each gets its share as the
         //    ceiling of its vport.
         for &f in &active {
             let fl = &b.flows[f];
-            b.net.offer_slots(&fl.slots, fl.cc.rc);
+            let w = &workers[f];
+            b.net
+                .offer_slots(&fl.slots, offer(&nodes[w.node].host, w.guest, fl.cc.rc));
         }
         b.net.serve(h);
         for &f in &active {
@@ -286,9 +309,13 @@ pub fn run_on_hosts(
             w.mark = p;
             #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
             let bps = ((fl.cc.rc * share * 8.0) as u64).max(1000);
-            nodes[w.node]
-                .host
-                .set_fabric_ceiling(w.guest, Some(bps), now);
+            // The rate moves every T, or when a link pauses: most steps leave it as it is.
+            if bps != w.ceiling {
+                w.ceiling = bps;
+                nodes[w.node]
+                    .host
+                    .set_fabric_ceiling(w.guest, Some(bps), now);
+            }
         }
         // 2. The hosts move to t.
         for n in &mut nodes {
@@ -363,7 +390,7 @@ pub fn run_on_hosts(
             }
         }
         now = t;
-        steps += 1;
+        steps += u64::from(stepping);
         if now >= next_tick {
             progress(now, end);
             next_tick = (now / tick + 1) * tick;
@@ -374,6 +401,16 @@ pub fn run_on_hosts(
     }
     progress(end, end);
     finish(spec, b, nodes, rec, run, (duration, steps))
+}
+
+/// What a sending flow offers the links: its controller's rate, or less when its host's own
+/// transmit limit (the core's, or the scenario's) is lower.
+fn offer(host: &LabHost, guest: usize, rc: f64) -> f64 {
+    #[allow(clippy::cast_precision_loss)]
+    host.guests
+        .get(guest)
+        .and_then(|g| g.policy_tx.max_bps)
+        .map_or(rc, |m| rc.min(m as f64 / 8.0))
 }
 
 /// Job `j`'s next iteration at `at`: every worker computes `compute_ns`, then sends its bytes.
@@ -413,7 +450,7 @@ fn finish(
     let mut traffic: Vec<Option<VmBytes>> = vec![None; b.flows.len()];
     let mut hosts = Vec::new();
     for n in nodes {
-        let flows = n.flows.clone();
+        let flows = n.flows;
         let r = n.host.finish(duration);
         if run.traffic {
             for (k, vm) in r.traffic.iter().flatten().enumerate() {
@@ -442,4 +479,35 @@ fn finish(
         traffic: traffic.into_iter().flatten().collect(),
     };
     Ok(HostsResult { fabric, hosts })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_external_order_waits_for_its_arrival_whoever_steps_the_guest() {
+        let scenario: Scenario = serde_json::from_value(serde_json::json!({
+            "name": "h",
+            "link": {"preset": "100g"},
+            "guest": [{"name": "w0", "benchex": {"buffer": CHUNK, "chunk": CHUNK, "rate": 0.0}}],
+        }))
+        .unwrap();
+        let cfg = LabConfig {
+            external: true,
+            ..LabConfig::default()
+        };
+        let mut host = LabHost::new(&scenario, cfg).unwrap();
+        let s = &mut host.guests[0].server;
+        s.push_order(1_000_000, 0, 3 * CHUNK);
+        assert_eq!(s.next_event(5_000, 5_000), Some(1_005_000));
+        // Stepped early (as a cap or a vCPU period would): the order is not taken.
+        s.step(10_000, 5_000).unwrap();
+        assert!(!s.sending());
+        s.step(1_000_000, 5_000).unwrap();
+        assert!(!s.sending());
+        // The first step that ends after it: computed (0 ns) and posted.
+        s.step(1_005_000, 5_000).unwrap();
+        assert!(s.sending() && s.posted);
+    }
 }

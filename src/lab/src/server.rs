@@ -185,10 +185,20 @@ impl Server {
         ))
     }
 
+    /// Bytes per WRITE (0: the whole reply in one). An external order without a chunk size
+    /// sends WRITEs of the buffer: they all reuse it.
+    fn chunk(&self) -> u64 {
+        if self.work.external && self.work.chunk == 0 {
+            self.work.buffer.max(1)
+        } else {
+            self.work.chunk
+        }
+    }
+
     /// WRITEs per reply.
     fn chunks(&self) -> u64 {
         let bytes = self.order_bytes;
-        match self.work.chunk {
+        match self.chunk() {
             0 => 1,
             c if c >= bytes => 1,
             c => bytes.div_ceil(c),
@@ -206,18 +216,13 @@ impl Server {
         matches!(self.state, State::Waiting { .. })
     }
 
-    /// Waiting, computing or sending an order.
-    pub fn busy(&self) -> bool {
-        !matches!(self.state, State::Ready) || !self.orders.is_empty()
-    }
-
     /// Posts `n` chunks of the reply from chunk `from` on, each signalled.
     fn post_chunks(&mut self, n: u64, from: u64) -> Result<(), resex_shim::ShimError> {
         let bytes = self.order_bytes;
         let size = if self.chunks() == 1 {
             bytes
         } else {
-            self.work.chunk
+            self.chunk()
         };
         for k in from..from + n {
             let len = size.min(bytes - k * size);
@@ -277,8 +282,9 @@ impl Server {
         match self.state {
             State::Waiting { .. } => {}
             State::Ready if self.work.external => {
-                if !self.orders.is_empty() {
-                    at(soon);
+                // An order is taken in the first step that ends after its arrival.
+                if let Some(&(a, _, _)) = self.orders.front() {
+                    at(((a / dt_ns + 1) * dt_ns).max(soon));
                 }
             }
             State::Ready if self.work.rate > 0.0 && self.queue.is_empty() => {
@@ -380,13 +386,16 @@ impl Server {
                 }
                 State::Ready => {
                     let arrived = if self.work.external {
-                        match self.orders.pop_front() {
-                            Some((a, c, b)) => {
+                        // Not before it arrives (a cap or a vCPU period can step the guest
+                        // earlier than the order's own wake-up).
+                        match self.orders.front() {
+                            Some(&(a, c, b)) if a < now_ns => {
+                                self.orders.pop_front();
                                 self.order_compute = c;
                                 self.order_bytes = b;
                                 a
                             }
-                            None => return Ok(()),
+                            _ => return Ok(()),
                         }
                     } else if self.work.rate > 0.0 {
                         match self.queue.pop_front() {
