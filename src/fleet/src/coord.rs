@@ -7,6 +7,11 @@
 //! longer in the round is deleted; without a (valid) topology every allocation is. A round whose
 //! inputs cannot be solved allocates nothing new and keeps the session; an etcd call that fails
 //! or times out fails the session like any other call.
+//!
+//! Every write is fenced by the election: each transaction holds only if the coordinator's
+//! election key still exists with the creation revision its campaign won with
+//! ([`CoordState::fence`]). A coordinator deposed between two of its checks (its key deleted,
+//! another host elected) has its writes refused, and its session ends.
 
 use crate::alloc::{Allocation, Planner, RoundReport};
 use crate::config::FleetConfig;
@@ -14,7 +19,7 @@ use crate::error::FleetError;
 use crate::keys;
 use crate::record::HostSummary;
 use crate::topology::Topology;
-use etcd_client::{Client, GetOptions, PutOptions, Txn, TxnOp};
+use etcd_client::{Client, Compare, CompareOp, GetOptions, PutOptions, Txn, TxnOp};
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
@@ -93,6 +98,9 @@ pub struct CoordState {
     log: resex_common::LogLimiter,
     /// A refused allocation of this host's, logged at a bounded rate.
     pub(crate) bad_alloc: resex_common::LogLimiter,
+    /// The election key this host won with and its creation revision: every write holds only
+    /// while it is unchanged (`None`: unfenced, as in the scale bench).
+    pub fence: Option<(Vec<u8>, i64)>,
 }
 
 /// A round's outcome, with its wall time.
@@ -167,7 +175,7 @@ pub async fn coordinate(
     let solve = t1.elapsed();
     let put = || Some(PutOptions::new().with_lease(lease));
     let mut now: HashSet<String> = HashSet::with_capacity(allocs.len());
-    let mut batch = Batch::default();
+    let mut batch = Batch::new(st.fence.clone());
     for a in &allocs {
         let v = serde_json::to_vec(a).map_err(|e| FleetError::Etcd(e.to_string()))?;
         now.insert(a.host.clone());
@@ -194,14 +202,23 @@ pub async fn coordinate(
     }))
 }
 
-/// Operations sent in transactions of at most [`TXN_OPS`] operations and [`TXN_BYTES`] bytes.
-#[derive(Default)]
+/// Operations sent in transactions of at most [`TXN_OPS`] operations and [`TXN_BYTES`] bytes,
+/// each fenced by the election key when there is one.
 struct Batch {
     ops: Vec<TxnOp>,
     bytes: usize,
+    fence: Option<(Vec<u8>, i64)>,
 }
 
 impl Batch {
+    fn new(fence: Option<(Vec<u8>, i64)>) -> Self {
+        Self {
+            ops: Vec::new(),
+            bytes: 0,
+            fence,
+        }
+    }
+
     async fn push(&mut self, c: &mut Client, bytes: usize, op: TxnOp) -> Result<(), FleetError> {
         if !self.ops.is_empty() && (self.ops.len() == TXN_OPS || self.bytes + bytes > TXN_BYTES) {
             self.flush(c).await?;
@@ -213,9 +230,24 @@ impl Batch {
 
     async fn flush(&mut self, c: &mut Client) -> Result<(), FleetError> {
         if !self.ops.is_empty() {
-            c.txn(Txn::new().and_then(std::mem::take(&mut self.ops)))
+            let mut txn = Txn::new();
+            if let Some((key, rev)) = &self.fence {
+                txn = txn.when([Compare::create_revision(
+                    key.clone(),
+                    CompareOp::Equal,
+                    *rev,
+                )]);
+            }
+            let r = c
+                .txn(txn.and_then(std::mem::take(&mut self.ops)))
                 .await
                 .map_err(etcd)?;
+            if !r.succeeded() {
+                self.bytes = 0;
+                return Err(FleetError::Etcd(
+                    "this host no longer holds the election: its writes were refused".into(),
+                ));
+            }
         }
         self.bytes = 0;
         Ok(())
@@ -227,7 +259,7 @@ async fn withdraw(c: &mut Client, p: &str, st: &mut CoordState) -> Result<(), Fl
     if st.written.is_empty() {
         return Ok(());
     }
-    let mut batch = Batch::default();
+    let mut batch = Batch::new(st.fence.clone());
     for h in st.written.drain() {
         let k = keys::alloc(p, &h);
         batch.push(c, k.len(), TxnOp::delete(k, None)).await?;

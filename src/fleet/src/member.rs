@@ -272,6 +272,8 @@ async fn session(
     stale: &mut Option<i64>,
 ) -> Result<(), FleetError> {
     let (cfg, record) = (ctx.cfg, ctx.record);
+    // Not the coordinator until this session's campaign is won.
+    ctx.coord.fence = None;
     let third = Duration::from_millis(u64::try_from(cfg.ttl_s).unwrap_or(5) * 1000 / 3);
     let timed =
         |what: &'static str| move |_| FleetError::Etcd(format!("{what}: no answer in {third:?}"));
@@ -418,7 +420,9 @@ async fn session(
             }
             won = &mut campaign, if campaigning => {
                 campaigning = false;
-                won.map_err(etcd)?;
+                let won = won.map_err(etcd)?;
+                // Every write of this coordinator is fenced by the key it won with.
+                ctx.coord.fence = won.leader().map(|k| (k.key().to_vec(), k.rev()));
                 set(state, |s| s.leader = true);
                 tracing::info!("fleet: {host} coordinates the fleet");
             }

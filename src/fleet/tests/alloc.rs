@@ -200,3 +200,73 @@ fn a_hostile_allocation_is_refused_and_lifts_nothing_it_should_not() {
     std::thread::sleep(Duration::from_millis(600));
     assert!(last(&ta).is_none(), "{:?}", last(&ta));
 }
+
+#[test]
+fn a_deposed_coordinators_writes_are_refused() {
+    let Some(e) = etcd() else { return };
+    let cfg = FleetConfig::new(vec![e.url()]);
+    let p = cfg.prefix.clone();
+    let mut f = Fleet::connect(&cfg).unwrap();
+    let topo = Topology::from_toml(
+        "[[link]]\nname = \"up\"\ncapacity_mbps = 1000\nhosts = [\"n1\", \"n2\"]\n",
+    )
+    .unwrap();
+    f.set_topology(&topo).unwrap();
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(async {
+            let mut c = etcd_client::Client::connect([e.url()], None).await.unwrap();
+            for h in ["n1", "n2"] {
+                let s = HostSummary {
+                    host: h.into(),
+                    at_unix_ms: unix_ms(),
+                    policy: "none".into(),
+                    link_util: 0.9,
+                    vms: vec![VmSummary {
+                        name: format!("{h}-bulk"),
+                        tx_mbps: 900.0,
+                        cpu_pct: 10.0,
+                        cap_pct: None,
+                        tx_share_mbps: None,
+                        tx_max_mbps: None,
+                        lat_p99_us: None,
+                        intf_pct: None,
+                    }],
+                };
+                let v = serde_json::to_vec(&s).unwrap();
+                c.put(resex_fleet::keys::summary(&p, h), v, None)
+                    .await
+                    .unwrap();
+            }
+            let lease = c.lease_grant(30, None).await.unwrap().id();
+            let won = c
+                .election_client()
+                .campaign(resex_fleet::keys::election(&p), "n1", lease)
+                .await
+                .unwrap();
+            let key = won.leader().unwrap().key().to_vec();
+            let mut st = resex_fleet::coord::CoordState::default();
+            st.fence = Some((key.clone(), won.leader().unwrap().rev()));
+            use resex_fleet::coord::coordinate;
+            // Elected: the round's allocations are written.
+            let r = coordinate(&mut c, &cfg, "n1", lease, &mut st, unix_ms())
+                .await
+                .unwrap()
+                .unwrap();
+            assert_eq!(r.report.allocations, 2);
+            let n1 = resex_fleet::keys::alloc(&p, "n1");
+            let before = c.get(n1.as_str(), None).await.unwrap().kvs()[0].mod_revision();
+            // Deposed (its election key deleted, as an admin or a lost lease would): the next
+            // round's writes are refused, and nothing it wrote changes.
+            c.delete(key, None).await.unwrap();
+            let err = coordinate(&mut c, &cfg, "n1", lease, &mut st, unix_ms())
+                .await
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("no longer holds the election"), "{err}");
+            let after = c.get(n1.as_str(), None).await.unwrap().kvs()[0].mod_revision();
+            assert_eq!(before, after);
+        });
+}
