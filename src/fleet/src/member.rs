@@ -20,7 +20,7 @@ use crate::record::{HostRecord, HostSummary};
 use etcd_client::PutOptions;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// What a member knows of itself.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -47,7 +47,9 @@ pub struct MemberState {
     pub round_allocations: usize,
     /// Allocations (rounds) this host applied.
     pub applied: u64,
-    /// Ceilings in the allocation in force on this host (0: none, the local policy alone).
+    /// Ceilings in the allocation in force on this host (0: none, the local policy alone, or
+    /// the allocation lapsed: `valid_ms` after it was read with nothing newer, as the core lets
+    /// it lapse).
     pub ceilings: usize,
 }
 
@@ -220,6 +222,7 @@ async fn run(
             on_alloc,
             coord: &mut coord,
             applied: None,
+            applied_until: None,
         };
         let r = session(&mut ctx, &stop, &crash, &state, &mut stale).await;
         if ctx.applied.is_some() {
@@ -262,6 +265,8 @@ struct Session<'a> {
     coord: &'a mut CoordState,
     /// The (coordinator, round) of the allocation in force.
     applied: Option<(String, u64)>,
+    /// When it was read, and how long it holds without a newer one.
+    applied_until: Option<Instant>,
 }
 
 async fn session(
@@ -408,7 +413,15 @@ async fn session(
                     Err(e) => return Err(e),
                 };
                 let id = a.as_ref().map(|a| (a.coordinator.clone(), a.round));
+                if id == ctx.applied && ctx.applied_until.is_some_and(|u| Instant::now() >= u) {
+                    // The core has let it lapse (nothing newer came in time): so does the view.
+                    ctx.applied_until = None;
+                    set(state, |s| s.ceilings = 0);
+                }
                 if id != ctx.applied {
+                    ctx.applied_until = a
+                        .as_ref()
+                        .map(|a| Instant::now() + Duration::from_millis(a.valid_ms));
                     (ctx.on_alloc)(a.as_ref());
                     ctx.applied = id;
                     let n = a.as_ref().map_or(0, |a| a.vms.len());

@@ -199,6 +199,22 @@ fn a_hostile_allocation_is_refused_and_lifts_nothing_it_should_not() {
     );
     std::thread::sleep(Duration::from_millis(600));
     assert!(last(&ta).is_none(), "{:?}", last(&ta));
+    // A fresh one (a coordinator that then hangs: no newer round) is applied, and once its
+    // valid_ms pass with nothing newer the view stops counting its ceilings, as the core
+    // lets them lapse.
+    let fresh = format!(
+        r#"{{"host":"solo","coordinator":"x","round":10,"at_unix_ms":{},"valid_ms":800,"vms":[{{"vm":"v","max_mbps":5}}]}}"#,
+        unix_ms()
+    );
+    raw(&e, "/resex/v1/alloc/solo", Some(&fresh));
+    wait("applied", Duration::from_secs(3), || {
+        matches!(last(&ta), Some(Some(_))) && a.state().ceilings == 1
+    });
+    wait("lapsed in the view", Duration::from_secs(3), || {
+        a.state().ceilings == 0
+    });
+    // Lapsed, not lifted: the daemon was told nothing new (its core lets the ceilings lapse).
+    assert!(matches!(last(&ta), Some(Some(_))), "{:?}", last(&ta));
 }
 
 #[test]
