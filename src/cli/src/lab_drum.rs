@@ -78,19 +78,6 @@ fn config(a: &DrumArgs, hosts: usize, apps: usize) -> Config {
     c
 }
 
-/// Peak resident memory of this process so far, MiB (Linux).
-fn peak_rss_mib() -> Option<f64> {
-    let s = std::fs::read_to_string("/proc/self/status").ok()?;
-    let kib: f64 = s
-        .lines()
-        .find(|l| l.starts_with("VmHWM:"))?
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()?;
-    Some(kib / 1024.0)
-}
-
 pub fn drum(a: &DrumArgs) -> Result<()> {
     if a.hosts == 0 || a.apps == 0 || a.iterations == 0 {
         bail!("--hosts, --apps and --iterations must be at least 1");
@@ -126,7 +113,7 @@ pub fn drum(a: &DrumArgs) -> Result<()> {
             }
         })
         .with_context(|| format!("n = {n}, m = {m}"))?;
-        o.peak_rss_mib = peak_rss_mib();
+        o.peak_rss_mib = resex_rt::peak_rss_mib();
         if let Some(dir) = &a.plot {
             let path = dir.join(format!("drum-n{n}-m{m}.svg"));
             crate::lab_drum_plot::convergence(&o, &path)?;

@@ -57,6 +57,17 @@ fn a_bad_group_is_a_clear_error() {
     assert!(err.contains("alexnet") && err.contains("dlrm"), "{err}");
 }
 
+/// Each of the four workers' periods, found in its traffic, within 5% of its iterations.
+fn four_periods_within_5_percent(v: &serde_json::Value, out: &str) {
+    let found = v["detected"].as_array().unwrap();
+    assert_eq!(found.len(), 4, "{out}");
+    for f in found {
+        let p = f["period_ms"].as_f64().unwrap_or_else(|| panic!("{f}"));
+        let it = f["iteration_ms"].as_f64().unwrap();
+        assert!((p / it - 1.0).abs() < 0.05, "{f}");
+    }
+}
+
 #[test]
 fn fabric_runs_a_scenario_and_finds_each_workers_period() {
     let out = stdout(&resex(&[
@@ -68,13 +79,7 @@ fn fabric_runs_a_scenario_and_finds_each_workers_period() {
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     let jobs = v["result"]["jobs"].as_array().unwrap();
     assert_eq!(jobs.len(), 2);
-    let found = v["detected"].as_array().unwrap();
-    assert_eq!(found.len(), 4, "{out}");
-    for f in found {
-        let p = f["period_ms"].as_f64().unwrap_or_else(|| panic!("{f}"));
-        let it = f["iteration_ms"].as_f64().unwrap();
-        assert!((p / it - 1.0).abs() < 0.05, "{f}");
-    }
+    four_periods_within_5_percent(&v, &out);
 }
 
 #[test]
@@ -97,13 +102,7 @@ fn fabric_on_lab_hosts_runs_a_policy_on_every_host_and_finds_periods_in_the_moni
         assert_eq!(h["policy"], "ioshares", "{h}");
         assert!(h["vms"][0]["mtus"].as_u64().unwrap() > 0, "{h}");
     }
-    let found = v["detected"].as_array().unwrap();
-    assert_eq!(found.len(), 4, "{out}");
-    for f in found {
-        let p = f["period_ms"].as_f64().unwrap_or_else(|| panic!("{f}"));
-        let it = f["iteration_ms"].as_f64().unwrap();
-        assert!((p / it - 1.0).abs() < 0.05, "{f}");
-    }
+    four_periods_within_5_percent(&v, &out);
     // --policy without --lab-hosts is refused by the parser.
     let bad = resex(&[
         "lab",

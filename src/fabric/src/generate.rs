@@ -8,6 +8,19 @@ use crate::spec::{FabricSpec, HostSpec, JobSpec, TorSpec};
 /// Workers per generated job.
 pub const WORKERS: usize = 4;
 
+/// The scale benchmarks' fabric from their arguments `[HOSTS VMS SECONDS DT_US]` (default 100
+/// hosts x 32 VMs, 10 virtual s, the leaf-spine's step), racks of 10.
+#[must_use]
+pub fn leaf_spine_from_args(args: &[String]) -> FabricSpec {
+    let arg = |i: usize, d: f64| args.get(i).and_then(|a| a.parse().ok()).unwrap_or(d);
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    let (hosts, vms) = (arg(0, 100.0) as usize, arg(1, 32.0) as usize);
+    let mut spec = leaf_spine(hosts, vms, 10, 1);
+    spec.duration_s = arg(2, 10.0);
+    spec.dt_us = arg(3, spec.dt_us);
+    spec
+}
+
 /// The leaf-spine (see the module's documentation). `vms * hosts` must be a multiple of 4.
 #[must_use]
 pub fn leaf_spine(hosts: usize, vms: usize, per_tor: usize, seed: u64) -> FabricSpec {

@@ -57,6 +57,26 @@ pub struct VmBytes {
     pub bytes: Vec<u64>,
 }
 
+impl FabricResult {
+    /// Iterations finished, all jobs.
+    #[must_use]
+    pub fn iterations(&self) -> usize {
+        self.jobs.iter().map(|j| j.iter_ms.len()).sum()
+    }
+
+    /// The mean over jobs of (mean iteration after the first) / (alone): how much the fabric
+    /// slowed its jobs (jobs without two iterations left out).
+    #[must_use]
+    pub fn mean_slowdown(&self) -> f64 {
+        let slow: Vec<f64> = self
+            .jobs
+            .iter()
+            .filter_map(|j| Some(j.mean_after(1)? / j.alone_ms))
+            .collect();
+        slow.iter().sum::<f64>() / slow.len().max(1) as f64
+    }
+}
+
 /// A whole run.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct FabricResult {

@@ -15,20 +15,38 @@ fn etcd() -> Option<LocalEtcd> {
     resex_fleet::local::installed_or_skip().then(|| LocalEtcd::start().unwrap())
 }
 
-/// Writes (or with `None` deletes) a key directly, as another tool on the same etcd would.
-fn raw(e: &LocalEtcd, key: &str, value: Option<&str>) {
+fn block_on<F: std::future::Future>(f: F) -> F::Output {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap()
-        .block_on(async {
-            let mut c = etcd_client::Client::connect([e.url()], None).await.unwrap();
-            match value {
-                Some(v) => c.put(key, v, None).await.map(drop),
-                None => c.delete(key, None).await.map(drop),
-            }
-            .unwrap();
-        });
+        .block_on(f)
+}
+
+/// A VM's summary: its rate, and whether it reports latency.
+fn vm(name: &str, tx_mbps: f64, reporting: bool) -> VmSummary {
+    VmSummary {
+        name: name.into(),
+        tx_mbps,
+        cpu_pct: 10.0,
+        cap_pct: None,
+        tx_share_mbps: None,
+        tx_max_mbps: None,
+        lat_p99_us: reporting.then_some(40.0),
+        intf_pct: None,
+    }
+}
+
+/// Writes (or with `None` deletes) a key directly, as another tool on the same etcd would.
+fn raw(e: &LocalEtcd, key: &str, value: Option<&str>) {
+    block_on(async {
+        let mut c = etcd_client::Client::connect([e.url()], None).await.unwrap();
+        match value {
+            Some(v) => c.put(key, v, None).await.map(drop),
+            None => c.delete(key, None).await.map(drop),
+        }
+        .unwrap();
+    });
 }
 
 fn wait(what: &str, limit: Duration, mut ok: impl FnMut() -> bool) -> Duration {
@@ -59,19 +77,7 @@ fn member(e: &LocalEtcd, host: &str, vms: &[(&str, f64, bool)]) -> (Member, Told
         version: "test".into(),
     };
     let h = host.to_string();
-    let vms: Vec<VmSummary> = vms
-        .iter()
-        .map(|(n, tx, reporting)| VmSummary {
-            name: (*n).into(),
-            tx_mbps: *tx,
-            cpu_pct: 10.0,
-            cap_pct: None,
-            tx_share_mbps: None,
-            tx_max_mbps: None,
-            lat_p99_us: reporting.then_some(40.0),
-            intf_pct: None,
-        })
-        .collect();
+    let vms: Vec<VmSummary> = vms.iter().map(|&(n, tx, r)| vm(n, tx, r)).collect();
     let told: Told = Arc::default();
     let t = told.clone();
     let m = Member::spawn_with(
@@ -228,61 +234,48 @@ fn a_deposed_coordinators_writes_are_refused() {
     )
     .unwrap();
     f.set_topology(&topo).unwrap();
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(async {
-            let mut c = etcd_client::Client::connect([e.url()], None).await.unwrap();
-            for h in ["n1", "n2"] {
-                let s = HostSummary {
-                    host: h.into(),
-                    at_unix_ms: unix_ms(),
-                    policy: "none".into(),
-                    link_util: 0.9,
-                    vms: vec![VmSummary {
-                        name: format!("{h}-bulk"),
-                        tx_mbps: 900.0,
-                        cpu_pct: 10.0,
-                        cap_pct: None,
-                        tx_share_mbps: None,
-                        tx_max_mbps: None,
-                        lat_p99_us: None,
-                        intf_pct: None,
-                    }],
-                };
-                let v = serde_json::to_vec(&s).unwrap();
-                c.put(resex_fleet::keys::summary(&p, h), v, None)
-                    .await
-                    .unwrap();
-            }
-            let lease = c.lease_grant(30, None).await.unwrap().id();
-            let won = c
-                .election_client()
-                .campaign(resex_fleet::keys::election(&p), "n1", lease)
+    block_on(async {
+        let mut c = etcd_client::Client::connect([e.url()], None).await.unwrap();
+        for h in ["n1", "n2"] {
+            let s = HostSummary {
+                host: h.into(),
+                at_unix_ms: unix_ms(),
+                policy: "none".into(),
+                link_util: 0.9,
+                vms: vec![vm(&format!("{h}-bulk"), 900.0, false)],
+            };
+            let v = serde_json::to_vec(&s).unwrap();
+            c.put(resex_fleet::keys::summary(&p, h), v, None)
                 .await
                 .unwrap();
-            let key = won.leader().unwrap().key().to_vec();
-            let mut st = resex_fleet::coord::CoordState::default();
-            st.fence = Some((key.clone(), won.leader().unwrap().rev()));
-            use resex_fleet::coord::coordinate;
-            // Elected: the round's allocations are written.
-            let r = coordinate(&mut c, &cfg, "n1", lease, &mut st, unix_ms())
-                .await
-                .unwrap()
-                .unwrap();
-            assert_eq!(r.report.allocations, 2);
-            let n1 = resex_fleet::keys::alloc(&p, "n1");
-            let before = c.get(n1.as_str(), None).await.unwrap().kvs()[0].mod_revision();
-            // Deposed (its election key deleted, as an admin or a lost lease would): the next
-            // round's writes are refused, and nothing it wrote changes.
-            c.delete(key, None).await.unwrap();
-            let err = coordinate(&mut c, &cfg, "n1", lease, &mut st, unix_ms())
-                .await
-                .unwrap_err()
-                .to_string();
-            assert!(err.contains("no longer holds the election"), "{err}");
-            let after = c.get(n1.as_str(), None).await.unwrap().kvs()[0].mod_revision();
-            assert_eq!(before, after);
-        });
+        }
+        let lease = c.lease_grant(30, None).await.unwrap().id();
+        let won = c
+            .election_client()
+            .campaign(resex_fleet::keys::election(&p), "n1", lease)
+            .await
+            .unwrap();
+        let key = won.leader().unwrap().key().to_vec();
+        let mut st = resex_fleet::coord::CoordState::default();
+        st.fence = Some((key.clone(), won.leader().unwrap().rev()));
+        use resex_fleet::coord::coordinate;
+        // Elected: the round's allocations are written.
+        let r = coordinate(&mut c, &cfg, "n1", lease, &mut st, unix_ms())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(r.report.allocations, 2);
+        let n1 = resex_fleet::keys::alloc(&p, "n1");
+        let before = c.get(n1.as_str(), None).await.unwrap().kvs()[0].mod_revision();
+        // Deposed (its election key deleted, as an admin or a lost lease would): the next
+        // round's writes are refused, and nothing it wrote changes.
+        c.delete(key, None).await.unwrap();
+        let err = coordinate(&mut c, &cfg, "n1", lease, &mut st, unix_ms())
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("no longer holds the election"), "{err}");
+        let after = c.get(n1.as_str(), None).await.unwrap().kvs()[0].mod_revision();
+        assert_eq!(before, after);
+    });
 }

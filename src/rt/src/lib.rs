@@ -1,6 +1,7 @@
 //! Real-time helpers for the host's time-critical threads (softhca's port, resexd's loop): ask
 //! for `SCHED_FIFO` at a modest priority, fall back to a raised nice value, and say which one
-//! the thread got, so that a caller can tell its user once when neither was allowed.
+//! the thread got, so that a caller can tell its user once when neither was allowed. Also the
+//! process's peak resident memory, which the benchmarks and the lab report.
 
 use std::fmt;
 
@@ -75,6 +76,20 @@ pub fn set_timer_slack(ns: u64) {
     unsafe {
         libc::prctl(libc::PR_SET_TIMERSLACK, ns as libc::c_ulong, 0, 0, 0);
     }
+}
+
+/// Peak resident memory of this process so far (`VmHWM`), MiB; `None` where `/proc` has no
+/// answer.
+pub fn peak_rss_mib() -> Option<f64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let kib: f64 = s
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()?;
+    Some(kib / 1024.0)
 }
 
 #[cfg(test)]

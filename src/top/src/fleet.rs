@@ -333,13 +333,8 @@ pub fn run(
     let result = (|| -> Result<(), FleetTopError> {
         while !app.quit {
             terminal.draw(|f| draw(f, &app))?;
-            match rx.recv_timeout(Duration::from_millis(250)) {
-                Ok(e) => app.on(e),
-                Err(mpsc::RecvTimeoutError::Timeout) => {}
-                Err(mpsc::RecvTimeoutError::Disconnected) => break,
-            }
-            while let Ok(e) = rx.try_recv() {
-                app.on(e);
+            if !crate::term::pump(&rx, |e| app.on(e)) {
+                break;
             }
         }
         Ok(())

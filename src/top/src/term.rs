@@ -85,13 +85,8 @@ pub fn run(opts: &TopOptions) -> Result<Ended, TopError> {
     let result = (|| -> Result<Ended, TopError> {
         while !app.quit && !done() {
             terminal.draw(|f| ui::draw(f, &app))?;
-            match rx.recv_timeout(Duration::from_millis(250)) {
-                Ok(e) => app.on(e),
-                Err(mpsc::RecvTimeoutError::Timeout) => {}
-                Err(mpsc::RecvTimeoutError::Disconnected) => break,
-            }
-            while let Ok(e) = rx.try_recv() {
-                app.on(e);
+            if !pump(&rx, |e| app.on(e)) {
+                break;
             }
         }
         Ok(if app.quit { Ended::User } else { Ended::Done })
@@ -102,4 +97,18 @@ pub fn run(opts: &TopOptions) -> Result<Ended, TopError> {
     let _ = keys.join();
     ratatui::restore();
     result
+}
+
+/// Hands `on` the next event (waiting up to 250 ms, the redraw period), then every event
+/// already queued; false when the senders are gone.
+pub(crate) fn pump<E>(rx: &mpsc::Receiver<E>, mut on: impl FnMut(E)) -> bool {
+    match rx.recv_timeout(Duration::from_millis(250)) {
+        Ok(e) => on(e),
+        Err(mpsc::RecvTimeoutError::Timeout) => {}
+        Err(mpsc::RecvTimeoutError::Disconnected) => return false,
+    }
+    while let Ok(e) = rx.try_recv() {
+        on(e);
+    }
+    true
 }
