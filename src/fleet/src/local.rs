@@ -35,6 +35,19 @@ pub fn free_port() -> Result<u16, FleetError> {
         .port())
 }
 
+/// For tests and benches: runs `f` to completion on a single-threaded runtime (direct etcd
+/// calls beside a member's own thread).
+///
+/// # Panics
+/// When the runtime cannot be built (out of threads or file descriptors).
+pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime")
+        .block_on(f)
+}
+
 /// Is the etcd binary installed?
 #[must_use]
 pub fn installed() -> bool {

@@ -6,21 +6,13 @@
 #![cfg(feature = "etcd")]
 
 use resex_fleet::etcd::{unix_ms, Fleet, Member};
-use resex_fleet::local::LocalEtcd;
+use resex_fleet::local::{block_on, LocalEtcd};
 use resex_fleet::{FleetConfig, HostRecord, HostSummary, Topology, VmSummary};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 fn etcd() -> Option<LocalEtcd> {
     resex_fleet::local::installed_or_skip().then(|| LocalEtcd::start().unwrap())
-}
-
-fn block_on<F: std::future::Future>(f: F) -> F::Output {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(f)
 }
 
 /// A VM's summary: its rate, and whether it reports latency.

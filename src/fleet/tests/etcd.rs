@@ -5,22 +5,13 @@
 #![cfg(feature = "etcd")]
 
 use resex_fleet::etcd::{unix_ms, Fleet, Member};
-use resex_fleet::local::LocalEtcd;
+use resex_fleet::local::{block_on, LocalEtcd};
 use resex_fleet::{FleetConfig, HostRecord, HostSummary, VmSummary};
 use std::time::{Duration, Instant};
 
 /// The real etcd, or `None` (with a line) when it is not installed outside CI.
 fn etcd() -> Option<LocalEtcd> {
     resex_fleet::local::installed_or_skip().then(|| LocalEtcd::start().unwrap())
-}
-
-/// Runs `f` to completion on a single-threaded runtime (for direct etcd writes).
-fn block_on<F: std::future::Future>(f: F) -> F::Output {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(f)
 }
 
 fn cfg(e: &LocalEtcd, host: &str, ttl: i64) -> FleetConfig {
