@@ -145,6 +145,7 @@ mod tests {
                 tx: Some(TxLimit {
                     share_bps: None,
                     max_bps: Some(2_000_000_000),
+                    weight: None,
                 }),
             },
             Request::Rate {

@@ -332,6 +332,7 @@ mod tests {
         let tx = TxLimit {
             share_bps: Some(500_000_000),
             max_bps: None,
+            weight: None,
         };
         assert_eq!(l.save("uuid-a").unwrap(), serde_json::json!(7));
         l.set("uuid-a", tx).unwrap();
@@ -362,6 +363,7 @@ mod tests {
         let t = TxLimit {
             share_bps: Some(1),
             max_bps: None,
+            weight: None,
         };
         assert_eq!(tx_of(&tx_json(t)).unwrap(), t);
         assert!(tx_of(&serde_json::json!("x")).is_err());

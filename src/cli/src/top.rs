@@ -246,7 +246,11 @@ pub fn rate(a: RateArgs) -> Result<()> {
         (Some("none" | "off"), None, None) => None,
         (Some(w), _, _) => bail!("`{w}`: use --share and --max, or `none` alone"),
         (None, None, None) => bail!("give --share, --max or both, or `none` to unpin"),
-        (None, share_bps, max_bps) => Some(resex_common::TxLimit { share_bps, max_bps }),
+        (None, share_bps, max_bps) => Some(resex_common::TxLimit {
+            share_bps,
+            max_bps,
+            weight: None,
+        }),
     };
     let path = a.api.unwrap_or_else(default_socket);
     let msg = ApiClient::connect(&path)?.rate(&a.vm, tx)?;

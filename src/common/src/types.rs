@@ -44,17 +44,24 @@ pub struct LatencyReport {
     pub p999_ns: f64,
 }
 
-/// A VM's place in its NIC port's transmit scheduler, as mlx5 vport QoS has it (devlink rate
-/// `tx_share` / `tx_max`, or the legacy per-VF min/max rate): a guaranteed share and a ceiling,
-/// in bits per second. `None` in a field: no setting (work-conserving, uncapped).
+/// A VM's place in its NIC port's transmit scheduler, as devlink rate has it: a guaranteed
+/// rate (`tx_share`, or the legacy per-VF `min_tx_rate`), a ceiling (`tx_max`, `max_tx_rate`),
+/// both in bits per second, and a weight for the port's spare capacity (`tx_weight`). `None`
+/// in a field: no setting (work-conserving, uncapped, the default weight).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct TxLimit {
-    /// Guaranteed share of the port, bits per second.
+    /// Guaranteed rate, bits per second: traffic within it is served ahead of the port's
+    /// excess traffic (the committed rate of HTB or DCB ETS; an entitlement).
     #[serde(default)]
     pub share_bps: Option<u64>,
     /// Ceiling, bits per second.
     #[serde(default)]
     pub max_bps: Option<u64>,
+    /// Weight in the split of the excess, the capacity beyond every guaranteed rate
+    /// (1..=100, relative to the other vports'; `None`: from the guaranteed rate, as mlx5's
+    /// `bw_share`, or 1 without one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight: Option<u32>,
 }
 
 impl TxLimit {
@@ -62,11 +69,21 @@ impl TxLimit {
     pub const NONE: TxLimit = TxLimit {
         share_bps: None,
         max_bps: None,
+        weight: None,
     };
 
-    /// True when neither a share nor a ceiling is set.
+    /// A guaranteed rate and a ceiling, with the default weight.
+    pub const fn new(share_bps: Option<u64>, max_bps: Option<u64>) -> TxLimit {
+        TxLimit {
+            share_bps,
+            max_bps,
+            weight: None,
+        }
+    }
+
+    /// True when nothing is set.
     pub fn is_none(&self) -> bool {
-        self.share_bps.is_none() && self.max_bps.is_none()
+        self.share_bps.is_none() && self.max_bps.is_none() && self.weight.is_none()
     }
 }
 
@@ -111,10 +128,18 @@ impl fmt::Display for TxLimit {
             }
         };
         match (self.share_bps, self.max_bps) {
-            (None, None) => f.write_str("none"),
+            (None, None) if self.weight.is_none() => return f.write_str("none"),
+            (None, None) => Ok(()),
             (Some(s), None) => write!(f, "share {}", bits(s)),
             (None, Some(m)) => write!(f, "max {}", bits(m)),
             (Some(s), Some(m)) => write!(f, "share {} max {}", bits(s), bits(m)),
+        }?;
+        match self.weight {
+            Some(w) if self.share_bps.is_none() && self.max_bps.is_none() => {
+                write!(f, "weight {w}")
+            }
+            Some(w) => write!(f, " weight {w}"),
+            None => Ok(()),
         }
     }
 }
@@ -138,6 +163,7 @@ mod tests {
         let t = TxLimit {
             share_bps: Some(500_000_000),
             max_bps: Some(2_000_000_000),
+            weight: None,
         };
         assert_eq!(t.to_string(), "share 500.0Mbit max 2.000Gbit");
         let j = serde_json::to_string(&t).unwrap();

@@ -41,6 +41,7 @@ pub fn combine(policy: TxLimit, fleet: Option<u64>) -> TxLimit {
     TxLimit {
         share_bps: policy.share_bps.map(|s| s.min(max)),
         max_bps: Some(max),
+        weight: policy.weight,
     }
 }
 
@@ -133,18 +134,21 @@ mod tests {
             combine(none, Some(100)),
             TxLimit {
                 share_bps: None,
-                max_bps: Some(100)
+                max_bps: Some(100),
+                weight: None,
             }
         );
         let p = TxLimit {
             share_bps: Some(300),
             max_bps: Some(500),
+            weight: None,
         };
         assert_eq!(
             combine(p, Some(200)),
             TxLimit {
                 share_bps: Some(200),
-                max_bps: Some(200)
+                max_bps: Some(200),
+                weight: None,
             }
         );
         assert_eq!(combine(p, Some(900)), p);

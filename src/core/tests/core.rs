@@ -337,6 +337,7 @@ fn transmit_limits_are_pinned_only_where_a_lever_exists_and_restored() {
     let t = resex_core::TxLimit {
         share_bps: Some(500_000_000),
         max_bps: Some(2_000_000_000),
+        weight: None,
     };
     let (msg, i) = core.pin_tx("vm1", Some(t)).unwrap();
     assert_eq!(
@@ -352,6 +353,7 @@ fn transmit_limits_are_pinned_only_where_a_lever_exists_and_restored() {
     let upside_down = resex_core::TxLimit {
         share_bps: Some(3),
         max_bps: Some(2),
+        weight: None,
     };
     assert_eq!(
         core.pin_tx("vm1", Some(upside_down)).unwrap_err(),

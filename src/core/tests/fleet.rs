@@ -14,6 +14,7 @@ fn ceiling(bps: u64) -> TxLimit {
     TxLimit {
         share_bps: None,
         max_bps: Some(bps),
+        weight: None,
     }
 }
 

@@ -220,6 +220,7 @@ fn kill_dash_nine_then_restart_or_restore_puts_transmit_limits_back() {
     let own = TxLimit {
         share_bps: None,
         max_bps: Some(6_000_000_000),
+        weight: None,
     };
     hca.set_tx_limit(vport, own, 0);
     std::fs::create_dir_all(&run).unwrap();
@@ -260,6 +261,7 @@ fn kill_dash_nine_then_restart_or_restore_puts_transmit_limits_back() {
     let pinned = TxLimit {
         share_bps: Some(1_000_000_000),
         max_bps: Some(2_000_000_000),
+        weight: None,
     };
     let api = dir.path().join("api.sock");
     let pin = || {

@@ -46,10 +46,12 @@ fn eventually(what: &str, ok: impl Fn() -> bool) {
 const ORIGINAL: TxLimit = TxLimit {
     share_bps: None,
     max_bps: Some(25_000_000_000),
+    weight: None,
 };
 const PINNED: TxLimit = TxLimit {
     share_bps: Some(1_000_000_000),
     max_bps: Some(4_000_000_000),
+    weight: None,
 };
 
 #[test]

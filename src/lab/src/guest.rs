@@ -174,8 +174,8 @@ impl Guest {
         match self.fabric_max {
             None => self.policy_tx,
             Some(f) => resex_common::TxLimit {
-                share_bps: self.policy_tx.share_bps,
                 max_bps: Some(self.policy_tx.max_bps.map_or(f, |m| m.min(f))),
+                ..self.policy_tx
             },
         }
     }

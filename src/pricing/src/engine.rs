@@ -387,6 +387,7 @@ fn as_ceilings(
             TxLimit {
                 share_bps: None,
                 max_bps: Some(max.max(1)),
+                weight: None,
             }
         };
         let why = if tx.is_none() {

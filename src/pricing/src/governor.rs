@@ -417,6 +417,7 @@ impl Governor {
         let tx = TxLimit {
             share_bps: self.shares.get(&id).copied(),
             max_bps,
+            weight: None,
         };
         let reason = if max_bps.is_some() {
             TxReason::Limit {

@@ -134,6 +134,7 @@ impl Policy for Progress {
                         TxLimit {
                             share_bps: Some(share),
                             max_bps: None,
+                            weight: None,
                         },
                         TxReason::Progress {
                             progress_pct: p.max(0.0) * 100.0,

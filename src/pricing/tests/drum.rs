@@ -94,14 +94,16 @@ fn two_vms_split_the_link_where_both_capacities_bind() {
         share(1),
         Some(TxLimit {
             share_bps: Some(7_120_000_000),
-            max_bps: None
+            max_bps: None,
+            weight: None,
         })
     );
     assert_eq!(
         share(2),
         Some(TxLimit {
             share_bps: Some(880_000_000),
-            max_bps: None
+            max_bps: None,
+            weight: None,
         })
     );
     // The idle VM has no limit (none was ever set, so no decision either).
@@ -163,6 +165,7 @@ fn a_reporting_vm_weighs_ten_so_its_share_comes_a_hundred_to_one() {
     let share = |bps| TxLimit {
         share_bps: Some(bps),
         max_bps: None,
+        weight: None,
     };
     assert_eq!(
         last,

@@ -22,6 +22,7 @@ impl Policy for Shares {
                     TxLimit {
                         share_bps: Some(2_000_000_000),
                         max_bps: None,
+                        weight: None,
                     },
                     TxReason::Protect { victim: VmId(1) },
                 )
@@ -59,6 +60,7 @@ fn tx_proposals_become_decisions_only_when_they_change() {
     let share = TxLimit {
         share_bps: Some(2_000_000_000),
         max_bps: None,
+        weight: None,
     };
     // Actuation every 10 intervals (10 ms): on at 10, off at 40; nothing in between.
     assert_eq!(

@@ -127,6 +127,7 @@ mod tests {
         let t = TxLimit {
             share_bps: Some(7),
             max_bps: None,
+            weight: None,
         };
         let input = format!(
             "{}\nnot json\n{}\n",

@@ -188,10 +188,7 @@ fn default_ram() -> Size {
 impl GuestSpec {
     /// Its fixed transmit limit ([`resex_common::TxLimit::NONE`] when the scenario sets none).
     pub fn tx(&self) -> resex_common::TxLimit {
-        resex_common::TxLimit {
-            share_bps: self.tx_share.map(|r| r.0),
-            max_bps: self.tx_max.map(|r| r.0),
-        }
+        resex_common::TxLimit::new(self.tx_share.map(|r| r.0), self.tx_max.map(|r| r.0))
     }
 }
 

@@ -36,6 +36,7 @@ fn share(bps: u64) -> TxLimit {
     TxLimit {
         share_bps: Some(bps),
         max_bps: None,
+        weight: None,
     }
 }
 
@@ -73,6 +74,7 @@ fn a_ceiling_holds_within_2_percent_over_every_100_ms_window() {
         TxLimit {
             share_bps: None,
             max_bps: Some(max),
+            weight: None,
         },
         0,
     );

@@ -166,18 +166,9 @@ fn limit(cfg: &DrumConfig, ctx: &Ctx<'_>, x: f64) -> TxLimit {
     #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
     let bps = |f: f64| Some(((f * ctx.link_bps).round() as u64).max(1));
     match cfg.rate_as {
-        RateAs::Share => TxLimit {
-            share_bps: bps(q),
-            max_bps: None,
-        },
-        RateAs::Ceiling => TxLimit {
-            share_bps: None,
-            max_bps: bps(q.max(floor)),
-        },
-        RateAs::Both => TxLimit {
-            share_bps: bps(q),
-            max_bps: bps(q.max(floor)),
-        },
+        RateAs::Share => TxLimit::new(bps(q), None),
+        RateAs::Ceiling => TxLimit::new(None, bps(q.max(floor))),
+        RateAs::Both => TxLimit::new(bps(q), bps(q.max(floor))),
     }
 }
 
