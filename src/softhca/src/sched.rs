@@ -1,27 +1,35 @@
-//! One port's transmit scheduler, modelled on mlx5 vport QoS (the rate lever).
+//! One port's transmit scheduler, modelled on vport QoS (the rate lever).
 //!
 //! With no limit set on any of the port's vports (guests), flows (a QP's requests, or the
 //! responses to its READs) take turns packet by packet, round robin: the link model as it
 //! always was. Once a vport of the port has a limit, the port schedules vports first and their
-//! flows round robin within each:
+//! flows round robin within each, in two tiers:
 //!
-//! - **Shares** (`tx_share`): weighted fair sharing between the vports with packets waiting,
-//!   packet by packet (start-time fair queueing, the MTU-granular form of weighted round robin):
+//! - **Committed traffic first** (`tx_share`, a guaranteed rate; an entitlement): a vport's
+//!   packets within its guaranteed rate are served ahead of every vport's excess, as the
+//!   committed rate of HTB or DCB ETS. Each vport with a guarantee `g` keeps a virtual clock
+//!   `T` (VirtualClock, Zhang 1990): a committed packet of `b` wire bits sent at `t` moves it to
+//!   `max(T, t) + b / g`. A vport may send committed while `T < t + W` ([`COMMIT_WINDOW_PS`]:
+//!   a token bucket of `g x W` bits filled at `g`), and among those the smallest `T` goes
+//!   first: the vport that used the least of its guarantee lately. A light vport (a
+//!   latency-sensitive guest well within its guarantee) thus sends a whole message at the
+//!   link's rate ahead of a heavy one, whose clock runs `W` ahead; and every vport that
+//!   demands its guarantee gets it over any window of about `W`, whatever the others do, as
+//!   long as the guarantees add up to at most the link.
+//! - **The excess** (what no committed packet wants) is shared by weighted fair queueing
+//!   between the vports with packets waiting, packet by packet (start-time fair queueing):
 //!   each packet gets a virtual start tag, `max(virtual time, the vport's last finish)`, and
 //!   finishes `wire bits / weight` later; the waiting packet with the smallest start tag goes
-//!   next. As mlx5 computes `bw_share`, a vport's weight is its share relative to the largest
-//!   share on the port, scaled to 1..100; a vport without a share weighs 1. Two saturating
-//!   vports with shares 3:1 get 75/25 of the port; a vport alone gets all of it (work
-//!   conserving); vports of equal weight alternate packet by packet, so a small message from a
-//!   vport with a large share waits for at most one packet of each other vport. (Deficit round
-//!   robin with a quantum of weight x MTU gets the same long-run split but serves a weight-100
-//!   vport's quantum, 100 packets, back to back: a weight-25 latency-sensitive vport beside two
-//!   weight-100 ones then waited for 200 packets at a time; in the lab its p99 was 6.8 x its
-//!   latency alone.)
+//!   next. A vport's weight is its `weight` (devlink `tx_weight`), or else, as mlx5 computes
+//!   `bw_share`, its guarantee relative to the largest guarantee on the port, scaled to
+//!   1..100; a vport with neither weighs 1. Two saturating vports with guarantees 3:1 (and no
+//!   weights) get 75/25 of the port, committed and excess together; a vport alone gets all of
+//!   it (work conserving). (Deficit round robin with a quantum of weight x MTU gets the same
+//!   long-run split but serves a weight-100 vport's quantum, 100 packets, back to back.)
 //! - **Ceilings** (`tx_max`): a token bucket per vport, filled at the ceiling, as deep as
 //!   100 us of it (at least two packets); a vport may send while it holds tokens (a packet may
 //!   take it into debt, repaid before the next), so its rate over any window longer than a
-//!   few hundred microseconds is the ceiling.
+//!   few hundred microseconds is the ceiling. A ceiling holds over both tiers.
 //!
 //! Times are picoseconds; token amounts are in 10^-12 bits, so a ceiling of r bits/s fills
 //! exactly r units per picosecond and nothing is rounded.
@@ -36,6 +44,11 @@ const VT_PER_BIT: u128 = 100;
 const UNITS_PER_BIT: i128 = 1_000_000_000_000;
 /// Bucket depth, ps of the ceiling.
 const DEPTH_PS: i128 = 100_000_000;
+/// The committed tier's window `W`, ps: a vport may run its virtual clock this far ahead of
+/// real time (a bucket of `W` of its guaranteed rate). 10 ms: a guest that has been within its
+/// guarantee sends a burst of up to `W` of it (2.5 MB at 2 Gb/s) at the link's rate ahead of
+/// the heavy senders; over windows longer than about `W` every vport gets its guarantee.
+pub const COMMIT_WINDOW_PS: u64 = 10_000_000_000;
 
 #[derive(Debug, Clone, Default)]
 struct Vport {
@@ -49,6 +62,8 @@ struct Vport {
     /// Token bucket: the amount at `tokens_at` (ps).
     tokens: i128,
     tokens_at: u64,
+    /// The committed tier's virtual clock `T`, ps (see the module's documentation).
+    clock: u64,
 }
 
 impl Vport {
@@ -64,7 +79,7 @@ impl Vport {
         (self.tokens + r * dt).min(self.depth(packet_bits))
     }
 
-    /// The earliest time from `t` at which it may send.
+    /// The earliest time from `t` at which its ceiling lets it send.
     fn ready_at(&self, t: u64, packet_bits: i128) -> u64 {
         let Some(r) = self.limit.max_bps.filter(|&r| r > 0) else {
             return t;
@@ -77,6 +92,19 @@ impl Vport {
         let wait = (1 - have + r - 1) / r;
         t.saturating_add(u64::try_from(wait).unwrap_or(u64::MAX))
     }
+
+    /// Its guaranteed rate, if any.
+    fn guarantee(&self) -> Option<u64> {
+        self.limit.share_bps.filter(|&g| g > 0)
+    }
+
+    /// Its virtual clock after a committed packet of `wire_bits` sent at `t`.
+    fn clock_after(&self, t: u64, wire_bits: u64, g: u64) -> u64 {
+        let ps = u128::from(wire_bits) * 1_000_000_000_000 / u128::from(g.max(1));
+        self.clock
+            .max(t)
+            .saturating_add(u64::try_from(ps).unwrap_or(u64::MAX))
+    }
 }
 
 /// One port's queue of flows waiting for the wire.
@@ -88,11 +116,13 @@ pub(crate) struct PortQueue {
     vports: BTreeMap<u32, Vport>,
     /// Vports with flows waiting, by their head packet's start tag (while limited).
     active: BTreeSet<(u128, u32)>,
-    /// Virtual time: the start tag of the last packet picked.
+    /// Vports with flows waiting and a guarantee, by their virtual clock (while limited).
+    committed: BTreeSet<(u64, u32)>,
+    /// Virtual time: the start tag of the last excess packet picked.
     vtime: u128,
     limited: bool,
-    /// The vport whose head flow was picked last (while limited).
-    selected: Option<u32>,
+    /// The vport whose head flow was picked last (while limited), and whether as committed.
+    selected: Option<(u32, bool)>,
     /// Nothing may start before this, ps: every waiting vport is out of tokens until then, or
     /// the picked flow was picked for that time.
     blocked_until: u64,
@@ -129,6 +159,9 @@ impl PortQueue {
             // Newly active: its head packet starts no earlier than now (virtual).
             v.start = v.finish.max(vtime);
             self.active.insert((v.start, vport));
+            if v.guarantee().is_some() {
+                self.committed.insert((v.clock, vport));
+            }
         }
     }
 
@@ -139,27 +172,45 @@ impl PortQueue {
             v.flows.retain(|f| f.0 != qpn);
         }
         let vports = &self.vports;
-        self.active
-            .retain(|(_, id)| vports.get(id).is_some_and(|v| !v.flows.is_empty()));
+        let waiting = |id: &u32| vports.get(id).is_some_and(|v| !v.flows.is_empty());
+        self.active.retain(|(_, id)| waiting(id));
+        self.committed.retain(|(_, id)| waiting(id));
     }
 
     /// Picks the flow that sends the next packet if the port starts at `t` (ps): the head of
-    /// the round robin, or (while limited) of the vport with the smallest start tag among those
-    /// with tokens. `None` when every waiting vport is out of tokens: then nothing starts before
-    /// [`PortQueue::earliest`].
+    /// the round robin, or (while limited) of the vport with the smallest virtual clock among
+    /// those within their guarantee, else of the vport with the smallest start tag; either
+    /// with tokens under its ceiling. `None` when every waiting vport is out of tokens: then
+    /// nothing starts before [`PortQueue::earliest`].
     pub(crate) fn pick(&mut self, t: u64, packet_bits: i128) -> Option<Flow> {
         if !self.limited {
             return self.rr.front().map(|(f, _)| *f);
         }
-        // The smallest start tag among the vports with tokens (ties: the lower vport).
-        let best = self.active.iter().copied().find(|(_, id)| {
+        let ready = |id: &u32| {
             self.vports
                 .get(id)
                 .is_some_and(|v| v.ready_at(t, packet_bits) <= t)
+        };
+        // Committed: the smallest clock still inside the window, with ceiling tokens.
+        let horizon = t.saturating_add(COMMIT_WINDOW_PS);
+        let committed = self
+            .committed
+            .iter()
+            .take_while(|(clock, _)| *clock < horizon)
+            .find(|(_, id)| ready(id))
+            .map(|&(_, id)| (id, true));
+        // Else the excess: the smallest start tag among the vports with ceiling tokens.
+        let best = committed.or_else(|| {
+            self.active
+                .iter()
+                .find(|(_, id)| ready(id))
+                .map(|&(start, id)| {
+                    self.vtime = self.vtime.max(start);
+                    (id, false)
+                })
         });
-        if let Some((start, id)) = best {
-            self.selected = Some(id);
-            self.vtime = self.vtime.max(start);
+        if let Some((id, tier)) = best {
+            self.selected = Some((id, tier));
             // The packet starts no earlier than the time it was picked for.
             self.blocked_until = t;
             return self.vports.get(&id).and_then(|v| v.flows.front().copied());
@@ -188,23 +239,41 @@ impl PortQueue {
             return;
         }
         self.blocked_until = 0;
-        let Some(id) = self.selected else { return };
+        let Some((id, committed)) = self.selected else {
+            return;
+        };
+        let vtime = self.vtime;
         let Some(v) = self.vports.get_mut(&id) else {
             return;
         };
         v.tokens = v.tokens(start, packet_bits) - i128::from(wire_bits) * UNITS_PER_BIT;
         v.tokens_at = start;
         self.active.remove(&(v.start, id));
-        v.finish = v.start + u128::from(wire_bits) * VT_PER_BIT / u128::from(v.weight.max(1));
+        let guaranteed = v.guarantee();
+        if let Some(g) = guaranteed {
+            self.committed.remove(&(v.clock, id));
+            if committed {
+                v.clock = v.clock_after(start, wire_bits, g);
+            }
+        }
+        if committed {
+            // Committed service earns no credit in the excess: its tag keeps up with the
+            // virtual time.
+            v.start = v.start.max(vtime);
+        } else {
+            v.finish = v.start + u128::from(wire_bits) * VT_PER_BIT / u128::from(v.weight.max(1));
+            v.start = v.finish;
+        }
         if let Some(f) = v.flows.pop_front() {
             if more {
                 v.flows.push_back(f);
             }
         }
         if !v.flows.is_empty() {
-            // Its next packet starts where this one finished.
-            v.start = v.finish;
             self.active.insert((v.start, id));
+            if guaranteed.is_some() {
+                self.committed.insert((v.clock, id));
+            }
         }
     }
 
@@ -215,13 +284,14 @@ impl PortQueue {
             return;
         }
         self.blocked_until = 0;
-        let Some(id) = self.selected.take() else {
+        let Some((id, _)) = self.selected.take() else {
             return;
         };
         if let Some(v) = self.vports.get_mut(&id) {
             v.flows.pop_front();
             if v.flows.is_empty() {
                 self.active.remove(&(v.start, id));
+                self.committed.remove(&(v.clock, id));
             }
         }
     }
@@ -234,6 +304,7 @@ impl PortQueue {
             if v.limit.max_bps.is_some()
                 && limit.max_bps.is_some()
                 && v.limit.share_bps == limit.share_bps
+                && v.limit.weight == limit.weight
             {
                 let have = v.tokens(now, packet_bits);
                 v.limit = limit;
@@ -258,7 +329,13 @@ impl PortQueue {
             v.tokens = v.depth(packet_bits);
             v.tokens_at = now;
         }
+        // The committed tier follows the guarantee (the clock is kept: a new rate keeps the
+        // time its bucket needs to fill).
+        self.committed.remove(&(v.clock, vport));
         v.limit = limit;
+        if self.limited && v.guarantee().is_some() && !v.flows.is_empty() {
+            self.committed.insert((v.clock, vport));
+        }
         self.blocked_until = 0;
         self.reweigh();
         let limited = self.vports.values().any(|v| !v.limit.is_none());
@@ -271,6 +348,7 @@ impl PortQueue {
         } else if !limited && self.limited {
             self.limited = false;
             self.selected = None;
+            self.committed.clear();
             for (_, id) in std::mem::take(&mut self.active) {
                 if let Some(v) = self.vports.get_mut(&id) {
                     for f in v.flows.drain(..) {
@@ -288,7 +366,8 @@ impl PortQueue {
         self.vports.get(&vport).map_or(TxLimit::NONE, |v| v.limit)
     }
 
-    /// mlx5's `bw_share`: a share relative to the largest, scaled to 1..100; no share: 1.
+    /// Each vport's weight in the excess: its own `weight`, or mlx5's `bw_share` (its guarantee
+    /// relative to the largest, scaled to 1..100), or 1.
     fn reweigh(&mut self) {
         let max = self
             .vports
@@ -297,8 +376,9 @@ impl PortQueue {
             .max()
             .unwrap_or(0);
         for v in self.vports.values_mut() {
-            v.weight = match v.limit.share_bps {
-                Some(s) if max > 0 => {
+            v.weight = match (v.limit.weight, v.limit.share_bps) {
+                (Some(w), _) => u64::from(w).clamp(1, 100),
+                (None, Some(s)) if max > 0 => {
                     let w = (u128::from(s) * 100 + u128::from(max) / 2) / u128::from(max);
                     u64::try_from(w).unwrap_or(100).clamp(1, 100)
                 }
