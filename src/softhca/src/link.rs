@@ -108,6 +108,15 @@ pub struct Link {
     ports: Vec<Port>,
 }
 
+/// What is left of a message when one of its packets is sent, that packet included.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rest {
+    /// Payload bytes.
+    pub payload: u64,
+    /// Packets.
+    pub packets: u64,
+}
+
 /// A packet's schedule.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Sent {
@@ -218,6 +227,7 @@ impl Link {
 
     /// Sends one packet of `payload` bytes of the head flow of `from` to port `to`, ready no
     /// earlier than `ready_ps`; rotates the round robin (`more`: the flow has more packets).
+    /// The packet is a message of its own; [`Self::send_part`] sends one of a longer message.
     pub fn send(
         &mut self,
         from: PortId,
@@ -225,6 +235,31 @@ impl Link {
         payload: u64,
         ready_ps: u64,
         more: bool,
+    ) -> Sent {
+        self.send_part(
+            from,
+            to,
+            payload,
+            ready_ps,
+            more,
+            Rest {
+                payload,
+                packets: 1,
+            },
+        )
+    }
+
+    /// [`Self::send`] for one packet of a message (a work request) of which `rest` is left,
+    /// this packet included: the committed tier charges a vport's guarantee for a whole
+    /// message at once.
+    pub fn send_part(
+        &mut self,
+        from: PortId,
+        to: PortId,
+        payload: u64,
+        ready_ps: u64,
+        more: bool,
+        rest: Rest,
     ) -> Sent {
         let tx = self.cfg.packet_ps(payload);
         let base = self.cfg.base_ps();
@@ -236,9 +271,13 @@ impl Link {
             .max(ready_ps);
         let left = start + tx;
         self.ports[f].egress_free = left;
-        let wire_bits = (payload + u64::from(self.cfg.header_bytes)) * 8;
+        let header = u64::from(self.cfg.header_bytes);
+        let wire_bits = (payload + header) * 8;
+        let rest_bits = (rest.payload + rest.packets * header) * 8;
         let bits = self.packet_bits();
-        self.ports[f].q.sent(start, wire_bits, more, bits);
+        self.ports[f]
+            .q
+            .sent(start, (wire_bits, rest_bits.max(wire_bits)), more, bits);
         // Store and forward through the receiving port's ingress (the switch's egress to it).
         let in_start = self.ports[t].ingress_free.max(left);
         let in_end = in_start + tx;

@@ -62,8 +62,11 @@ struct Vport {
     /// Token bucket: the amount at `tokens_at` (ps).
     tokens: i128,
     tokens_at: u64,
-    /// The committed tier's virtual clock `T`, ps (see the module's documentation).
+    /// The committed tier's virtual clock `T`, ps: the deadline of the last message charged
+    /// to its guarantee (see the module's documentation).
     clock: u64,
+    /// Wire bits charged to its guarantee and not sent yet (an open message).
+    credit: u64,
 }
 
 impl Vport {
@@ -98,12 +101,21 @@ impl Vport {
         self.limit.share_bps.filter(|&g| g > 0)
     }
 
-    /// Its virtual clock after a committed packet of `wire_bits` sent at `t`.
-    fn clock_after(&self, t: u64, wire_bits: u64, g: u64) -> u64 {
-        let ps = u128::from(wire_bits) * 1_000_000_000_000 / u128::from(g.max(1));
-        self.clock
+    /// Where it stands in the committed tier: `None` without a guarantee, else whether it has
+    /// an open message, and its clock.
+    fn tier(&self) -> Option<(bool, u64)> {
+        self.guarantee().map(|_| (self.credit > 0, self.clock))
+    }
+
+    /// Charges a message of `bits` that starts at `t` to its guarantee `g`: its clock moves
+    /// to the message's deadline, `max(T, t) + bits / g`.
+    fn charge(&mut self, t: u64, bits: u64, g: u64) {
+        let ps = u128::from(bits) * 1_000_000_000_000 / u128::from(g.max(1));
+        self.clock = self
+            .clock
             .max(t)
-            .saturating_add(u64::try_from(ps).unwrap_or(u64::MAX))
+            .saturating_add(u64::try_from(ps).unwrap_or(u64::MAX));
+        self.credit = self.credit.saturating_add(bits);
     }
 }
 
@@ -116,8 +128,12 @@ pub(crate) struct PortQueue {
     vports: BTreeMap<u32, Vport>,
     /// Vports with flows waiting, by their head packet's start tag (while limited).
     active: BTreeSet<(u128, u32)>,
-    /// Vports with flows waiting and a guarantee, by their virtual clock (while limited).
-    committed: BTreeSet<(u64, u32)>,
+    /// Vports with flows waiting and an open message charged to their guarantee, by its
+    /// deadline (while limited).
+    open: BTreeSet<(u64, u32)>,
+    /// Vports with flows waiting, a guarantee and no open message, by their clock (while
+    /// limited): each may start a message while its clock is within the window.
+    closed: BTreeSet<(u64, u32)>,
     /// Virtual time: the start tag of the last excess packet picked.
     vtime: u128,
     limited: bool,
@@ -159,10 +175,24 @@ impl PortQueue {
             // Newly active: its head packet starts no earlier than now (virtual).
             v.start = v.finish.max(vtime);
             self.active.insert((v.start, vport));
-            if v.guarantee().is_some() {
-                self.committed.insert((v.clock, vport));
-            }
+            let tier = v.tier();
+            self.enter(vport, tier);
         }
+    }
+
+    /// Puts a vport with flows waiting into its committed tier (see [`Vport::tier`]).
+    fn enter(&mut self, id: u32, tier: Option<(bool, u64)>) {
+        match tier {
+            Some((true, clock)) => self.open.insert((clock, id)),
+            Some((false, clock)) => self.closed.insert((clock, id)),
+            None => false,
+        };
+    }
+
+    /// Takes a vport out of the committed tier.
+    fn leave(&mut self, id: u32, clock: u64) {
+        self.open.remove(&(clock, id));
+        self.closed.remove(&(clock, id));
     }
 
     /// Drops every queued flow of QP `qpn`.
@@ -174,7 +204,8 @@ impl PortQueue {
         let vports = &self.vports;
         let waiting = |id: &u32| vports.get(id).is_some_and(|v| !v.flows.is_empty());
         self.active.retain(|(_, id)| waiting(id));
-        self.committed.retain(|(_, id)| waiting(id));
+        self.open.retain(|(_, id)| waiting(id));
+        self.closed.retain(|(_, id)| waiting(id));
     }
 
     /// Picks the flow that sends the next packet if the port starts at `t` (ps): the head of
@@ -191,14 +222,20 @@ impl PortQueue {
                 .get(id)
                 .is_some_and(|v| v.ready_at(t, packet_bits) <= t)
         };
-        // Committed: the smallest clock still inside the window, with ceiling tokens.
+        // Committed: the earliest deadline among the open messages and the vports whose clock
+        // is inside the window, with ceiling tokens.
         let horizon = t.saturating_add(COMMIT_WINDOW_PS);
-        let committed = self
-            .committed
+        let open = self.open.iter().find(|(_, id)| ready(id));
+        let closed = self
+            .closed
             .iter()
             .take_while(|(clock, _)| *clock < horizon)
-            .find(|(_, id)| ready(id))
-            .map(|&(_, id)| (id, true));
+            .find(|(_, id)| ready(id));
+        let committed = match (open, closed) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+        .map(|&(_, id)| (id, true));
         // Else the excess: the smallest start tag among the vports with ceiling tokens.
         let best = committed.or_else(|| {
             self.active
@@ -227,9 +264,15 @@ impl PortQueue {
         None
     }
 
-    /// The picked flow sent a packet of `wire_bits` starting at `start` (ps); `more`: it has
-    /// more to send.
-    pub(crate) fn sent(&mut self, start: u64, wire_bits: u64, more: bool, packet_bits: i128) {
+    /// The picked flow sent a packet of `wire_bits` starting at `start` (ps), with `rest_bits`
+    /// left of its message, this packet included; `more`: it has more to send.
+    pub(crate) fn sent(
+        &mut self,
+        start: u64,
+        (wire_bits, rest_bits): (u64, u64),
+        more: bool,
+        packet_bits: i128,
+    ) {
         if !self.limited {
             if let Some(f) = self.rr.pop_front() {
                 if more {
@@ -246,15 +289,18 @@ impl PortQueue {
         let Some(v) = self.vports.get_mut(&id) else {
             return;
         };
+        self.open.remove(&(v.clock, id));
+        self.closed.remove(&(v.clock, id));
         v.tokens = v.tokens(start, packet_bits) - i128::from(wire_bits) * UNITS_PER_BIT;
         v.tokens_at = start;
         self.active.remove(&(v.start, id));
-        let guaranteed = v.guarantee();
-        if let Some(g) = guaranteed {
-            self.committed.remove(&(v.clock, id));
-            if committed {
-                v.clock = v.clock_after(start, wire_bits, g);
+        if let (Some(g), true) = (v.guarantee(), committed) {
+            // A message starts: its whole rest is charged to the guarantee at once, so each
+            // of its packets carries its deadline.
+            if v.credit < wire_bits {
+                v.charge(start, rest_bits, g);
             }
+            v.credit = v.credit.saturating_sub(wire_bits);
         }
         if committed {
             // Committed service earns no credit in the excess: its tag keeps up with the
@@ -271,9 +317,8 @@ impl PortQueue {
         }
         if !v.flows.is_empty() {
             self.active.insert((v.start, id));
-            if guaranteed.is_some() {
-                self.committed.insert((v.clock, id));
-            }
+            let tier = v.tier();
+            self.enter(id, tier);
         }
     }
 
@@ -291,7 +336,8 @@ impl PortQueue {
             v.flows.pop_front();
             if v.flows.is_empty() {
                 self.active.remove(&(v.start, id));
-                self.committed.remove(&(v.clock, id));
+                self.open.remove(&(v.clock, id));
+                self.closed.remove(&(v.clock, id));
             }
         }
     }
@@ -331,10 +377,11 @@ impl PortQueue {
         }
         // The committed tier follows the guarantee (the clock is kept: a new rate keeps the
         // time its bucket needs to fill).
-        self.committed.remove(&(v.clock, vport));
         v.limit = limit;
-        if self.limited && v.guarantee().is_some() && !v.flows.is_empty() {
-            self.committed.insert((v.clock, vport));
+        let (clock, tier, waiting) = (v.clock, v.tier(), !v.flows.is_empty());
+        self.leave(vport, clock);
+        if self.limited && waiting {
+            self.enter(vport, tier);
         }
         self.blocked_until = 0;
         self.reweigh();
@@ -348,7 +395,8 @@ impl PortQueue {
         } else if !limited && self.limited {
             self.limited = false;
             self.selected = None;
-            self.committed.clear();
+            self.open.clear();
+            self.closed.clear();
             for (_, id) in std::mem::take(&mut self.active) {
                 if let Some(v) = self.vports.get_mut(&id) {
                     for f in v.flows.drain(..) {

@@ -267,3 +267,47 @@ fn a_message_within_its_guarantee_goes_at_the_links_rate_past_a_heavy_sender() {
         alone / 1_000_000
     );
 }
+
+#[test]
+fn a_short_message_passes_a_longer_one_that_started_first_by_its_deadline() {
+    // Both vports well within equal guarantees (4 Gb/s): a 256 KiB message starts, and a
+    // 64 KiB one arrives 20 us later. Each message is charged whole when it starts, so its
+    // deadline is its arrival plus its size at the guarantee: 20 + 135 us against 552 us.
+    // The 64 KiB message goes first, at the link's rate (round robin would halve it).
+    let mut l = link();
+    let g = Some(4_000_000_000);
+    l.set_limit(PortId(0), 1, limit(g, None, None), 0);
+    l.set_limit(PortId(0), 2, limit(g, None, None), 0);
+    let mut left = [(10u32, 256u64 << 10), (20, 64 << 10)];
+    l.activate(PortId(0), (10, Dir::Request), 1);
+    let arrive = 20 * MS / 1000;
+    let mut started = false;
+    let mut done = None;
+    while done.is_none() {
+        let (port, (qpn, _)) = l.next_port(u64::MAX).unwrap();
+        if !started && l.egress_free(port) >= arrive {
+            started = true;
+            l.activate(PortId(0), (20, Dir::Request), 2);
+            continue;
+        }
+        let m = left.iter_mut().find(|m| m.0 == qpn).unwrap();
+        let rest = resex_softhca::link::Rest {
+            payload: m.1,
+            packets: m.1.div_ceil(1024),
+        };
+        let payload = m.1.min(1024);
+        m.1 -= payload;
+        let s = l.send_part(port, PortId(1), payload, 0, m.1 > 0, rest);
+        if qpn == 20 && m.1 == 0 {
+            done = Some(s.left_ps);
+        }
+    }
+    let took = done.unwrap() - arrive;
+    let alone = 64 * 1054 * 8 * 1000 / 8;
+    assert!(
+        took <= alone + 2 * 1054 * 1000,
+        "64 KiB took {} us, alone {} us",
+        took / 1_000_000,
+        alone / 1_000_000
+    );
+}

@@ -2,7 +2,7 @@
 //! a budget per poll; a vanished remote QP fails the request after the transport retries.
 
 use super::{HcaState, PACKET_BUDGET, TRANSPORT_RETRY_PS};
-use crate::link::Dir;
+use crate::link::{Dir, Rest};
 use crate::objects::QpState;
 use resex_mlx5::consts::{send_op, syndrome};
 
@@ -97,7 +97,17 @@ impl HcaState {
                     } else {
                         w.len.saturating_sub(w.req_sent * mtu).min(mtu)
                     };
-                    let sent = self.link.send(port, dst, payload, w.ready_ps, true);
+                    let rest = Rest {
+                        payload: if w.opcode == send_op::RDMA_READ {
+                            0
+                        } else {
+                            w.len.saturating_sub(w.req_sent * mtu)
+                        },
+                        packets: w.req_pkts.saturating_sub(w.req_sent),
+                    };
+                    let sent = self
+                        .link
+                        .send_part(port, dst, payload, w.ready_ps, true, rest);
                     w.req_sent += 1;
                     q.stats.wire_bytes += payload;
                     if w.req_sent == w.req_pkts {
@@ -116,7 +126,11 @@ impl HcaState {
                 Dir::Response => {
                     let payload = w.len.saturating_sub(w.resp_sent * mtu).min(mtu);
                     let ready = w.req_arrived_ps.unwrap_or(now);
-                    let sent = self.link.send(port, home, payload, ready, true);
+                    let rest = Rest {
+                        payload: w.len.saturating_sub(w.resp_sent * mtu),
+                        packets: w.resp_pkts.saturating_sub(w.resp_sent),
+                    };
+                    let sent = self.link.send_part(port, home, payload, ready, true, rest);
                     w.resp_sent += 1;
                     if w.resp_sent == w.resp_pkts {
                         let landed = sent.arrived_ps + nic.dma_write_ps();
