@@ -71,6 +71,14 @@ pub struct QpStats {
     pub cqes: u64,
     /// Error CQEs written for this QP (flushes included).
     pub errors: u64,
+    /// Send WQEs completed successfully, SEND/WRITE/READ alike: the count behind the two
+    /// sums below.
+    pub timed: u64,
+    /// Their sojourn in the HCA, summed: from when it saw each (its doorbell) to its
+    /// completion, ns. The host's own measure of how long a guest's I/O takes.
+    pub sojourn_ns: u64,
+    /// The part of that sum the wire alone needs: each WQE's packets at the port's rate, ns.
+    pub wire_ns: u64,
 }
 
 /// A send work request the HCA has fetched.

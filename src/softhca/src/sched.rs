@@ -6,16 +6,18 @@
 //! flows round robin within each, in two tiers:
 //!
 //! - **Committed traffic first** (`tx_share`, a guaranteed rate; an entitlement): a vport's
-//!   packets within its guaranteed rate are served ahead of every vport's excess, as the
-//!   committed rate of HTB or DCB ETS. Each vport with a guarantee `g` keeps a virtual clock
-//!   `T` (VirtualClock, Zhang 1990): a committed packet of `b` wire bits sent at `t` moves it to
-//!   `max(T, t) + b / g`. A vport may send committed while `T < t + W` ([`COMMIT_WINDOW_PS`]:
-//!   a token bucket of `g x W` bits filled at `g`), and among those the smallest `T` goes
-//!   first: the vport that used the least of its guarantee lately. A light vport (a
-//!   latency-sensitive guest well within its guarantee) thus sends a whole message at the
-//!   link's rate ahead of a heavy one, whose clock runs `W` ahead; and every vport that
-//!   demands its guarantee gets it over any window of about `W`, whatever the others do, as
-//!   long as the guarantees add up to at most the link.
+//!   traffic within its guaranteed rate is served ahead of every vport's excess, as the
+//!   committed rate of HTB or DCB ETS, earliest deadline first. Each vport with a guarantee
+//!   `g` keeps a virtual clock `T` (VirtualClock, Zhang 1990, by messages): when it starts a
+//!   message (a work request) in this tier at `t`, the message is charged whole, up to a
+//!   quantum ([`QUANTUM_BITS`]) at a time: `T` moves to `max(T, t) + b / g` for its `b` wire
+//!   bits, and that is the deadline every one of its packets carries. A vport may start a
+//!   message here while `T < t + W` ([`COMMIT_WINDOW_PS`]: a bucket of `W` of its guarantee).
+//!   So a guest well within its guarantee sends a short message at the link's rate ahead of a
+//!   longer one that started first (64 KiB at 4 Gb/s is due in 134 us, 256 KiB in 537 us),
+//!   long messages take turns a quantum at a time, a heavy sender, whose clock runs `W`
+//!   ahead, comes after everyone lighter, and every vport that demands its guarantee gets it
+//!   over any window of about `W`, as long as the guarantees add up to at most the link.
 //! - **The excess** (what no committed packet wants) is shared by weighted fair queueing
 //!   between the vports with packets waiting, packet by packet (start-time fair queueing):
 //!   each packet gets a virtual start tag, `max(virtual time, the vport's last finish)`, and
@@ -44,11 +46,17 @@ const VT_PER_BIT: u128 = 100;
 const UNITS_PER_BIT: i128 = 1_000_000_000_000;
 /// Bucket depth, ps of the ceiling.
 const DEPTH_PS: i128 = 100_000_000;
-/// The committed tier's window `W`, ps: a vport may run its virtual clock this far ahead of
-/// real time (a bucket of `W` of its guaranteed rate). 10 ms: a guest that has been within its
-/// guarantee sends a burst of up to `W` of it (2.5 MB at 2 Gb/s) at the link's rate ahead of
-/// the heavy senders; over windows longer than about `W` every vport gets its guarantee.
-pub const COMMIT_WINDOW_PS: u64 = 10_000_000_000;
+/// The committed tier's window `W`, ps: a vport may start a message in the tier while its
+/// virtual clock is less than this far ahead of real time (a bucket of `W` of its guaranteed
+/// rate). 100 ms: a guest within its guarantee keeps its place however large its messages, a
+/// heavy sender's messages come after every lighter one's that started in the last `W`, and
+/// over windows of about `W` every vport gets its guarantee.
+pub const COMMIT_WINDOW_PS: u64 = 100_000_000_000;
+/// A message is charged to its vport's guarantee in quanta of at most this many wire bits
+/// (256 KiB): a message up to this size is served whole by its deadline, a longer one a
+/// quantum at a time, each with a deadline of its own, so that long messages of vports within
+/// their guarantees take turns a quantum at a time.
+pub const QUANTUM_BITS: u64 = 256 * 1024 * 8;
 
 #[derive(Debug, Clone, Default)]
 struct Vport {
@@ -67,6 +75,9 @@ struct Vport {
     clock: u64,
     /// Wire bits charged to its guarantee and not sent yet (an open message).
     credit: u64,
+    /// Its last committed packet was not the last of its message: the message goes on in the
+    /// tier, a quantum at a time, whatever the window (it was admitted).
+    continuing: bool,
 }
 
 impl Vport {
@@ -104,12 +115,15 @@ impl Vport {
     /// Where it stands in the committed tier: `None` without a guarantee, else whether it has
     /// an open message, and its clock.
     fn tier(&self) -> Option<(bool, u64)> {
-        self.guarantee().map(|_| (self.credit > 0, self.clock))
+        self.guarantee()
+            .map(|_| (self.credit > 0 || self.continuing, self.clock))
     }
 
-    /// Charges a message of `bits` that starts at `t` to its guarantee `g`: its clock moves
-    /// to the message's deadline, `max(T, t) + bits / g`.
-    fn charge(&mut self, t: u64, bits: u64, g: u64) {
+    /// Charges the message that starts at `t` (`rest_bits` of it left, its first packet
+    /// `wire_bits`) to its guarantee `g`, up to a quantum: its clock moves to the deadline,
+    /// `max(T, t) + bits / g`.
+    fn charge(&mut self, t: u64, rest_bits: u64, wire_bits: u64, g: u64) {
+        let bits = rest_bits.min(QUANTUM_BITS).max(wire_bits);
         let ps = u128::from(bits) * 1_000_000_000_000 / u128::from(g.max(1));
         self.clock = self
             .clock
@@ -295,12 +309,15 @@ impl PortQueue {
         v.tokens_at = start;
         self.active.remove(&(v.start, id));
         if let (Some(g), true) = (v.guarantee(), committed) {
-            // A message starts: its whole rest is charged to the guarantee at once, so each
-            // of its packets carries its deadline.
+            // A message (or its next quantum) starts: charged to the guarantee at once, so
+            // each of its packets carries its deadline.
             if v.credit < wire_bits {
-                v.charge(start, rest_bits, g);
+                v.charge(start, rest_bits, wire_bits, g);
             }
             v.credit = v.credit.saturating_sub(wire_bits);
+            v.continuing = rest_bits > wire_bits;
+        } else {
+            v.continuing = false;
         }
         if committed {
             // Committed service earns no credit in the excess: its tag keeps up with the

@@ -5,7 +5,7 @@
 #![allow(missing_docs, clippy::cast_precision_loss)]
 
 use resex_common::TxLimit;
-use resex_softhca::link::{Dir, Link, LinkConfig, PortId};
+use resex_softhca::link::{Dir, Link, LinkConfig, PortId, Rest};
 
 const MS: u64 = 1_000_000_000; // ps
 
@@ -164,13 +164,13 @@ fn vports_of_equal_weight_alternate_packet_by_packet() {
     // Two vports with the same guarantee and an aggressor without one: the two alternate
     // (neither waits for a run of the other's packets; at most two in a row); the aggressor
     // gets no committed traffic and 1/201 of the excess (the half of the port beyond the two
-    // guarantees) while both are busy, once their full buckets (10 ms of their guarantee, the
-    // first 5 ms of the run) are spent.
+    // guarantees) while both are busy, once their clocks run the window ahead (their buckets
+    // start full: at twice their guarantee, after 100 ms).
     let mut l = link();
     l.set_limit(PortId(0), 1, share(2_000_000_000), 0);
     l.set_limit(PortId(0), 2, share(2_000_000_000), 0);
-    let all = saturate(&mut l, &[(10, 1), (20, 2), (30, 3)], 40 * MS);
-    let sent: Vec<_> = all.into_iter().filter(|p| p.1 > 20 * MS).collect();
+    let all = saturate(&mut l, &[(10, 1), (20, 2), (30, 3)], 400 * MS);
+    let sent: Vec<_> = all.into_iter().filter(|p| p.1 > 200 * MS).collect();
     let order: Vec<u32> = sent.iter().map(|p| p.0).filter(|&v| v != 3).collect();
     // A committed packet and an excess one of the same vport may follow each other: never
     // three in a row.
@@ -197,14 +197,15 @@ fn limit(share: Option<u64>, max: Option<u64>, weight: Option<u32>) -> TxLimit {
 #[test]
 fn a_guarantee_is_served_first_and_the_excess_split_by_weight() {
     // Guarantees of 1 Gb/s each, weights 3:1 for the 6 Gb/s beyond them: 1 + 4.5 and 1 + 1.5
-    // of the 8 Gb/s port (HTB's split: committed rate plus a weighted share of the excess).
+    // of the 8 Gb/s port (HTB's split: committed rate plus a weighted share of the excess),
+    // once the buckets they start with (100 ms of their guarantee) are spent.
     let mut l = link();
     l.set_limit(PortId(0), 1, limit(Some(1_000_000_000), None, Some(75)), 0);
     l.set_limit(PortId(0), 2, limit(Some(1_000_000_000), None, Some(25)), 0);
-    let sent = saturate(&mut l, &[(10, 1), (20, 2)], 100 * MS);
+    let sent = saturate(&mut l, &[(10, 1), (20, 2)], 400 * MS);
     let (a, b) = (
-        bytes_of(&sent, 1, 0, 100 * MS) as f64,
-        bytes_of(&sent, 2, 0, 100 * MS) as f64,
+        bytes_of(&sent, 1, 200 * MS, 400 * MS) as f64,
+        bytes_of(&sent, 2, 200 * MS, 400 * MS) as f64,
     );
     let fa = a / (a + b);
     assert!((fa - 5.5 / 8.0).abs() < 0.02, "vport 1 got {:.3}", fa);
@@ -251,9 +252,13 @@ fn a_message_within_its_guarantee_goes_at_the_links_rate_past_a_heavy_sender() {
         } else {
             small.as_mut().unwrap()
         };
+        let rest = Rest {
+            payload: *left,
+            packets: left.div_ceil(1024),
+        };
         let payload = (*left).min(1024);
         *left -= payload;
-        let s = l.send(port, PortId(1), payload, 0, *left > 0);
+        let s = l.send_part(port, PortId(1), payload, 0, *left > 0, rest);
         if qpn == 20 && *left == 0 {
             small_done = Some(s.left_ps);
         }
@@ -268,46 +273,75 @@ fn a_message_within_its_guarantee_goes_at_the_links_rate_past_a_heavy_sender() {
     );
 }
 
-#[test]
-fn a_short_message_passes_a_longer_one_that_started_first_by_its_deadline() {
-    // Both vports well within equal guarantees (4 Gb/s): a 256 KiB message starts, and a
-    // 64 KiB one arrives 20 us later. Each message is charged whole when it starts, so its
-    // deadline is its arrival plus its size at the guarantee: 20 + 135 us against 552 us.
-    // The 64 KiB message goes first, at the link's rate (round robin would halve it).
-    let mut l = link();
-    let g = Some(4_000_000_000);
-    l.set_limit(PortId(0), 1, limit(g, None, None), 0);
-    l.set_limit(PortId(0), 2, limit(g, None, None), 0);
-    let mut left = [(10u32, 256u64 << 10), (20, 64 << 10)];
-    l.activate(PortId(0), (10, Dir::Request), 1);
-    let arrive = 20 * MS / 1000;
-    let mut started = false;
-    let mut done = None;
-    while done.is_none() {
-        let (port, (qpn, _)) = l.next_port(u64::MAX).unwrap();
-        if !started && l.egress_free(port) >= arrive {
-            started = true;
-            l.activate(PortId(0), (20, Dir::Request), 2);
-            continue;
+/// Two vports with equal guarantees, one sending a steady stream of `a` (bytes per message,
+/// messages per second) and the other of `b`; both start at 0 and run until `until_ps`.
+/// Returns each message's time from its arrival to its last packet, by vport.
+fn streams(l: &mut Link, a: (u64, u64), b: (u64, u64), until_ps: u64) -> [Vec<u64>; 2] {
+    let specs = [(10u32, 1u32, a), (20, 2, b)];
+    let mut next = [0u64, 7 * MS / 1000];
+    let mut left: [Option<(u64, u64)>; 2] = [None, None]; // (arrived, bytes left)
+    let mut out = [Vec::new(), Vec::new()];
+    let mut now = 0;
+    while now < until_ps {
+        for k in 0..2 {
+            if left[k].is_none() && next[k] <= now {
+                left[k] = Some((next[k], specs[k].2 .0));
+                next[k] += 1_000_000_000_000 / specs[k].2 .1;
+                l.activate(PortId(0), (specs[k].0, Dir::Request), specs[k].1);
+            }
         }
-        let m = left.iter_mut().find(|m| m.0 == qpn).unwrap();
-        let rest = resex_softhca::link::Rest {
-            payload: m.1,
-            packets: m.1.div_ceil(1024),
+        let Some((port, (qpn, _))) = l.next_port(u64::MAX) else {
+            // Nothing waits: the next arrival.
+            now = next[0].min(next[1]);
+            continue;
         };
-        let payload = m.1.min(1024);
-        m.1 -= payload;
-        let s = l.send_part(port, PortId(1), payload, 0, m.1 > 0, rest);
-        if qpn == 20 && m.1 == 0 {
-            done = Some(s.left_ps);
+        let k = usize::from(qpn == 20);
+        let (arrived, bytes) = left[k].unwrap();
+        let payload = bytes.min(1024);
+        let rest = Rest {
+            payload: bytes,
+            packets: bytes.div_ceil(1024),
+        };
+        let s = l.send_part(port, PortId(1), payload, arrived, bytes > payload, rest);
+        now = s.left_ps;
+        if bytes > payload {
+            left[k] = Some((arrived, bytes - payload));
+        } else {
+            left[k] = None;
+            out[k].push(s.left_ps - arrived);
         }
     }
-    let took = done.unwrap() - arrive;
+    out
+}
+
+#[test]
+fn the_guest_using_less_of_its_guarantee_goes_first_and_alike_ones_take_turns() {
+    // 64 KiB at 1000/s (13% of a 4 Gb/s guarantee) beside 256 KiB at 373/s (20%): the lighter
+    // one's messages leave as if alone, even when the other's started first (round robin,
+    // with no setting, makes some of them wait for half the other's message).
+    let g = Some(4_000_000_000);
     let alone = 64 * 1054 * 8 * 1000 / 8;
+    let mut l = link();
+    l.set_limit(PortId(0), 1, limit(g, None, None), 0);
+    l.set_limit(PortId(0), 2, limit(g, None, None), 0);
+    let [light, _] = streams(&mut l, (64 << 10, 1000), (256 << 10, 373), 1000 * MS);
+    // After the first H (100 ms), once each one's use is known.
+    let worst = *light.iter().skip(100).max().unwrap();
     assert!(
-        took <= alone + 2 * 1054 * 1000,
-        "64 KiB took {} us, alone {} us",
-        took / 1_000_000,
-        alone / 1_000_000
+        worst <= alone + 2 * 1054 * 1000,
+        "worst {} us",
+        worst / 1_000_000
     );
+    let mut rr = link();
+    let [light_rr, _] = streams(&mut rr, (64 << 10, 1000), (256 << 10, 373), 1000 * MS);
+    assert!(*light_rr.iter().max().unwrap() > alone * 3 / 2);
+    // Two guests using alike (both 1 MiB at 40/s): neither is always first; when their
+    // messages overlap they share the port.
+    let mut l = link();
+    l.set_limit(PortId(0), 1, limit(g, None, None), 0);
+    l.set_limit(PortId(0), 2, limit(g, None, None), 0);
+    let [a, b] = streams(&mut l, (1 << 20, 40), (1 << 20, 40), 1000 * MS);
+    let (ma, mb) = (*a.iter().max().unwrap(), *b.iter().max().unwrap());
+    let one = 1024 * 1054 * 8 * 1000 / 8;
+    assert!(ma > one * 11 / 10 && mb > one * 11 / 10, "{ma} {mb}");
 }

@@ -64,6 +64,8 @@ impl HcaState {
                     qpn,
                     send_opcode: opcode,
                     wqe_counter: index,
+                    // The HCA's clock, as mlx5 writes it with timestamps on (ns here).
+                    timestamp: now / 1000,
                     byte_cnt: if opcode == send_op::RDMA_READ {
                         u32::try_from(byte_cnt).unwrap_or(u32::MAX)
                     } else {
@@ -84,6 +86,11 @@ impl HcaState {
             }
             if opcode != send_op::NOP {
                 s.wqes += 1;
+                s.timed += 1;
+                s.sojourn_ns += now.saturating_sub(w.ready_ps) / 1000;
+                let pkts = w.req_pkts + w.resp_pkts;
+                let bits = (len + pkts * u64::from(self.link.config().header_bytes)) * 8;
+                s.wire_ns += bits * 1_000_000_000 / self.link.config().bits_per_sec.max(1);
                 if opcode == send_op::RDMA_READ {
                     s.tx_packets += 1;
                     s.rx_read_bytes += len;
