@@ -5,7 +5,8 @@
 //!   and the API.
 //! - [`LatencyReport`]: one interval's latency as a guest reported it (what the host reads out
 //!   of the mailbox and the pricing policies use).
-//! - [`TxLimit`]: a VM's share and ceiling in its port's transmit scheduler (the rate lever).
+//! - [`TxLimit`]: a VM's guarantee, ceiling and weight in its port's transmit scheduler (the rate
+//!   lever); [`NicTimes`]: how long its work requests took in the NIC.
 //! - [`recorder`]: [`LatencyRecorder`], a per-interval log-linear latency histogram, and its
 //!   [`LatencySummary`].
 //! - [`limiter`]: [`LogLimiter`], clock-free rate limiting of logs a guest can trigger.
@@ -20,4 +21,4 @@ mod types;
 
 pub use limiter::LogLimiter;
 pub use recorder::{LatencyRecorder, LatencySummary};
-pub use types::{parse_bits, LatencyReport, TxLimit, VmId};
+pub use types::{deserialize_bits, parse_bits, LatencyReport, NicTimes, TxLimit, VmId};

@@ -87,6 +87,61 @@ impl TxLimit {
     }
 }
 
+/// What the NIC measured of a VM's send work requests, summed since it started: how many
+/// completed, their sojourn in the NIC (from its doorbell to its completion) and the part of
+/// that the wire alone needed (its packets at the port's rate), ns. The host's own evidence of
+/// how long a guest's I/O takes, beside anything the guest reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct NicTimes {
+    /// Work requests completed.
+    pub wqes: u64,
+    /// Their sojourn, summed, ns.
+    pub sojourn_ns: u64,
+    /// Their packets' time on the wire at the port's rate, summed, ns.
+    pub wire_ns: u64,
+}
+
+impl NicTimes {
+    /// What was added since `earlier` (a counter that went backwards gives 0).
+    pub fn since(&self, earlier: &NicTimes) -> NicTimes {
+        NicTimes {
+            wqes: self.wqes.saturating_sub(earlier.wqes),
+            sojourn_ns: self.sojourn_ns.saturating_sub(earlier.sojourn_ns),
+            wire_ns: self.wire_ns.saturating_sub(earlier.wire_ns),
+        }
+    }
+
+    /// The sum of two.
+    pub fn plus(&self, other: &NicTimes) -> NicTimes {
+        NicTimes {
+            wqes: self.wqes.saturating_add(other.wqes),
+            sojourn_ns: self.sojourn_ns.saturating_add(other.sojourn_ns),
+            wire_ns: self.wire_ns.saturating_add(other.wire_ns),
+        }
+    }
+
+    /// The mean wait beyond the wire per work request, ns (`None` without one).
+    pub fn wait_ns(&self) -> Option<f64> {
+        (self.wqes > 0)
+            .then(|| self.sojourn_ns.saturating_sub(self.wire_ns) as f64 / self.wqes as f64)
+    }
+}
+
+/// Deserializes a rate written as [`parse_bits`] reads it, or as a bare number of bits per
+/// second (for `deserialize_with`).
+pub fn deserialize_bits<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    #[derive(serde::Deserialize)]
+    #[serde(untagged)]
+    enum Raw {
+        N(u64),
+        S(String),
+    }
+    match <Raw as serde::Deserialize>::deserialize(d)? {
+        Raw::N(n) => Ok(n),
+        Raw::S(s) => parse_bits(&s).map_err(serde::de::Error::custom),
+    }
+}
+
 /// Parses a rate as admins write it (tc and devlink's units, decimal): `2Gbit`, `500mbit`,
 /// `100kbit`, `64000bit`, or a bare number of bits per second; `bps` is accepted for `bit`.
 pub fn parse_bits(s: &str) -> Result<u64, String> {

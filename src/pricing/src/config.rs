@@ -191,6 +191,11 @@ pub struct PolicyConfig {
     /// `[progress]` (only with `policy = "progress"`).
     #[serde(default)]
     pub progress: Option<ProgressConfig>,
+    /// The policy as its paper published it, for `resex lab paper` alone: no entitlement guard
+    /// and reports believed as they come (the ResEx paper's system had neither). Not settable
+    /// from a file: on a host every policy is held to the entitlements.
+    #[serde(skip)]
+    pub as_published: bool,
 }
 
 /// A policy file that cannot be used.
@@ -249,6 +254,7 @@ impl PolicyConfig {
             governor: (policy == PolicyKind::Governor).then(GovernorConfig::default),
             drum: (policy == PolicyKind::Drum).then(DrumConfig::default),
             progress: (policy == PolicyKind::Progress).then(ProgressConfig::default),
+            as_published: false,
         }
     }
 

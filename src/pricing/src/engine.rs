@@ -4,6 +4,7 @@ use crate::config::PolicyConfig;
 use crate::ledger::{Account, Allotter, EpochClock};
 use crate::policy::{build, Ctx, Policy};
 use crate::types::{CapDecision, IntervalInput, StepOutput, TxDecision, VmId, VmRow, VmSpec};
+use crate::{entitlement, evidence};
 use thiserror::Error;
 
 /// Input the engine refuses (the caller's bug or a corrupt trace; nothing is changed).
@@ -69,6 +70,8 @@ pub struct Engine {
     slots: Vec<usize>,
     /// The host link's rate, bits per second.
     link_bps: f64,
+    /// Header bytes per packet on the wire (a VM's rate against its entitlement counts them).
+    header_bytes: u32,
 }
 
 impl Engine {
@@ -92,6 +95,7 @@ impl Engine {
             out: StepOutput::default(),
             slots: Vec::new(),
             link_bps: 0.0,
+            header_bytes: 0,
         }
     }
 
@@ -99,6 +103,11 @@ impl Engine {
     /// policy's `ledger.link_bytes_per_sec`).
     pub fn set_link_bps(&mut self, bps: u64) {
         self.link_bps = bps as f64;
+    }
+
+    /// Header bytes per packet on the wire (default 0: payload only).
+    pub fn set_header_bytes(&mut self, bytes: u32) {
+        self.header_bytes = bytes;
     }
 
     fn link_bps(&self) -> f64 {
@@ -232,6 +241,7 @@ impl Engine {
             acc.mtus = 0;
             acc.bytes = 0;
             acc.report = None;
+            acc.nic = None;
             acc.intf = None;
             acc.interferer = None;
             acc.proposal = None;
@@ -243,6 +253,9 @@ impl Engine {
             acc.mtus = u.mtus;
             acc.bytes = u.bytes;
             acc.report = u.report;
+            acc.nic = u.nic;
+            acc.ent
+                .count(u.bytes, u.mtus, self.cfg.ledger.path_mtu, self.header_bytes);
         }
         self.slots = slots;
         Ok(total)
@@ -291,6 +304,9 @@ impl Engine {
             total_mtus,
             link_bps: self.link_bps(),
         };
+        if !self.cfg.as_published {
+            evidence::observe(&mut self.accounts, link_util);
+        }
         self.policy.price(&ctx, &mut self.accounts);
         for acc in &mut self.accounts {
             acc.charge();
@@ -298,10 +314,18 @@ impl Engine {
         self.out.decisions.clear();
         self.out.tx_decisions.clear();
         if actuation {
-            self.policy.actuate(&ctx, &mut self.accounts);
             let lever = self.cfg.lever();
+            let guard = !self.cfg.as_published;
+            entitlement::assign(&mut self.accounts, ctx.link_bps, self.cfg.caps.floor_pct);
+            let period_s =
+                self.clock.per_actuation as f64 * self.cfg.ledger.interval_ms as f64 / 1000.0;
+            entitlement::measure(&mut self.accounts, period_s);
+            self.policy.actuate(&ctx, &mut self.accounts);
             if lever.rate() && !self.policy.proposes_tx() {
                 as_ceilings(&ctx, lever, &mut self.accounts);
+            }
+            if guard {
+                entitlement::enforce(lever, &mut self.accounts);
             }
             let floor = self.cfg.caps.floor_pct;
             for acc in &mut self.accounts {

@@ -1,50 +1,40 @@
-//! The governor: our policy for what the ResEx paper leaves open.
+//! The governor (v3): our policy for what the ResEx paper leaves open, and one that holds when
+//! tenants lie or do not run the agent.
 //!
-//! - **The host judges congestion, not the guest.** A report only raises a charge in an
-//!   actuation period in which the host itself saw the link saturated: at least
-//!   `congested_share` of its intervals had a utilisation (the monitor's bytes and headers over
-//!   the link's rate) of at least `congestion_util`. Interference on an RDMA link is a matter of
-//!   bursts (a 2 MiB write holds the port for 2 ms), so the test is per interval, not a mean. A
-//!   guest reporting false latency while the link never fills taxes nobody.
-//! - **The charge is split by share.** An aggressor is a VM, not a victim this period, that sent
-//!   more than its fair share (by weight, among the VMs that sent) of the period's MTUs. Each
-//!   aggressor's weight is its excess over its fair share, normalised over the aggressors and
-//!   smoothed over periods (9/10 old, 1/10 new), judged only in congested periods (a VM a cap
-//!   silenced keeps its weight); its rate is `1 + (R - 1) x weight`.
-//! - **A proportional-integral controller sets R.** Its error is the worst victim's
-//!   interference (the relative rise of its mean latency over its learned baseline) minus
-//!   `setpoint`; per actuation period `ln R += kp x (e - e_prev) + ki x e`, the step clamped to
-//!   `max_step` and `ln R` to `[0, ln max_rate]`. (The stddev, which IOShares also uses, jumps
-//!   with a single slow request and would make the loop kick.) Working on `ln R`
-//!   makes each step a cap *factor*, so the loop behaves the same at 90% and at 5% caps. Below
-//!   the setpoint the error is negative and R falls again: aggressors get back whatever the
-//!   victim does not need (work conservation), and the caps settle instead of sawing. While no
-//!   VM has reported for `report_timeout_ms`, `ln R` decays by `idle_decay` per period.
+//! **Protection comes from the entitlement.** The engine's guard ([`crate::entitlement`])
+//! makes every VM's guaranteed transmit rate its entitlement, and the port's committed tier
+//! serves traffic within it first, each message by its deadline: a VM sending within its
+//! entitlement is served about as if it were alone, whether or not it runs the agent. With
+//! the rate lever (`lever = "rate"` or `"both"`, the default) that is all the governor does:
+//! nothing above an entitlement can delay traffic within one by more than a packet, so a
+//! ceiling or a cap on a VM in excess could only take its work without helping anyone (the
+//! controller below stays at R = 1).
 //!
-//! Caps are `base / rate`. Every VM is still charged in Resos at its rate (the ledger shows what
-//! interference costs), but FreeMarket's balance rule does not cut caps here: its cuts act on
-//! the same cap, hold it down after the victim has recovered and are all lifted at once by the
-//! epoch's replenish, which in the lab made a one-second sawtooth of the aggressor's cap.
+//! On a host without the rate lever (`lever = "cpu"`, `governor-cpu.toml`), the CPU cap is
+//! the only lever, and a controller holds back the VMs above their entitlement when one within
+//! it is slowed down, never below their entitlement:
 //!
-//! **Two levers** (`lever = "both"`, the shipped default; `"cpu"` is the cap-only governor
-//! above, `"rate"` never caps):
-//! - **Shares first.** The VMs that report their latency (latency-sensitive: they reported
-//!   within `report_timeout_ms`) form a class, and each gets the class's guaranteed transmit
-//!   share: `share_headroom x` the largest demand among them (a VM's demand is its peak rate,
-//!   decaying by `demand_memory` per period; at least `share_min_mbps`), rounded up to a power
-//!   of two of Mbit/s and lowered only when the demand falls below half of it, so weights stay
-//!   put. One share for the class, not one per VM: with weights of their own, a small
-//!   latency-sensitive VM would wait behind the larger ones' longer turns (in the lab, a 4 KiB
-//!   VM beside 64 and 256 KiB ones: p99 6.8 x alone); with one, they alternate packet by packet
-//!   as they do with no setting, and together come before everyone else. Shares are work
-//!   conserving: an aggressor gets every bit the class does not use, so it keeps its
-//!   throughput, while a victim's packets wait for at most one of the aggressor's. This alone
-//!   brings victims back to their latency alone.
-//! - **Ceilings when shares are not enough.** The controller's R (above) acts on the aggressors'
-//!   transmit ceilings first: `tx_max = link / (1 + (R_tx - 1) x weight)` with
-//!   `R_tx = min(R, 100 / rates.floor_pct)`, down to `rates.floor_pct` of the link.
-//! - **The CPU cap last.** Only the part of R beyond the ceilings' range, `R / R_tx`, lowers
-//!   caps, as above.
+//! - **The host judges.** A VM's *interference* is its I/O slowdown as the NIC measured it
+//!   ([`crate::evidence::Evidence::host_slowdown`]: the mean sojourn of its work requests over
+//!   their wire time plus their quiet wait), the same whether or not it runs the agent. Where
+//!   the NIC measures nothing, it is the rise of the VM's latency report over its baseline,
+//!   as the host credits it (the evidence module has discounted what the link contradicts).
+//!   Only VMs within their entitlement count: a VM above it waits behind its own excess.
+//! - **Congestion gates.** The controller rises only in an actuation period in which at least
+//!   `congested_share` of the intervals had a link utilisation of at least
+//!   `congestion_util`.
+//! - **A proportional-integral controller sets R.** Its error is the worst interference minus
+//!   `setpoint`; per period `ln R += kp x (e - e_prev) + ki x e`, the step clamped to
+//!   `max_step` and `ln R` to `[0, ln max_rate]`; below the setpoint R falls again (work
+//!   conservation). While nothing is measured for `report_timeout_ms`, `ln R` decays by
+//!   `idle_decay` per period.
+//! - **Aggressors are the VMs in excess,** weighed by how far above their entitlement they
+//!   sent in congested periods (smoothed, 9/10 old), never by what anyone reports.
+//! - **Caps.** An aggressor's cap is `base / (1 + (R - 1) x w)`; the guard keeps it at or
+//!   above its CPU floor and the cap that keeps it at its entitlement.
+//!
+//! Charges in Resos follow the rate (`1 + (R - 1) x w`), so the ledger shows what interference
+//! costs; FreeMarket's balance rule does not cut caps here.
 
 use crate::config::{GovernorConfig, Lever};
 use crate::interference::{interference, valid_report, Measure};
@@ -55,9 +45,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 /// `ln R` below this snaps to 0 (so backing off ends).
 const LOG_EPSILON: f64 = 1e-4;
-/// Per congested period an aggressor's weight keeps this much of its old value: shares react
-/// to the caps they cause (a capped aggressor's share falls), so weights that followed them
-/// quickly would hand the charge back and forth between aggressors.
+/// Per congested period an aggressor's weight keeps this much of its old value: weights that
+/// followed the ceilings they cause quickly would hand the charge back and forth.
 const WEIGHT_MEMORY: f64 = 0.9;
 /// Aggressor weights below this are dropped.
 const WEIGHT_EPSILON: f64 = 1e-3;
@@ -71,36 +60,23 @@ pub struct Governor {
     log_rate: f64,
     /// The last period's error (0 after a silence).
     e_prev: f64,
-    /// Interval of the last usable report.
-    last_report: Option<u64>,
+    /// Interval of the last measure of interference.
+    last_measure: Option<u64>,
     /// The period so far: intervals, and those whose link utilisation reached
     /// `congestion_util`.
     util_n: u32,
     busy: u32,
-    /// The period so far: MTUs per VM.
-    mtus: BTreeMap<VmId, u64>,
-    /// The period so far: the worst error and whose.
-    worst: Option<(f64, VmId)>,
-    /// The period so far: VMs above their SLA.
-    victims: BTreeSet<VmId>,
+    /// The period so far: the worst report-based interference and whose (VMs the NIC does
+    /// not measure).
+    reported: Option<(f64, VmId)>,
     /// Smoothed aggressor weights.
     weights: BTreeMap<VmId, f64>,
-    /// The victim the charges are for (for reasons).
+    /// The VM the limits are for (for reasons).
     victim: Option<VmId>,
     /// The levers.
     lever: Lever,
     /// Intervals per actuation period.
     per_period: u64,
-    /// The period so far: bytes per VM.
-    bytes: BTreeMap<VmId, u64>,
-    /// Each VM's demand, bits per second (a decaying peak).
-    demand: BTreeMap<VmId, f64>,
-    /// Interval of each VM's last usable report (the latency-sensitive VMs).
-    reported: BTreeMap<VmId, u64>,
-    /// The shares in force, bits per second.
-    shares: BTreeMap<VmId, u64>,
-    /// The latency-sensitive class's share, bits per second.
-    class_share: Option<u64>,
 }
 
 impl Governor {
@@ -112,21 +88,14 @@ impl Governor {
             timeout_intervals,
             log_rate: 0.0,
             e_prev: 0.0,
-            last_report: None,
+            last_measure: None,
             util_n: 0,
             busy: 0,
-            mtus: BTreeMap::new(),
-            worst: None,
-            victims: BTreeSet::new(),
+            reported: None,
             weights: BTreeMap::new(),
             victim: None,
             lever: Lever::Cpu,
             per_period: 10,
-            bytes: BTreeMap::new(),
-            demand: BTreeMap::new(),
-            reported: BTreeMap::new(),
-            shares: BTreeMap::new(),
-            class_share: None,
         }
     }
 
@@ -137,7 +106,7 @@ impl Governor {
         self
     }
 
-    /// The largest R the ceilings can use, and the split of R into ceilings and caps.
+    /// The split of R into ceilings and caps: (largest R the ceilings use, R_tx, R_cpu).
     fn split(&self, floor_pct: f64) -> (f64, f64, f64) {
         let max_tx = 100.0 / floor_pct.max(0.1);
         let r = self.total_rate();
@@ -161,45 +130,6 @@ impl Governor {
         }
     }
 
-    /// Demands from the period's bytes, and the shares of the latency-sensitive VMs.
-    fn protect(&mut self, ctx: &Ctx<'_>, accounts: &[Account]) {
-        let period_s = (self.per_period * ctx.cfg.ledger.interval_ms) as f64 / 1000.0;
-        let m = self.cfg.demand_memory;
-        for acc in accounts {
-            let b = self.bytes.get(&acc.id()).copied().unwrap_or(0);
-            let now = b as f64 * 8.0 / period_s.max(1e-9);
-            let d = self.demand.entry(acc.id()).or_insert(0.0);
-            *d = now.max(*d * m);
-        }
-        self.demand
-            .retain(|id, _| accounts.binary_search_by_key(id, Account::id).is_ok());
-        self.reported
-            .retain(|_, t| ctx.interval.saturating_sub(*t) < self.timeout_intervals);
-        // The latency-sensitive class: every VM that reported lately. They all get the class's
-        // share (twice the largest demand among them), so among themselves they alternate packet
-        // by packet as they would with no setting, and together they come before everyone else.
-        let want = accounts
-            .iter()
-            .filter(|a| self.reported.contains_key(&a.id()))
-            .map(|a| self.demand.get(&a.id()).copied().unwrap_or(0.0) * self.cfg.share_headroom)
-            .fold(self.cfg.share_min_mbps * 1e6, f64::max);
-        // A power of two of Mbit/s, at most the link.
-        let mbps = (want / 1e6).max(1.0);
-        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-        let q = ((2f64.powf(mbps.log2().ceil())) * 1e6).min(ctx.link_bps.max(1e6)) as u64;
-        let next = match self.class_share {
-            Some(c) if q <= c && q * 2 > c => c,
-            _ => q,
-        };
-        self.class_share = Some(next);
-        self.shares.clear();
-        for acc in accounts {
-            if self.reported.contains_key(&acc.id()) {
-                self.shares.insert(acc.id(), next);
-            }
-        }
-    }
-
     /// The controller's total rate R.
     pub fn total_rate(&self) -> f64 {
         self.log_rate.exp()
@@ -215,29 +145,50 @@ impl Governor {
         }
     }
 
+    /// The worst interference among the VMs within their entitlement this period: the NIC's
+    /// slowdown where it measures, else the credited report.
+    fn worst(&self, accounts: &[Account]) -> Option<(f64, VmId)> {
+        let host = accounts
+            .iter()
+            .filter(|a| a.ent.within())
+            .filter_map(|a| Some((a.evidence.host_slowdown?.min(self.cfg.max_intf), a.id())));
+        host.chain(self.reported)
+            .fold(None, |w: Option<(f64, VmId)>, (e, id)| match w {
+                Some((we, _)) if we >= e => w,
+                _ => Some((e, id)),
+            })
+    }
+
     /// One controller step at the end of a period; returns whether the period was congested.
-    fn control(&mut self, interval: u64, saturated: bool, max_total: f64) -> bool {
+    fn control(
+        &mut self,
+        interval: u64,
+        worst: Option<(f64, VmId)>,
+        saturated: bool,
+        max_total: f64,
+    ) -> bool {
         let congested = self.util_n > 0
             && f64::from(self.busy) >= self.cfg.congested_share * f64::from(self.util_n);
         let max_log = max_total.ln();
-        match self.worst {
-            Some((e, victim)) => {
+        match worst {
+            Some((intf, victim)) => {
+                self.last_measure = Some(interval);
+                let e = intf - self.cfg.setpoint;
                 let step = self.cfg.max_step;
                 let mut dx = (self.cfg.kp * (e - self.e_prev) + self.cfg.ki * e).clamp(-step, step);
                 if dx > 0.0 && (!congested || saturated) {
-                    // The host sees no congestion (a report alone cannot raise a charge), or
-                    // the caps are at the floor already.
+                    // The host sees no congestion, or the levers are at their floors already.
                     dx = 0.0;
                 }
                 self.log_rate = (self.log_rate + dx).clamp(0.0, max_log);
                 self.e_prev = e;
-                if e > 0.0 {
+                if intf > self.cfg.sla_threshold {
                     self.victim = Some(victim);
                 }
             }
             None => {
                 let silent = self
-                    .last_report
+                    .last_measure
                     .is_none_or(|t| interval.saturating_sub(t) >= self.timeout_intervals);
                 if silent {
                     self.log_rate *= self.cfg.idle_decay;
@@ -251,30 +202,16 @@ impl Governor {
         congested
     }
 
-    /// New aggressor weights from the period's MTUs (kept when nobody exceeded a fair share).
+    /// New aggressor weights: each VM in excess by how far above its entitlement it sent this
+    /// period (kept when nobody was above).
     fn reweigh(&mut self, accounts: &[Account]) {
-        let sent: Vec<(VmId, f64, u64)> = accounts
+        let excess: BTreeMap<VmId, f64> = accounts
             .iter()
-            .filter_map(|a| {
-                let m = self.mtus.get(&a.id()).copied().unwrap_or(0);
-                (m > 0).then_some((a.id(), a.spec.weight.max(f64::MIN_POSITIVE), m))
-            })
+            .filter(|a| a.ent.excess)
+            .map(|a| (a.id(), (a.ent.period_bps - a.ent.tx_bps).max(0.0)))
+            .filter(|&(_, x)| x > 0.0)
             .collect();
-        let total: u64 = sent.iter().map(|s| s.2).sum();
-        let wsum: f64 = sent.iter().map(|s| s.1).sum();
-        let mut excess = BTreeMap::new();
-        let mut esum = 0.0;
-        for &(id, w, m) in &sent {
-            if self.victims.contains(&id) || total == 0 {
-                continue;
-            }
-            let share = m as f64 / total as f64;
-            let over = share - w / wsum;
-            if over > 0.0 {
-                excess.insert(id, over);
-                esum += over;
-            }
-        }
+        let esum: f64 = excess.values().sum();
         if esum <= 0.0 {
             return;
         }
@@ -303,33 +240,22 @@ impl Policy for Governor {
             self.busy += 1;
         }
         let m = self.measure();
-        // The largest sender this interval, for the row's "blamed" column.
-        let top = accounts
-            .iter()
-            .filter(|a| a.mtus > 0)
-            .max_by(|a, b| a.mtus.cmp(&b.mtus).then(b.id().cmp(&a.id())))
-            .map(Account::id);
         for acc in accounts.iter_mut() {
-            *self.mtus.entry(acc.id()).or_insert(0) += acc.mtus;
-            *self.bytes.entry(acc.id()).or_insert(0) += acc.bytes;
             let Some(report) = acc.report else { continue };
             if !valid_report(&report, self.cfg.min_report_samples) {
                 continue;
             }
-            self.last_report = Some(ctx.interval);
-            self.reported.insert(acc.id(), ctx.interval);
             let Some(intf) = interference(&m, &mut acc.baseline, &report) else {
                 continue;
             };
             acc.intf = Some(intf);
-            let sla = acc.spec.sla_threshold.unwrap_or(self.cfg.sla_threshold);
-            if intf > sla {
-                self.victims.insert(acc.id());
-                acc.interferer = top.filter(|&t| t != acc.id());
+            // Reports count only where the NIC measures nothing, and only for VMs within
+            // their entitlement.
+            if acc.evidence.host_slowdown.is_some() || !acc.ent.within() {
+                continue;
             }
-            let e = intf - self.cfg.setpoint.min(sla);
-            if self.worst.is_none_or(|(w, _)| e > w) {
-                self.worst = Some((e, acc.id()));
+            if self.reported.is_none_or(|(w, _)| intf > w) {
+                self.reported = Some((intf, acc.id()));
             }
         }
     }
@@ -337,9 +263,7 @@ impl Policy for Governor {
     fn actuate(&mut self, ctx: &Ctx<'_>, accounts: &mut [Account]) {
         let floor = ctx.cfg.caps.floor_pct;
         let tx_floor = ctx.cfg.rates.floor_pct;
-        // Anti-windup: when every aggressor is already at its floor (the caps' with the CPU
-        // lever, the ceilings' with the rate lever alone), a higher rate cannot do more, so the
-        // controller does not integrate upwards.
+        // Anti-windup: every aggressor already at its floor means a higher rate does nothing.
         let (max_tx, rt, _) = self.split(tx_floor);
         let saturated = !self.weights.is_empty()
             && accounts.iter().all(|a| {
@@ -349,21 +273,22 @@ impl Policy for Governor {
                         _ => a.cap <= floor.min(a.max_cap) + 1e-9,
                     }
             });
-        let congested = self.control(ctx.interval, saturated, self.max_total(tx_floor));
+        // With the rate lever the committed tier protects: no controller (see above).
+        let worst = if self.lever.rate() {
+            None
+        } else {
+            self.worst(accounts)
+        };
+        let congested = self.control(ctx.interval, worst, saturated, self.max_total(tx_floor));
         if congested {
-            // Shares are judged only while the link is contended: an aggressor that a cap
-            // silenced keeps its weight (or it would get its cap back and return at once).
             self.reweigh(accounts);
-        }
-        if self.lever.rate() {
-            self.protect(ctx, accounts);
         }
         let (_, r_tx, r_cpu) = self.split(tx_floor);
         for acc in accounts.iter_mut() {
-            let w = if self.victims.contains(&acc.id()) {
-                0.0
-            } else {
+            let w = if acc.ent.excess {
                 self.weights.get(&acc.id()).copied().unwrap_or(0.0)
+            } else {
+                0.0
             };
             acc.rate = 1.0 + (r_cpu * r_tx - 1.0) * w;
             let cap_rate = 1.0 + (r_cpu - 1.0) * w;
@@ -385,10 +310,7 @@ impl Policy for Governor {
         }
         self.busy = 0;
         self.util_n = 0;
-        self.mtus.clear();
-        self.bytes.clear();
-        self.worst = None;
-        self.victims.clear();
+        self.reported = None;
     }
 
     fn proposes_tx(&self) -> bool {
@@ -397,8 +319,7 @@ impl Policy for Governor {
 }
 
 impl Governor {
-    /// A VM's transmit limit: its share, if latency-sensitive, and its ceiling, if an
-    /// aggressor the controller holds back.
+    /// An aggressor's ceiling (none for everyone else); the guarantee is the guard's.
     fn tx_of(
         &self,
         ctx: &Ctx<'_>,
@@ -414,20 +335,13 @@ impl Governor {
                 .round()
                 .max(1.0) as u64
         });
-        let tx = TxLimit {
-            share_bps: self.shares.get(&id).copied(),
-            max_bps,
-            weight: None,
-        };
         let reason = if max_bps.is_some() {
             TxReason::Limit {
                 victim: self.victim.unwrap_or(id),
             }
-        } else if tx.share_bps.is_some() {
-            TxReason::Protect { victim: id }
         } else {
             TxReason::Release
         };
-        (tx, reason)
+        (TxLimit::new(None, max_bps), reason)
     }
 }

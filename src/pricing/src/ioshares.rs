@@ -7,8 +7,8 @@
 //!   most in that interval: a small innocent VM is charged (and capped to the floor) for a large
 //!   one's bursts. `policies/ioshares-paper.toml`, what `resex lab paper` runs.
 //! - **`share`** (the default): every neighbour that is not itself a victim in the actuation
-//!   period is charged `IntfPercent x` its share of the link's *capacity* while the victim
-//!   waited (its bytes over the link's rate, smoothed over intervals: `share_memory`). The
+//!   period and sends above its entitlement (the host's measure) is charged `IntfPercent x`
+//!   its share of the link's *capacity* while the victim waited (its bytes over the link's rate, smoothed over intervals: `share_memory`). The
 //!   aggressor holding the link pays; a VM that sent little pays little; a VM that reports
 //!   interference pays nothing for that period; and on a quiet link every share is small, so
 //!   a report alone (a lying guest) cannot drive a neighbour's rate up much.
@@ -238,7 +238,9 @@ impl IoShares {
             let victim = accounts[i].id();
             let mut top: Option<(usize, f64)> = None;
             for (j, acc) in accounts.iter().enumerate() {
-                if j == i || self.victims.contains(&acc.id()) {
+                // Only a VM above its entitlement is charged (the host's measure): a VM
+                // within it is owed what it sends.
+                if j == i || self.victims.contains(&acc.id()) || acc.ent.within() {
                     continue;
                 }
                 let share = self.link_share.get(&acc.id()).copied().unwrap_or(0.0);

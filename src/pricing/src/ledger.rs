@@ -46,8 +46,12 @@ pub struct Account {
     pub mtus: u64,
     /// This interval's bytes.
     pub bytes: u64,
-    /// The report that arrived this interval.
+    /// The report that arrived this interval (as the host credits it: see [`crate::evidence`]).
     pub report: Option<LatencyReport>,
+    /// What the NIC measured of its work requests this interval, where it measures them.
+    pub nic: Option<resex_common::NicTimes>,
+    /// The host's evidence against its reports.
+    pub evidence: crate::evidence::Evidence,
     /// This interval's CPU charge.
     pub charge_cpu: f64,
     /// This interval's I/O charge.
@@ -68,6 +72,8 @@ pub struct Account {
     pub tx: TxLimit,
     /// The policy's proposed transmit limit at an actuation boundary, and why.
     pub tx_proposal: Option<(TxLimit, TxReason)>,
+    /// Its entitlement in force and its rate against it (the guard's state).
+    pub ent: crate::entitlement::Entitled,
     /// Set once this interval's usage was filled (catches duplicates).
     pub(crate) seen: bool,
 }
@@ -92,6 +98,8 @@ impl Account {
             mtus: 0,
             bytes: 0,
             report: None,
+            nic: None,
+            evidence: crate::evidence::Evidence::default(),
             charge_cpu: 0.0,
             charge_io: 0.0,
             intf: None,
@@ -102,6 +110,7 @@ impl Account {
             proposal: None,
             tx: TxLimit::NONE,
             tx_proposal: None,
+            ent: crate::entitlement::Entitled::default(),
             seen: false,
         }
     }

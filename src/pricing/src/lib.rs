@@ -12,6 +12,10 @@
 //!   the report-to-interference measure IOShares and the governor share; [`drum`]: DRUM's
 //!   utility maximisation on one host (`resex-drum`'s ADMM), x as transmit limits, z as caps;
 //!   [`progress`]: adaptive unfairness, a bursting VM's share growing with its progress.
+//! - [`entitlement`]: what the admin grants each VM, and the guard that holds every policy
+//!   to it (ceilings and caps only above it, the guarantee its own).
+//! - [`evidence`]: the host's own evidence (the NIC's times, the link) against each latency
+//!   report; a report the host contradicts is discounted before any policy sees it.
 //! - [`engine`]: [`Engine`], which steps a host one interval at a time.
 //! - [`trace`], [`replay`]: the usage trace format and open-loop replay.
 
@@ -22,6 +26,8 @@ pub mod baseline;
 pub mod config;
 pub mod drum;
 pub mod engine;
+pub mod entitlement;
+pub mod evidence;
 pub mod freemarket;
 pub mod governor;
 pub mod interference;
@@ -36,6 +42,7 @@ pub mod types;
 pub use baseline::BaselineLearner;
 pub use config::{ConfigError, IoSharesMode, Lever, PolicyConfig, PolicyKind};
 pub use engine::{Departure, Engine, PricingError};
+pub use entitlement::{Entitled, Entitlement};
 pub use ledger::Account;
 pub use policy::{Ctx, Policy};
 pub use types::{

@@ -60,7 +60,6 @@ pub fn build(cfg: &PolicyConfig) -> Box<dyn Policy> {
             cfg.drum.clone().unwrap_or_default(),
             cfg.lever(),
             cfg.intervals_per_actuation(),
-            cfg.ledger.interval_ms,
         )),
         PolicyKind::Progress => Box::new(crate::progress::Progress::new(
             cfg.progress.clone().unwrap_or_default(),

@@ -133,6 +133,7 @@ pub fn replay(
             mtus: r.mtus,
             bytes: r.bytes,
             report: r.report,
+            nic: None,
         }));
         usage.sort_by_key(|u| u.vm);
         let link_util = rows.iter().find_map(|r| r.link_util);

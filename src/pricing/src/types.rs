@@ -28,6 +28,9 @@ pub struct VmSpec {
     pub sla_threshold: Option<f64>,
     /// A configured latency baseline; without one the policy learns it from reports.
     pub baseline: Option<Baseline>,
+    /// What the admin grants it (the defaults: an equal split of the link, the policy's
+    /// CPU floor).
+    pub entitlement: crate::entitlement::Entitlement,
 }
 
 impl VmSpec {
@@ -40,6 +43,7 @@ impl VmSpec {
             weight: 1.0,
             sla_threshold: None,
             baseline: None,
+            entitlement: crate::entitlement::Entitlement::default(),
         }
     }
 }
@@ -57,6 +61,9 @@ pub struct VmUsage {
     pub bytes: u64,
     /// The latency report that arrived in this interval, if any.
     pub report: Option<LatencyReport>,
+    /// What the NIC measured of its work requests that completed in the interval, where the
+    /// NIC measures it (the host's own evidence of its I/O delay).
+    pub nic: Option<resex_common::NicTimes>,
 }
 
 impl VmUsage {
@@ -68,6 +75,7 @@ impl VmUsage {
             mtus,
             bytes: 0,
             report: None,
+            nic: None,
         }
     }
 }
@@ -114,6 +122,14 @@ pub enum CapReason {
         /// z, percent of one CPU (before rounding and clamping).
         cpu_pct: f64,
     },
+    /// The entitlement guard: the VM sends within its entitlement (no cap), or the policy's
+    /// cap would take it below its CPU floor or its entitlement.
+    Entitlement {
+        /// Its smoothed transmit rate, bits per second.
+        rate_bps: f64,
+        /// Its entitlement, bits per second.
+        entitled_bps: f64,
+    },
 }
 
 impl fmt::Display for CapReason {
@@ -134,6 +150,10 @@ impl fmt::Display for CapReason {
             }
             CapReason::Decay { rate } => write!(f, "no interference: rate decays to {rate:.3}"),
             CapReason::Allocation { cpu_pct } => write!(f, "DRUM: CQ service {cpu_pct:.1}% CPU"),
+            CapReason::Entitlement {
+                rate_bps,
+                entitled_bps,
+            } => entitled(f, *rate_bps, *entitled_bps),
         }
     }
 }
@@ -168,6 +188,24 @@ pub enum TxReason {
         /// is not in a burst and weighs as the most advanced one).
         progress_pct: f64,
     },
+    /// The entitlement guard: the VM's guarantee is its entitlement, and a ceiling applies
+    /// only above it.
+    Entitlement {
+        /// Its smoothed transmit rate, bits per second.
+        rate_bps: f64,
+        /// Its entitlement, bits per second.
+        entitled_bps: f64,
+    },
+}
+
+/// "sends X of its Y entitlement" for people.
+fn entitled(f: &mut fmt::Formatter<'_>, rate_bps: f64, entitled_bps: f64) -> fmt::Result {
+    write!(
+        f,
+        "entitlement: sends {:.0} of its {:.0} Mbit/s",
+        rate_bps / 1e6,
+        entitled_bps / 1e6
+    )
 }
 
 impl fmt::Display for TxReason {
@@ -183,6 +221,10 @@ impl fmt::Display for TxReason {
             TxReason::Progress { progress_pct } => {
                 write!(f, "{progress_pct:.0}% into its burst")
             }
+            TxReason::Entitlement {
+                rate_bps,
+                entitled_bps,
+            } => entitled(f, *rate_bps, *entitled_bps),
         }
     }
 }

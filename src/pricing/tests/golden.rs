@@ -113,6 +113,10 @@ fn report(mean: f64, stddev: f64) -> Option<LatencyReport> {
 ///   1 + 0.63 x 0.9 = 1.567, cap 63.8162; interval 40: 1.5103, cap 66.2120.
 /// - no reports after 35: rates hold at 50 ... 130 (reports are missing, not good news);
 ///   at 140, 105 ms after the last report (timeout 100 ms), decay resumes: 1.459 27.
+///
+/// Interval numbers count from the episode's start: both VMs send for [`WARM`] intervals
+/// before it, so the host's smoothed rates (about 100 ms) show vm2 above its entitlement (half
+/// the link) and vm1 within it; only a VM above its entitlement may be capped.
 #[test]
 fn ioshares_interference_episode_and_decay() {
     let mut cfg = PolicyConfig::defaults(PolicyKind::Ioshares);
@@ -127,6 +131,17 @@ fn ioshares_interference_episode_and_decay() {
     e.add_vm(VmSpec::new(2, "vm2m", 1), 0).unwrap();
     let mut rate_at = Vec::new();
     let mut decisions = Vec::new();
+    for w in 0..WARM {
+        let out = step(
+            &mut e,
+            w,
+            &[
+                VmUsage::new(VmId(1), 30.0, 100),
+                VmUsage::new(VmId(2), 100.0, 900),
+            ],
+        );
+        assert!(out.decisions.is_empty(), "no cap before any report");
+    }
     for i in 0..150 {
         let mut u1 = VmUsage::new(VmId(1), 30.0, 100);
         let u2 = VmUsage::new(VmId(2), 100.0, 900);
@@ -136,7 +151,7 @@ fn ioshares_interference_episode_and_decay() {
             25 | 35 => report(10_500.0, 1_000.0),
             _ => None,
         };
-        let out = step(&mut e, i, &[u1, u2]);
+        let out = step(&mut e, WARM + i, &[u1, u2]);
         rate_at.push(out.rows[1].rate);
         decisions.extend(out.decisions.iter().map(|d| (i, d.vm, d.cap_pct, d.reason)));
         match i {
@@ -183,6 +198,9 @@ fn ioshares_interference_episode_and_decay() {
     assert!(matches!(decisions[2].3, CapReason::Decay { .. }));
     assert!(decisions.iter().all(|d| d.1 == VmId(2)));
 }
+
+/// Intervals of traffic before an episode: the host's smoothed rates settle.
+const WARM: u64 = 300;
 
 /// The baseline is learned from the first `baseline_reports` reports; until then a slow report
 /// charges nobody.
@@ -234,11 +252,11 @@ fn late_arrival_gets_a_prorated_allotment() {
 
 /// IOShares' `share` attribution by hand: the aggressor sends 500 000 bytes every 1 ms interval
 /// on a link of 1 GiB/s (8 589 934.592 bits per interval): 4 000 000 bits, a share of
-/// f = 0.465 66; smoothed with memory 0.9 from 0, after k intervals it is (1 - 0.9^k) f. A
-/// second reporting VM that sends 1 000 bytes a ms is innocent: at interval 5 the victim
-/// (IntfPercent 0.5) charges the aggressor 0.5 x (1 - 0.9^6) f and the small VM only
-/// 0.5 x (1 - 0.9^6) f / 500; when the small VM itself reports interference at interval 15 it
-/// is a victim of the period and pays nothing.
+/// f = 0.465 66 (smoothed with memory 0.9: after [`WARM`] intervals, f). It is above its
+/// entitlement (a third of the link); a second reporting VM that sends 1 000 bytes a ms is
+/// within its own, so only the aggressor pays: at interval 5 the victim (IntfPercent 0.5)
+/// charges it 0.5 f, and the small VM nothing, then or when it reports interference itself at
+/// interval 15.
 #[test]
 fn ioshares_share_mode_charges_by_share_of_the_link_and_never_a_victim() {
     let cfg = PolicyConfig::defaults(PolicyKind::Ioshares);
@@ -256,28 +274,35 @@ fn ioshares_share_mode_charges_by_share_of_the_link_and_never_a_victim() {
     e.add_vm(small, 0).unwrap();
     e.add_vm(VmSpec::new(3, "aggressor", 1), 0).unwrap();
     let f = 4_000_000.0 / (8.0 * (1u64 << 30) as f64 / 1000.0);
-    let smoothed = |k: i32| (1.0 - 0.9f64.powi(k)) * f;
     let mut prev = (1.0, 1.0);
-    for i in 0..20u64 {
+    for i in 0..WARM + 20 {
         let mut u1 = VmUsage::new(VmId(1), 10.0, 10);
         let mut u2 = VmUsage::new(VmId(2), 10.0, 1);
         let mut u3 = VmUsage::new(VmId(3), 90.0, 500);
         u1.bytes = 10_000;
         u2.bytes = 1_000;
         u3.bytes = 500_000;
-        u1.report = (i == 5).then(|| report(15_000.0, 1_200.0)).flatten();
-        u2.report = (i == 15).then(|| report(15_000.0, 1_200.0)).flatten();
+        u1.report = (i == WARM + 5).then(|| report(15_000.0, 1_200.0)).flatten();
+        u2.report = (i == WARM + 15)
+            .then(|| report(15_000.0, 1_200.0))
+            .flatten();
         let out = step(&mut e, i, &[u1, u2, u3]);
-        match i {
-            5 => {
-                let raise = 0.5 * smoothed(6);
-                assert!(close(out.rows[2].rate, 1.0 + raise), "{}", out.rows[2].rate);
-                let small_share = smoothed(6) / 500.0;
-                assert!(close(out.rows[1].rate, 1.0 + 0.5 * small_share));
+        match i.checked_sub(WARM) {
+            Some(5) => {
+                let raise = 0.5 * f;
+                assert!(
+                    (out.rows[2].rate - (1.0 + raise)).abs() < 1e-6,
+                    "{}",
+                    out.rows[2].rate
+                );
+                assert_eq!(
+                    out.rows[1].rate, 1.0,
+                    "within its entitlement: never charged"
+                );
                 assert_eq!(out.rows[0].interferer, Some(VmId(3)));
                 assert!(close(out.rows[0].rate, 1.0), "a victim is never charged");
             }
-            15 => {
+            Some(15) => {
                 assert_eq!(out.rows[1].interferer, Some(VmId(3)));
                 // The small VM is this period's victim: its rate does not rise; the
                 // aggressor's does.

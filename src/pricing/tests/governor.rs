@@ -4,12 +4,14 @@
 #![allow(clippy::cast_possible_truncation)]
 
 use resex_pricing::{
-    Baseline, Engine, IntervalInput, LatencyReport, Lever, PolicyConfig, PolicyKind, VmId, VmSpec,
-    VmUsage,
+    Baseline, Engine, Entitlement, IntervalInput, LatencyReport, Lever, PolicyConfig, PolicyKind,
+    VmId, VmSpec, VmUsage,
 };
 
 const BASE_NS: f64 = 100_000.0;
 
+/// VM 1 is latency-sensitive; VMs 2.. are granted 1 Gb/s each (about 122 MTUs per interval) and
+/// VM 1 the rest of the 8.6 Gb/s link: only what a VM sends above its entitlement may be capped.
 fn engine(n: u32) -> Engine {
     let mut cfg = PolicyConfig::defaults(PolicyKind::Governor);
     cfg.lever = Some(Lever::Cpu);
@@ -21,6 +23,11 @@ fn engine(n: u32) -> Engine {
                 mean_ns: BASE_NS,
                 stddev_ns: 5_000.0,
             });
+        } else {
+            spec.entitlement = Entitlement {
+                tx_bps: Some(1_000_000_000),
+                cpu_floor_pct: None,
+            };
         }
         e.add_vm(spec, 0).unwrap();
     }
@@ -77,8 +84,8 @@ fn a_report_on_a_link_that_never_fills_charges_nobody() {
 
 #[test]
 fn the_charge_is_split_by_the_aggressors_shares() {
-    // Of 64 + 900 + 450 + 50 = 1464 MTUs a fair quarter is 366: VM 2 is 534 over, VM 3 84
-    // over, VM 4 under (not an aggressor). Weights 0.86 and 0.14.
+    // VM 2 sends 900 MTUs an interval and VM 3 450, both above their 1 Gb/s (about 122 MTUs);
+    // VM 4 sends 50, within it (not an aggressor). Weights by excess: about 0.70 and 0.30.
     let mut e = engine(4);
     // (Checked before the big one reaches the floor: the victim here never recovers.)
     let mut caps = vec![];
@@ -88,7 +95,10 @@ fn the_charge_is_split_by_the_aggressors_shares() {
     assert!(caps[1] > 10.0, "{caps:?}");
     assert!(caps[1] < caps[2], "the larger sender pays more: {caps:?}");
     assert!(caps[2] < 100.0, "the smaller aggressor pays too: {caps:?}");
-    assert_eq!(caps[3], 100.0, "a VM within its fair share is no aggressor");
+    assert_eq!(
+        caps[3], 100.0,
+        "a VM within its entitlement is no aggressor"
+    );
 }
 
 #[test]

@@ -101,7 +101,9 @@ fn a_cap_deciding_policy_on_the_rate_lever_sets_ceilings_instead() {
                 })
                 .unwrap();
             capped |= !out.decisions.is_empty();
-            if let (None, Some(d)) = (first_tx, out.tx_decisions.first()) {
+            // (Every VM's guarantee is set from the start: its entitlement.)
+            let ceiling = out.tx_decisions.iter().find(|d| d.tx.max_bps.is_some());
+            if let (None, Some(d)) = (first_tx, ceiling) {
                 first_tx = Some((i, *d));
             }
         }

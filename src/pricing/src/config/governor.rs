@@ -42,22 +42,11 @@ pub struct GovernorConfig {
     pub min_report_samples: u64,
     /// Interference is clamped to this.
     pub max_intf: f64,
-    /// With the rate lever: a reporting (latency-sensitive) VM's transmit share is this many
-    /// times its demand (its peak rate, decaying), ...
-    pub share_headroom: f64,
-    /// ... at least this many Mbit/s, rounded up to a power of two of Mbit/s (steady weights).
-    pub share_min_mbps: f64,
-    /// Per actuation period a VM's demand keeps this much of its peak (it follows a new
-    /// peak at once).
-    pub demand_memory: f64,
 }
 
 impl Default for GovernorConfig {
     fn default() -> Self {
         Self {
-            share_headroom: 2.0,
-            share_min_mbps: 128.0,
-            demand_memory: 0.99,
             sla_threshold: 0.10,
             setpoint: 0.05,
             congestion_util: 0.90,
@@ -164,24 +153,6 @@ impl GovernorConfig {
             self.max_intf,
             finite_in(self.max_intf, 0.01, 1000.0),
             "0.01..=1000.0",
-        )?;
-        check(
-            "governor.share_headroom",
-            self.share_headroom,
-            finite_in(self.share_headroom, 1.0, 100.0),
-            "1.0..=100.0",
-        )?;
-        check(
-            "governor.share_min_mbps",
-            self.share_min_mbps,
-            finite_in(self.share_min_mbps, 1.0, 1e6),
-            "1.0..=1000000.0",
-        )?;
-        check(
-            "governor.demand_memory",
-            self.demand_memory,
-            finite_in(self.demand_memory, 0.0, 1.0),
-            "0.0..=1.0",
         )?;
         if self.setpoint > self.sla_threshold {
             return Err(ConfigError::Inconsistent(format!(

@@ -18,23 +18,23 @@ pub enum RateAs {
     Both,
 }
 
-/// `[drum.weights]`: the utility weight of each class of VM.
+/// `[drum.weights]`: the utility weight of each class of VM, as the host sees it behave.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ClassWeights {
-    /// VMs that reported their latency within `report_timeout_ms` (latency-sensitive).
-    pub reporting: f64,
-    /// Every other VM (bulk).
+    /// VMs sending within their entitlement (the host's measure; whether a VM runs the agent
+    /// or what it reports plays no part).
+    pub light: f64,
+    /// Every other VM (in excess of its entitlement).
     pub bulk: f64,
 }
 
 impl Default for ClassWeights {
-    /// Latency-sensitive VMs weigh 10: at alpha = 1/2 rates go as the weight squared, so their
-    /// shares come about 100:1 before a bulk VM's while both are backlogged (the scheduler
-    /// serves them first, and the bulk VM takes every moment they leave).
+    /// Light VMs weigh 10: at alpha = 1/2 rates go as the weight squared, so their weights in
+    /// the excess come about 100:1 before a bulk VM's while both are backlogged.
     fn default() -> Self {
         Self {
-            reporting: 10.0,
+            light: 10.0,
             bulk: 1.0,
         }
     }
@@ -76,8 +76,6 @@ pub struct DrumConfig {
     pub rate_step: f64,
     /// Caps move in steps of this many percentage points.
     pub cap_step_pct: f64,
-    /// A VM counts as latency-sensitive for this long after its last report.
-    pub report_timeout_ms: u64,
     /// The weights of the classes.
     pub weights: ClassWeights,
 }
@@ -100,7 +98,6 @@ impl Default for DrumConfig {
             rate_as: RateAs::Share,
             rate_step: 0.01,
             cap_step_pct: 1.0,
-            report_timeout_ms: 100,
             weights: ClassWeights::default(),
         }
     }
@@ -188,14 +185,8 @@ impl DrumConfig {
             finite_in(self.cap_step_pct, 0.01, 50.0),
             "0.01..=50.0",
         )?;
-        check(
-            "drum.report_timeout_ms",
-            self.report_timeout_ms,
-            (1..=3_600_000).contains(&self.report_timeout_ms),
-            "1..=3600000",
-        )?;
         for (key, v) in [
-            ("drum.weights.reporting", self.weights.reporting),
+            ("drum.weights.light", self.weights.light),
             ("drum.weights.bulk", self.weights.bulk),
         ] {
             check(key, v, finite_in(v, 1e-3, 1e3), "1e-3..=1e3")?;

@@ -9,8 +9,9 @@
 //! - its **a_j**, the CPU its CQ service takes per unit of link rate, is its CPU (in CPUs) over
 //!   its link rate, clamped to `[a_min, a_max]` and smoothed by `a_memory`: the paper's
 //!   `z = A x`, measured instead of drawn;
-//! - its **weight** is its class's (`[drum.weights]`: `reporting` for VMs that reported their
-//!   latency within `report_timeout_ms`, `bulk` for the others) times its configured weight.
+//! - its **weight** is its class's (`[drum.weights]`: `light` for VMs the host sees sending
+//!   within their entitlement, `bulk` for the others) times its configured weight; whether a
+//!   VM runs the agent plays no part.
 //!
 //! The host's problem is then the paper's problem (4) for these VMs: maximise the top-k
 //! weighted alpha-fair utility of the WQE rates x (fractions of the link, `sum x <=
@@ -29,7 +30,6 @@ pub mod config;
 pub mod host;
 
 use crate::config::Lever;
-use crate::interference::valid_report;
 use crate::ledger::Account;
 use crate::policy::{Ctx, Policy};
 use crate::types::{CapReason, TxLimit, TxReason, VmId};
@@ -50,8 +50,6 @@ struct Track {
     demand: f64,
     /// Smoothed CPU per unit of link rate (`None` until it first sent).
     a: Option<f64>,
-    /// The interval of its last usable latency report.
-    reported: Option<u64>,
 }
 
 /// The DRUM policy.
@@ -60,7 +58,6 @@ pub struct Drum {
     cfg: DrumConfig,
     lever: Lever,
     per_period: u64,
-    timeout_intervals: u64,
     /// One per account, in the accounts' (id) order.
     tracks: Vec<(VmId, Track)>,
     host: DrumHost,
@@ -71,13 +68,11 @@ pub struct Drum {
 
 impl Drum {
     /// From the `[drum]` section, the levers, intervals per actuation period and the interval.
-    pub fn new(cfg: DrumConfig, lever: Lever, per_period: u64, interval_ms: u64) -> Self {
-        let timeout_intervals = cfg.report_timeout_ms.div_ceil(interval_ms.max(1));
+    pub fn new(cfg: DrumConfig, lever: Lever, per_period: u64) -> Self {
         Self {
             cfg,
             lever,
             per_period: per_period.max(1),
-            timeout_intervals,
             tracks: Vec::new(),
             host: DrumHost::default(),
             inputs: Vec::new(),
@@ -133,14 +128,11 @@ impl Drum {
             }
             t.bytes = 0;
             t.cpu_sum = 0.0;
-            let reporting = t
-                .reported
-                .is_some_and(|r| ctx.interval.saturating_sub(r) < self.timeout_intervals);
             let (Some(a), true) = (t.a, t.demand >= c.min_demand && t.demand > 0.0) else {
                 continue;
             };
-            let class = if reporting {
-                c.weights.reporting
+            let class = if acc.ent.within() {
+                c.weights.light
             } else {
                 c.weights.bulk
             };
@@ -177,14 +169,11 @@ impl Policy for Drum {
         "drum"
     }
 
-    fn price(&mut self, ctx: &Ctx<'_>, accounts: &mut [Account]) {
+    fn price(&mut self, _ctx: &Ctx<'_>, accounts: &mut [Account]) {
         self.sync(accounts);
         for (acc, (_, t)) in accounts.iter_mut().zip(&mut self.tracks) {
             t.bytes = t.bytes.saturating_add(acc.bytes);
             t.cpu_sum += acc.cpu_pct;
-            if acc.report.is_some_and(|r| valid_report(&r, 1)) {
-                t.reported = Some(ctx.interval);
-            }
             acc.rate = 1.0;
         }
     }
