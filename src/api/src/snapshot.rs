@@ -79,6 +79,32 @@ pub struct VmSnap {
     /// Why its transmit limit last changed.
     #[serde(default)]
     pub tx_reason: Option<String>,
+    /// Its weight in the split of the port's excess (None: from its guarantee).
+    #[serde(default)]
+    pub tx_weight: Option<u32>,
+    /// What the admin grants it on the link, bits per second: its entitlement (configured,
+    /// or an equal split of what the configured ones leave).
+    #[serde(default)]
+    pub entitled_bps: f64,
+    /// The lowest cap a policy may give it, percent of one CPU (None: no policy).
+    #[serde(default)]
+    pub cpu_floor_pct: Option<f64>,
+    /// Its transmit rate on the wire against its entitlement, bits per second, smoothed over
+    /// about 100 ms (None: no policy).
+    #[serde(default)]
+    pub tx_rate_bps: Option<f64>,
+    /// Sending above its entitlement: the only state in which a policy may limit it (None: no
+    /// policy).
+    #[serde(default)]
+    pub excess: Option<bool>,
+    /// Its I/O slowdown as the NIC measured it over its last report period (the mean sojourn of
+    /// its work requests over their time on the wire plus their quiet wait, minus 1), where
+    /// the NIC measures it.
+    #[serde(default)]
+    pub host_slowdown: Option<f64>,
+    /// What the host made of its last report, when it discounted it: for people.
+    #[serde(default)]
+    pub report_discounted: Option<String>,
     /// Resos balance.
     pub balance: Option<f64>,
     /// Allotment this epoch.

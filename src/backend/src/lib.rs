@@ -46,6 +46,11 @@ pub struct DomainInfo {
     pub weight: f64,
     /// Its own SLA threshold (fraction), when configured.
     pub sla_threshold: Option<f64>,
+    /// Its entitlement on the link, bits per second, when configured (default: an equal
+    /// split).
+    pub entitled_bps: Option<u64>,
+    /// Its CPU floor, % of one CPU, when configured (default: the policy's floor).
+    pub cpu_floor_pct: Option<f64>,
 }
 
 /// Guest RAM the kvm and xen backends read (guest-physical addresses from 0, below the PCI

@@ -46,6 +46,12 @@ pub struct DomainRecord {
     /// Its VF: where its transmit rate is scheduled (the rate lever), if anywhere.
     #[serde(default)]
     pub vf: Option<crate::lever::Vf>,
+    /// Its entitlement on the link, bits per second, when the scenario gives one.
+    #[serde(default)]
+    pub entitled_bps: Option<u64>,
+    /// Its CPU floor, % of one CPU, when the scenario gives one.
+    #[serde(default)]
+    pub cpu_floor_pct: Option<f64>,
 }
 
 fn one() -> f64 {
@@ -195,6 +201,8 @@ impl Hypervisor for LocalBackend {
                 ram_size: r.ram_size,
                 weight: r.weight,
                 sla_threshold: r.sla_threshold,
+                entitled_bps: r.entitled_bps,
+                cpu_floor_pct: r.cpu_floor_pct,
             })
             .collect();
         out.sort_by_key(|d| d.id);
@@ -267,6 +275,8 @@ mod tests {
         let ram = run.path().join("g.ram");
         FileMemory::create(&ram, 1 << 20).unwrap();
         let mut r = DomainRecord {
+            entitled_bps: None,
+            cpu_floor_pct: None,
             id: 1,
             name: "g".into(),
             host: "h1".into(),

@@ -37,6 +37,8 @@ impl MemDomain {
     pub fn new(name: &str, mem: Arc<dyn GuestMemory>, registration: Option<Registration>) -> Self {
         Self {
             info: DomainInfo {
+                entitled_bps: None,
+                cpu_floor_pct: None,
                 key: name.to_owned(),
                 id: 0,
                 name: name.to_owned(),

@@ -213,6 +213,13 @@ impl HostCore {
         Ok(())
     }
 
+    /// The NIC's cumulative times for the VM's work requests (see [`resex_common::NicTimes`]),
+    /// where the driver can read them; priced from the next step.
+    pub fn nic_sample(&mut self, id: VmId, t: resex_common::NicTimes) -> Result<(), CoreError> {
+        self.vm_mut(id)?.nic.total = Some(t);
+        Ok(())
+    }
+
     /// A registration document, validated against the VM's RAM as `layout` (the registrar
     /// does that off the loop).
     pub fn register(
@@ -333,6 +340,7 @@ impl HostCore {
             Some((name, cfg)) => {
                 let mut e = Engine::new(cfg);
                 e.set_link_bps(self.cfg.link.bits_per_sec);
+                e.set_header_bytes(self.cfg.link.header_bytes);
                 let from = self.last.map_or(1, |l| l + 1);
                 for vm in &self.vms {
                     if let Err(err) = e.add_vm(vm.spec(), from) {

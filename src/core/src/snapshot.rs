@@ -15,7 +15,11 @@ impl HostCore {
         self.snapshot_at_ns = now_ns;
         let mut vms = Vec::with_capacity(self.vms.len());
         let mut host_mtus = 0.0;
-        for i in 0..self.vms.len() {
+        let entitled = resex_pricing::entitlement::split(
+            self.vms.iter().map(|v| v.info.entitlement.tx_bps),
+            self.cfg.link.bits_per_sec as f64,
+        );
+        for (i, &entitled_bps) in entitled.iter().enumerate() {
             let vm = &self.vms[i];
             let total = vm.rings.total();
             let cpu_now = vm.cpu.last();
@@ -49,6 +53,16 @@ impl HostCore {
                 tx_max_bps: vm.tx.max_bps,
                 tx_lever: vm.info.tx_lever.clone(),
                 tx_reason: vm.tx_reason.clone(),
+                tx_weight: vm.tx.weight,
+                entitled_bps,
+                cpu_floor_pct: acc.map(|a| a.ent.cpu_floor_pct),
+                tx_rate_bps: acc.map(|a| a.ent.rate_bps),
+                excess: acc.map(|a| a.ent.excess),
+                host_slowdown: acc.and_then(|a| a.evidence.host_slowdown),
+                report_discounted: acc
+                    .and_then(|a| a.evidence.verdict)
+                    .filter(|v| v.discounted)
+                    .map(|v| v.to_string()),
                 balance: acc.map(|a| a.balance),
                 allotment: acc.map(|a| a.allotment),
                 rate: acc.map(|a| a.rate),

@@ -95,12 +95,14 @@ impl HostCore {
                 }
             }
             bits += link.bits(&row.delta);
+            let nic = vm.nic.take_interval();
             self.usage.push(VmUsage {
                 vm: vm.id,
                 cpu_pct: row.cpu_pct,
                 mtus: row.delta.mtus,
                 bytes: row.delta.tx_bytes,
                 report: row.report,
+                nic,
             });
             self.out.rows.push(row);
         }

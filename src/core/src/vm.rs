@@ -2,7 +2,7 @@
 
 use crate::cpu::CpuMeter;
 use crate::rings::Rings;
-use resex_common::{LatencyReport, LogLimiter, TxLimit, VmId};
+use resex_common::{LatencyReport, LogLimiter, NicTimes, TxLimit, VmId};
 use resex_guestmem::GuestMemory;
 use resex_ibmon::Counters;
 use resex_pricing::{BaselineLearner, VmSpec};
@@ -26,6 +26,8 @@ pub struct VmInfo {
     pub cap_mechanism: String,
     /// Its rate lever, for people (`None`: the VM has none: no VF, no scheduler).
     pub tx_lever: Option<String>,
+    /// What the admin grants it (default: an equal split of the link, the policy's floor).
+    pub entitlement: resex_pricing::Entitlement,
 }
 
 impl VmInfo {
@@ -39,6 +41,7 @@ impl VmInfo {
             sla_threshold: None,
             cap_mechanism: String::new(),
             tx_lever: None,
+            entitlement: resex_pricing::Entitlement::default(),
         }
     }
 
@@ -83,6 +86,27 @@ pub(crate) struct Vm {
     pub(crate) mailbox_next: u32,
     /// Counters and CPU sample at the last snapshot.
     pub(crate) at_snapshot: Option<(Counters, Option<crate::CpuSample>)>,
+    /// What the NIC measured of its work requests (where the driver can read it).
+    pub(crate) nic: NicMeter,
+}
+
+/// A VM's NIC times: the driver's cumulative samples into deltas per interval.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(crate) struct NicMeter {
+    /// The last sample (`None`: the NIC measures nothing for this VM).
+    pub(crate) total: Option<NicTimes>,
+    /// The total at the last step.
+    at_step: NicTimes,
+}
+
+impl NicMeter {
+    /// What was added since the last step.
+    pub(crate) fn take_interval(&mut self) -> Option<NicTimes> {
+        let t = self.total?;
+        let d = t.since(&self.at_step);
+        self.at_step = t;
+        Some(d)
+    }
 }
 
 impl Vm {
@@ -111,6 +135,7 @@ impl Vm {
             log_mailbox: LogLimiter::default(),
             mailbox_next: 0,
             at_snapshot: None,
+            nic: NicMeter::default(),
         }
     }
 
@@ -123,6 +148,7 @@ impl Vm {
             weight: self.info.weight,
             sla_threshold: self.info.sla_threshold,
             baseline: self.learner.baseline(),
+            entitlement: self.info.entitlement,
         }
     }
 

@@ -14,11 +14,19 @@ use std::sync::Arc;
 const MS: u64 = 1_000_000;
 
 fn core_with(guests: &[&Guest]) -> HostCore {
+    core_granting(guests, None)
+}
+
+/// As [`core_with`], VM 1 granted `first_bps` of the link (its entitlement) when given.
+fn core_granting(guests: &[&Guest], first_bps: Option<u64>) -> HostCore {
     let mut core = HostCore::new(CoreConfig::default());
     for (i, g) in guests.iter().enumerate() {
         let id = VmId(i as u32 + 1);
-        core.add_vm(id, VmInfo::new(format!("vm{}", i + 1), 1, RAM))
-            .unwrap();
+        let mut info = VmInfo::new(format!("vm{}", i + 1), 1, RAM);
+        if i == 0 {
+            info.entitlement.tx_bps = first_bps;
+        }
+        core.add_vm(id, info).unwrap();
         core.set_memory(id, g.mem.clone()).unwrap();
         core.register(id, &g.registration(), g.layout()).unwrap();
     }
@@ -204,12 +212,15 @@ fn busy(core: &mut HostCore, id: VmId, k: u64) {
 
 #[test]
 fn the_policy_cuts_caps_pins_win_and_a_policy_change_restores() {
-    let (a, b) = (Guest::new(7), Guest::new(8));
-    let mut core = core_with(&[&a, &b]);
+    let (mut a, b) = (Guest::new(7), Guest::new(8));
+    // VM 1 is granted 1 Mb/s and sends 4 KiB a millisecond (33 Mb/s), far above it: a VM
+    // within its entitlement is never capped.
+    let mut core = core_granting(&[&a, &b], Some(1_000_000));
     assert!(core.set_policy(policy(GREEDY), 0).is_empty());
     let mut cut = None;
     for k in 1..=200 {
         busy(&mut core, VmId(1), k);
+        a.work(0, 1, 4096);
         let out = core.step(k * MS).unwrap();
         if let Some(i) = out.intents.first() {
             cut = Some((k, *i));
@@ -228,6 +239,7 @@ fn the_policy_cuts_caps_pins_win_and_a_policy_change_restores() {
     assert_eq!(pin.cap, Some(55.0));
     for j in k + 1..k + 40 {
         busy(&mut core, VmId(1), j);
+        a.work(0, 1, 4096);
         let out = core.step(j * MS).unwrap();
         assert!(out.intents.iter().all(|i| i.vm != VmId(1)), "pinned");
     }

@@ -24,7 +24,15 @@
 //! [rates.vfs]                                # VFs by VM name (wins over the backend's)
 //! web-1 = "0000:03:00.2"                     # a PCI VF
 //! db = { kind = "function", devlink = "pci/0000:03:00.0", vf = 3 }  # a PF's VF by index
+//!
+//! [vms.web-1]                                # what the admin grants a VM (wins over the
+//! entitlement = "2Gbit"                      # backend's): its guaranteed transmit rate
+//! cpu_floor = 20                             # and the lowest CPU cap, percent of one CPU
 //! ```
+//!
+//! A VM without an `entitlement` gets an equal split of what the configured ones leave of
+//! the link; the entitlement is the one input that decides how much a VM is protected
+//! (docs/entitlements.md).
 //!
 //! `vf_lever`: `devlink` sets a VF's rate leaf (`devlink port function rate`, switchdev
 //! mode), `legacy` the PF's per-VF rate (`ip link set PF vf N min_tx_rate max_tx_rate`),
@@ -92,6 +100,37 @@ pub struct Config {
     /// `[fleet]`: join a fleet through etcd (needs a build with `--features fleet`).
     #[serde(default)]
     pub fleet: Option<resex_fleet::FleetConfig>,
+    /// `[vms.NAME]`: what the admin grants each VM, by name.
+    #[serde(default)]
+    pub vms: BTreeMap<String, Grant>,
+}
+
+/// `[vms.NAME]`: what the admin grants one VM.
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Grant {
+    /// Its guaranteed transmit rate (`2Gbit`, `500Mbit`, or bits per second).
+    #[serde(default, deserialize_with = "bits")]
+    pub entitlement: Option<u64>,
+    /// The lowest CPU cap a policy may give it, percent of one CPU.
+    #[serde(default)]
+    pub cpu_floor: Option<f64>,
+}
+
+fn bits<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    resex_common::deserialize_bits(d).map(Some)
+}
+
+impl Grant {
+    /// Lays the grant over what the backend says of the domain.
+    pub fn apply(&self, d: &mut resex_backend::DomainInfo) {
+        if let Some(e) = self.entitlement {
+            d.entitled_bps = Some(e);
+        }
+        if let Some(f) = self.cpu_floor {
+            d.cpu_floor_pct = Some(f);
+        }
+    }
 }
 
 /// The rate lever of SR-IOV VFs: which mechanism, and VFs by VM name.
@@ -262,6 +301,20 @@ impl Config {
             f.validate()
                 .map_err(|e| ConfigError::Invalid(format!("[fleet]: {e}")))?;
         }
+        for (name, g) in &c.vms {
+            if g.entitlement == Some(0) {
+                return Err(ConfigError::Invalid(format!(
+                    "[vms.{name}] entitlement must be above 0 (omit it for an equal split)"
+                )));
+            }
+            if let Some(f) = g.cpu_floor {
+                if !(f.is_finite() && (0.0..=100_000.0).contains(&f)) {
+                    return Err(ConfigError::Invalid(format!(
+                        "[vms.{name}] cpu_floor = {f} must be a percent of one CPU, 0 or more"
+                    )));
+                }
+            }
+        }
         if c.scan_budget == 0 || c.discovery_ms == 0 || c.snapshot_ms == 0 || c.cpu_every == 0 {
             return Err(ConfigError::Invalid(
                 "scan_budget, discovery_ms, snapshot_ms and cpu_every must be above 0".into(),
@@ -369,6 +422,31 @@ mod tests {
     }
 
     #[test]
+    fn the_vms_section_grants_entitlements_over_the_backend() {
+        let c = Config::from_toml(
+            "[vms.web-1]\nentitlement = \"2Gbit\"\ncpu_floor = 20\n[vms.db]\nentitlement = 500000000\n",
+        )
+        .unwrap();
+        assert_eq!(c.vms["web-1"].entitlement, Some(2_000_000_000));
+        assert_eq!(c.vms["web-1"].cpu_floor, Some(20.0));
+        assert_eq!(c.vms["db"].entitlement, Some(500_000_000));
+        let mut d = resex_backend::DomainInfo {
+            entitled_bps: Some(1),
+            cpu_floor_pct: Some(5.0),
+            key: "db".into(),
+            id: 1,
+            name: "db".into(),
+            vcpus: 1,
+            ram_size: 1 << 20,
+            weight: 1.0,
+            sla_threshold: None,
+        };
+        c.vms["db"].apply(&mut d);
+        assert_eq!(d.entitled_bps, Some(500_000_000), "the config wins");
+        assert_eq!(d.cpu_floor_pct, Some(5.0), "what it does not say stays");
+    }
+
+    #[test]
     fn the_rates_section_names_vfs_by_vm() {
         let c = Config::default();
         assert_eq!(c.rates.vf_lever, VfLeverChoice::Auto, "auto by default");
@@ -407,6 +485,10 @@ db = { kind = "function", devlink = "netdevsim/netdevsim1", vf = 3 }
     fn invalid_rates_are_refused_with_the_reason() {
         for (text, want) in [
             ("[rates]\nvf_lever = \"tc\"\n", "unknown variant `tc`"),
+            ("[vms.a]\nentitlement = \"fast\"\n", "fast"),
+            ("[vms.a]\nentitlement = 0\n", "above 0"),
+            ("[vms.a]\ncpu_floor = -5\n", "cpu_floor"),
+            ("[vms.a]\nshare = 5\n", "share"),
             ("[rates]\nvf_levr = \"auto\"\n", "vf_levr"),
             ("[rates.vfs]\na = \"0000:03:00.9\"\n", "not a PCI address"),
             ("[rates.vfs]\na = \"../../etc\"\n", "not a PCI address"),

@@ -284,6 +284,7 @@ pub fn start(settings: Settings, hv: Arc<dyn Hypervisor>) -> Result<DaemonHandle
         clock,
         sample_tx,
         reg_tx,
+        cfg.vms.clone(),
         stop.clone(),
     )
     .map_err(DaemonError::Thread)?;

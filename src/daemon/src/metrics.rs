@@ -132,13 +132,7 @@ pub fn encode(s: &Snapshot, lm: &LoopMetrics) -> String {
                  name: &str,
                  help: &str,
                  f: &dyn Fn(&resex_api::VmSnap) -> Option<f64>| {
-        let fam = Family::<VmLabel, FGauge>::default();
-        for v in &s.vms {
-            if let Some(x) = f(v) {
-                fam.get_or_create(&VmLabel { vm: v.name.clone() }).set(x);
-            }
-        }
-        r.register(name, help, fam);
+        vm_gauge(r, s, name, help, f);
     };
     gauge(&mut r, "resex_vm_vcpus", "Virtual CPUs", &|v| {
         Some(f64::from(v.vcpus))
@@ -206,6 +200,7 @@ pub fn encode(s: &Snapshot, lm: &LoopMetrics) -> String {
         "Transmit rate IBMon measured over the last snapshot, bits per second",
         &|v| Some(v.bytes_per_s * 8.0),
     );
+    entitlement_gauges(&mut r, s);
     gauge(
         &mut r,
         "resex_vm_queue_pairs",
@@ -369,6 +364,73 @@ pub fn serve(
     })
 }
 
+/// One gauge per VM where `f` has a value.
+fn vm_gauge(
+    r: &mut Registry,
+    s: &Snapshot,
+    name: &str,
+    help: &str,
+    f: &dyn Fn(&resex_api::VmSnap) -> Option<f64>,
+) {
+    let fam = Family::<VmLabel, FGauge>::default();
+    for v in &s.vms {
+        if let Some(x) = f(v) {
+            fam.get_or_create(&VmLabel { vm: v.name.clone() }).set(x);
+        }
+    }
+    r.register(name, help, fam);
+}
+
+/// What the admin grants each VM beside what it uses (absent where no policy runs).
+#[allow(clippy::cast_precision_loss)]
+fn entitlement_gauges(r: &mut Registry, s: &Snapshot) {
+    let gauge = |r: &mut Registry, name, help, f: &dyn Fn(&resex_api::VmSnap) -> Option<f64>| {
+        vm_gauge(r, s, name, help, f);
+    };
+    gauge(
+        r,
+        "resex_vm_entitled_bps",
+        "Transmit rate the admin grants the VM (its entitlement), bits per second",
+        &|v| (v.entitled_bps > 0.0).then_some(v.entitled_bps),
+    );
+    gauge(
+        r,
+        "resex_vm_cpu_floor_percent",
+        "Lowest CPU cap a policy may give the VM, percent of one CPU",
+        &|v| v.cpu_floor_pct,
+    );
+    gauge(
+        r,
+        "resex_vm_tx_rate_bps",
+        "Transmit rate on the wire the policy compares with the entitlement, bits per second",
+        &|v| v.tx_rate_bps,
+    );
+    gauge(
+        r,
+        "resex_vm_excess",
+        "1 while the VM sends above its entitlement (only then may a policy limit it)",
+        &|v| v.excess.map(|e| f64::from(u8::from(e))),
+    );
+    gauge(
+        r,
+        "resex_vm_tx_weight",
+        "The VM's weight in the split of the port's excess",
+        &|v| v.tx_weight.map(f64::from),
+    );
+    gauge(
+        r,
+        "resex_vm_host_slowdown_ratio",
+        "I/O slowdown the NIC measured for the VM's work requests (where it measures it)",
+        &|v| v.host_slowdown,
+    );
+    gauge(
+        r,
+        "resex_vm_report_discounted",
+        "1 when the host discounted the VM's last latency report against its own evidence",
+        &|v| Some(f64::from(u8::from(v.report_discounted.is_some()))),
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -402,5 +464,35 @@ mod tests {
         );
         assert!(!text.contains("resex_vm_tx_max_bps{vm=\"b\"}"), "{text}");
         assert!(text.contains("resex_vm_tx_bps{vm=\"a\"} 8000"), "{text}");
+        assert!(
+            !text.contains("resex_vm_entitled_bps{"),
+            "none known: {text}"
+        );
+    }
+
+    #[test]
+    fn entitlements_are_exported_beside_use() {
+        let s = Snapshot {
+            vms: vec![resex_api::VmSnap {
+                name: "a".into(),
+                entitled_bps: 2e9,
+                cpu_floor_pct: Some(20.0),
+                tx_rate_bps: Some(3e9),
+                excess: Some(true),
+                report_discounted: Some("x".into()),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let text = encode(&s, &LoopMetrics::default());
+        for want in [
+            "resex_vm_entitled_bps{vm=\"a\"} 2000000000",
+            "resex_vm_cpu_floor_percent{vm=\"a\"} 20",
+            "resex_vm_tx_rate_bps{vm=\"a\"} 3000000000",
+            "resex_vm_excess{vm=\"a\"} 1",
+            "resex_vm_report_discounted{vm=\"a\"} 1",
+        ] {
+            assert!(text.contains(want), "{want} in {text}");
+        }
     }
 }

@@ -7,6 +7,7 @@
 //! It also gives each domain its [`VmId`] when it first sees it (ids are never reused while
 //! the daemon runs) and starts the domain's registrar, which speaks to the loop in `VmId`s.
 
+use crate::config::Grant;
 use crate::registrar::{self, RegEvent};
 use resex_backend::lever::RateLever;
 use resex_backend::{DomainInfo, Hypervisor};
@@ -14,7 +15,7 @@ use resex_common::{LogLimiter, VmId};
 use resex_core::{CpuSample, VmInfo};
 use resex_guestmem::GuestMemory;
 use resex_ibmon::Limits;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Sender;
 use std::sync::Arc;
@@ -86,6 +87,8 @@ struct Sampler {
     next_id: u32,
     log_list: LogLimiter,
     log_cpu: LogLimiter,
+    /// `[vms.NAME]` of the config: what the admin grants, over what the backend says.
+    grants: BTreeMap<String, Grant>,
 }
 
 /// Nanoseconds since `clock` (the loop's time base).
@@ -132,6 +135,11 @@ impl Sampler {
     }
 
     fn add(&mut self, d: &DomainInfo) -> bool {
+        let mut d = d.clone();
+        if let Some(g) = self.grants.get(&d.name) {
+            g.apply(&mut d);
+        }
+        let d = &d;
         self.next_id += 1;
         let id = VmId(self.next_id);
         let mechanism = self.hv.cap_mechanism(&d.key);
@@ -149,6 +157,10 @@ impl Sampler {
             sla_threshold: d.sla_threshold,
             cap_mechanism: mechanism,
             tx_lever,
+            entitlement: resex_pricing::Entitlement {
+                tx_bps: d.entitled_bps,
+                cpu_floor_pct: d.cpu_floor_pct,
+            },
         };
         let stop = Arc::new(AtomicBool::new(false));
         let (hv, key, name, ram, limits, tx, st) = (
@@ -240,6 +252,7 @@ pub fn spawn(
     clock: Instant,
     out: Sender<Sample>,
     reg_tx: Sender<RegEvent>,
+    grants: BTreeMap<String, Grant>,
     stop: Arc<AtomicBool>,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
     std::thread::Builder::new()
@@ -256,6 +269,7 @@ pub fn spawn(
                 next_id: 0,
                 log_list: LogLimiter::default(),
                 log_cpu: LogLimiter::default(),
+                grants,
             };
             let (mut next_disc, mut next_cpu) = (Instant::now(), Instant::now());
             while !stop.load(Ordering::Acquire) {

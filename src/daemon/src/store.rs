@@ -210,6 +210,8 @@ mod tests {
         }
         fn domains(&self) -> Result<Vec<DomainInfo>, BackendError> {
             Ok(vec![DomainInfo {
+                entitled_bps: None,
+                cpu_floor_pct: None,
                 key: "k".into(),
                 id: 1,
                 name: "vm".into(),

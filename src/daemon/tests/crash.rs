@@ -13,10 +13,11 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// FreeMarket with a tiny I/O budget and a high low-balance mark: a VM that burns CPU runs
-/// low early in an epoch and is cut, every 10 ms, down to the floor. Epochs are long: at an
-/// epoch's start balances refill and the cap is lifted, and a refill right before the kill
-/// made "the cap outlived the daemon" fail (a CI run on a loaded machine).
+/// FreeMarket with a tiny I/O budget and a high low-balance mark. The busy guest sends
+/// nothing, so it is within its entitlement and no policy may cap it (docs/entitlements.md):
+/// the cap comes from the admin (`resex cap busy 30`, through the API), while the policy runs.
+/// Epochs are long (a refill right before the kill once made "the cap outlived the daemon"
+/// fail on a loaded machine).
 const POLICY: &str = r#"
 policy = "freemarket"
 [ledger]
@@ -109,6 +110,8 @@ fn crash_and_recover(mode: CapMode) {
     publish(
         &run,
         &DomainRecord {
+            entitled_bps: None,
+            cpu_floor_pct: None,
             id: 1,
             name: "busy".into(),
             host: "crash-test".into(),
@@ -137,6 +140,12 @@ fn crash_and_recover(mode: CapMode) {
     for round in ["restart", "restore"] {
         assert!(!throttled(&cg.cap, pid), "{round}: starts unthrottled");
         let mut d = resexd(dir.path(), &["--policy", policy]);
+        let api = dir.path().join("api.sock");
+        wait("the admin caps the busy guest", 20, || {
+            resex_api::ApiClient::connect(&api)
+                .and_then(|mut c| c.pin("busy", Some(30.0)))
+                .is_ok()
+        });
         wait("the daemon caps the busy guest", 20, || {
             recorded() && throttled(&cg.cap, pid)
         });
@@ -239,6 +248,8 @@ fn kill_dash_nine_then_restart_or_restore_puts_transmit_limits_back() {
     publish(
         &run,
         &DomainRecord {
+            entitled_bps: None,
+            cpu_floor_pct: None,
             id: 1,
             name: "g".into(),
             host: "rate-test".into(),

@@ -95,6 +95,8 @@ fn guest(dir: &Path, name: &str, id: u32, script: Vec<Vec<u8>>) -> Guest {
     publish(
         &dir.join("run"),
         &DomainRecord {
+            entitled_bps: None,
+            cpu_floor_pct: None,
             id,
             name: name.into(),
             host: "hostile-test".into(),

@@ -155,6 +155,8 @@ fn the_config_names_the_vf_the_backend_does_not_know() {
         let pid = guest.id();
         guests.push(guest);
         let r = DomainRecord {
+            entitled_bps: None,
+            cpu_floor_pct: None,
             id,
             name: name.into(),
             host: "cfg".into(),

@@ -82,7 +82,7 @@ pub enum HostError {
     #[error(transparent)]
     Backend(#[from] resex_backend::BackendError),
     /// A scenario setting only the lab can honour.
-    #[error("guest `{0}`: report_scale (a lying guest) and benchex.chunk (replies in chunks) are lab-only settings; run it with `resex lab run`")]
+    #[error("guest `{0}`: report_scale (a lying guest), benchex.chunk (replies in chunks) and turns (a workload that changes) are lab-only settings; run it with `resex lab run`")]
     LabOnly(String),
     /// A guest died.
     #[error("guest `{name}` exited ({status}); its log: {log}")]
@@ -171,7 +171,7 @@ impl EmbeddedHost {
         if let Some(g) = scenario
             .guests
             .iter()
-            .find(|g| g.report_scale != 1.0 || g.benchex.chunk.0 != 0)
+            .find(|g| g.report_scale != 1.0 || g.benchex.chunk.0 != 0 || g.turns.is_some())
         {
             return Err(HostError::LabOnly(g.name.clone()));
         }
@@ -422,6 +422,8 @@ impl EmbeddedHost {
             channel,
             sla_threshold: g.sla_threshold,
             weight: g.weight,
+            entitled_bps: g.entitlement().0,
+            cpu_floor_pct: g.entitlement().1,
             vf: Some(Vf::Soft {
                 socket: self.admin.0.clone(),
                 vport: vport.0,

@@ -62,6 +62,9 @@ pub fn write(out: &mut dyn Write, s: &Snapshot, format: Format) -> std::io::Resu
             for v in &s.vms {
                 writeln!(out, "{}", line(cols.iter().map(|c| c.cell(v)).collect()))?;
             }
+            for v in &s.vms {
+                writeln!(out, "  {}: {}", v.name, crate::grant::line(v))?;
+            }
             Ok(())
         }
     }
@@ -122,6 +125,8 @@ mod tests {
         assert_eq!(back, s);
         let mut out = Vec::new();
         write(&mut out, &s, Format::Text).unwrap();
-        assert!(String::from_utf8(out).unwrap().contains("CAP%"));
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.contains("CAP%") && text.contains("ENTL"), "{text}");
+        assert!(text.contains("  a,b: entitlement: unknown"), "{text}");
     }
 }

@@ -36,12 +36,16 @@ pub enum Column {
     TxShare,
     /// Transmit ceiling, bits/s.
     TxMax,
+    /// What the admin grants it on the link (its entitlement), bits/s.
+    Entitled,
+    /// Its transmit rate, % of its entitlement (`+`: above it, where a policy may limit it).
+    Use,
     /// Monitor overruns plus anomalies plus refused reports.
     Faults,
 }
 
 /// Every column, in display order.
-pub const ALL: [Column; 16] = [
+pub const ALL: [Column; 18] = [
     Column::Name,
     Column::State,
     Column::Cpu,
@@ -57,6 +61,8 @@ pub const ALL: [Column; 16] = [
     Column::Intf,
     Column::TxShare,
     Column::TxMax,
+    Column::Entitled,
+    Column::Use,
     Column::Faults,
 ];
 
@@ -110,6 +116,8 @@ impl Column {
             Column::Intf => "INTF%",
             Column::TxShare => "TXSHR",
             Column::TxMax => "TXMAX",
+            Column::Entitled => "ENTL",
+            Column::Use => "USE%",
             Column::Faults => "FAULTS",
         }
     }
@@ -132,6 +140,8 @@ impl Column {
             Column::Intf => 'i',
             Column::TxShare => 'h',
             Column::TxMax => 'x',
+            Column::Entitled => 'g',
+            Column::Use => 'u',
             Column::Faults => 'e',
         }
     }
@@ -154,8 +164,8 @@ impl Column {
         match self {
             Column::Name | Column::Cpu | Column::Cap | Column::Mtus | Column::P99 => 0,
             Column::Bytes | Column::P50 | Column::Balance | Column::Intf => 1,
-            Column::State | Column::Faults | Column::Rate | Column::TxMax => 2,
-            Column::Wqes | Column::Allotment | Column::TxShare => 3,
+            Column::State | Column::Faults | Column::Rate | Column::TxMax | Column::Use => 2,
+            Column::Wqes | Column::Allotment | Column::TxShare | Column::Entitled => 3,
         }
     }
 
@@ -177,6 +187,10 @@ impl Column {
             Column::Intf => opt(v.intf_pct, |i| format!("{i:.0}")),
             Column::TxShare => opt(bits(v.tx_share_bps), si),
             Column::TxMax => opt(bits(v.tx_max_bps), si),
+            Column::Entitled => entitled(v).map_or_else(|| "-".into(), si),
+            Column::Use => opt(use_pct(v), |u| {
+                format!("{u:.0}{}", if v.excess == Some(true) { "+" } else { "" })
+            }),
             Column::Faults => faults(v).to_string(),
         }
     }
@@ -200,6 +214,8 @@ impl Column {
             Column::Intf => o(v.intf_pct),
             Column::TxShare => o(bits(v.tx_share_bps)),
             Column::TxMax => o(bits(v.tx_max_bps)),
+            Column::Entitled => o(entitled(v)),
+            Column::Use => o(use_pct(v)),
             Column::Faults => faults(v).to_string(),
         }
     }
@@ -222,6 +238,8 @@ impl Column {
             Column::Intf => "intf_pct",
             Column::TxShare => "tx_share_bps",
             Column::TxMax => "tx_max_bps",
+            Column::Entitled => "entitled_bps",
+            Column::Use => "tx_use_pct_of_entitled",
             Column::Faults => "faults",
         }
     }
@@ -252,6 +270,8 @@ impl Column {
             Column::Intf => num(|v| v.intf_pct),
             Column::TxShare => num(|v| bits(v.tx_share_bps)),
             Column::TxMax => num(|v| bits(v.tx_max_bps)),
+            Column::Entitled => num(entitled),
+            Column::Use => num(use_pct),
             Column::Faults => faults(a).cmp(&faults(b)),
         };
         o.then_with(|| a.name.cmp(&b.name))
@@ -275,6 +295,16 @@ fn who(v: &VmSnap) -> String {
 #[allow(clippy::cast_precision_loss)]
 fn bits(v: Option<u64>) -> Option<f64> {
     v.map(|b| b as f64)
+}
+
+/// Its entitlement, when the host knows one.
+pub fn entitled(v: &VmSnap) -> Option<f64> {
+    (v.entitled_bps > 0.0).then_some(v.entitled_bps)
+}
+
+/// Its transmit rate as a percentage of its entitlement.
+pub fn use_pct(v: &VmSnap) -> Option<f64> {
+    Some(100.0 * v.tx_rate_bps? / entitled(v)?)
 }
 
 /// Monitor overruns, anomalies and refused reports.
@@ -304,6 +334,16 @@ mod tests {
         };
         assert_eq!(Column::P99.compare(&a, &b), Ordering::Greater);
         assert_eq!(Column::P99.cell(&b), "-");
+        assert_eq!(Column::Entitled.cell(&b), "-", "no policy, no entitlement");
+        let e = VmSnap {
+            entitled_bps: 2e9,
+            tx_rate_bps: Some(3e9),
+            excess: Some(true),
+            ..Default::default()
+        };
+        assert_eq!(Column::Entitled.cell(&e), "2.0G");
+        assert_eq!(Column::Use.cell(&e), "150+");
+        assert_eq!(Column::Use.csv(&e), "150");
         for c in ALL {
             assert_eq!(Column::by_key(c.key()), Some(c), "keys are unique");
         }

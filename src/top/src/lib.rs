@@ -14,6 +14,7 @@ pub mod batch;
 pub mod collect;
 pub mod columns;
 pub mod fleet;
+pub mod grant;
 pub mod history;
 pub mod term;
 pub mod ui;

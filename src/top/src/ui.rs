@@ -161,7 +161,7 @@ fn draw_detail(f: &mut Frame, app: &App, area: Rect) {
         .of(&v.name)
         .map(|d| d.iter().copied().collect())
         .unwrap_or_default();
-    let [info, charts] = Layout::vertical([Constraint::Length(4), Constraint::Min(4)]).areas(area);
+    let [info, charts] = Layout::vertical([Constraint::Length(5), Constraint::Min(4)]).areas(area);
     let text = vec![
         Line::from(vec![
             Span::raw(format!("{} ", v.name)).bold(),
@@ -198,6 +198,7 @@ fn draw_detail(f: &mut Frame, app: &App, area: Rect) {
                 v.tx_reason.as_deref().unwrap_or("-")
             ),
         }),
+        Line::raw(crate::grant::line(v)),
         Line::raw(v.last_error.as_deref().map_or(String::new(), |e| format!("last error: {e}")))
             .fg(Color::Red),
     ];

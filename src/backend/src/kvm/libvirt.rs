@@ -92,6 +92,8 @@ impl Hypervisor for KvmBackend {
                 continue;
             };
             out.push(DomainInfo {
+                entitled_bps: None,
+                cpu_floor_pct: None,
                 key,
                 id: d.id().unwrap_or(0),
                 name: x.name.clone(),

@@ -184,6 +184,8 @@ impl<O: XenOps + 'static> Hypervisor for XenBackend<O> {
             .list()?
             .into_iter()
             .map(|d| DomainInfo {
+                entitled_bps: None,
+                cpu_floor_pct: None,
                 key: key_of(&d),
                 id: d.domid,
                 name: d.name.clone(),
