@@ -66,6 +66,11 @@ pub struct CompareArgs {
     /// per policy and scenario) as DIR/tradeoff.svg.
     #[arg(long, value_name = "DIR")]
     pub plot: Option<PathBuf>,
+    /// Also rerun each scenario under each policy with each guest's agent off, on and lying
+    /// (3x its latency): what running the agent or lying gains a guest and costs the others
+    /// (two more runs per guest and policy).
+    #[arg(long)]
+    pub gaming: bool,
 }
 
 /// Options of `resex lab paper`.

@@ -79,6 +79,7 @@ pub fn compare(a: &CompareArgs) -> Result<()> {
             ..LabConfig::default()
         },
         converge_within: a.within,
+        gaming: a.gaming,
     };
     let tty = std::io::stderr().is_terminal();
     let rows = resex_lab::compare::run(&scenarios, &policies, &cfg, |s, p| {
@@ -164,6 +165,79 @@ fn table(out: &mut dyn Write, rows: &[CompareRow], a: &CompareArgs) -> std::io::
             r.aggressor_tx_mean_pct,
             victims.join(", ")
         )?;
+    }
+    owed_table(out, rows)?;
+    gaming_table(out, rows)
+}
+
+/// Every guest's rate against what it is owed: the least such share per row, and who.
+fn owed_table(out: &mut dyn Write, rows: &[CompareRow]) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "\nowed: each guest's rate on the wire after the start over the lesser of its demand and \
+         its entitlement (kept); the least among guests that demand their entitlement"
+    )?;
+    for r in rows {
+        let least = r
+            .owed
+            .iter()
+            .filter(|o| o.demand_mbps.is_none_or(|d| d >= o.entitled_mbps))
+            .min_by(|a, b| a.kept.total_cmp(&b.kept));
+        let all: Vec<String> = r
+            .owed
+            .iter()
+            .map(|o| {
+                format!(
+                    "{} {:.0}/{:.0} {:.2}",
+                    o.name, o.mbps, o.entitled_mbps, o.kept
+                )
+            })
+            .collect();
+        writeln!(
+            out,
+            "{} {}: least {}  ({})",
+            r.scenario,
+            r.policy,
+            least.map_or("-".to_owned(), |o| format!("{} {:.2}", o.name, o.kept)),
+            all.join(", ")
+        )?;
+    }
+    Ok(())
+}
+
+/// The gaming lines, when measured: per row the largest gain and harm, and whose.
+fn gaming_table(out: &mut dyn Write, rows: &[CompareRow]) -> std::io::Result<()> {
+    if rows.iter().all(|r| r.gaming.is_none()) {
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "\ngaming: the largest own gain (throughput or latency) and harm to another guest from \
+         running the agent (on vs off) or lying (3x vs honest)"
+    )?;
+    for r in rows {
+        let Some(g) = &r.gaming else { continue };
+        for by in ["agent", "lying"] {
+            let lines = g.iter().filter(|l| l.by == by);
+            let gain = lines
+                .clone()
+                .map(|l| (l.own_throughput_gain.max(l.own_latency_gain), &l.vm))
+                .max_by(|a, b| a.0.total_cmp(&b.0));
+            let harm = lines
+                .map(|l| (l.worst_harm_to_others, &l.vm))
+                .max_by(|a, b| a.0.total_cmp(&b.0));
+            let f = |x: Option<(f64, &String)>| {
+                x.map_or("-".to_owned(), |(v, n)| format!("{:+.1}% ({n})", v * 100.0))
+            };
+            writeln!(
+                out,
+                "{} {} by {by}: gain {}, harm {}",
+                r.scenario,
+                r.policy,
+                f(gain),
+                f(harm)
+            )?;
+        }
     }
     Ok(())
 }

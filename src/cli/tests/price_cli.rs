@@ -45,8 +45,25 @@ fn freemarket_replay_of_the_shipped_trace() {
 
 #[test]
 fn ioshares_replay_as_json_lines_charges_the_interferer() {
-    // The paper's rule (mode = paper): the interferer's share of the MTUs sent.
-    let out = stdout(&resex(&[
+    // The paper's rule (mode = paper): the interferer's share of the MTUs sent. A report counts
+    // only as far as the host's own evidence bears it out: the trace has no NIC times, so the
+    // link must have been congested. The shipped trace fills 67% of the policy's 1 GiB/s link
+    // (a quiet link: its +50% report is discounted to +5%, and nobody is charged); on a
+    // 750 MB/s link the same traffic fills 96% of it.
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("ioshares-paper.toml");
+    let text = std::fs::read_to_string(common::root().join("policies/ioshares-paper.toml"))
+        .unwrap()
+        .replace(
+            "link_bytes_per_sec = 1073741824",
+            "link_bytes_per_sec = 750000000",
+        );
+    assert!(
+        text.contains("750000000"),
+        "the shipped file names its link"
+    );
+    std::fs::write(&policy, text).unwrap();
+    let quiet = stdout(&resex(&[
         "price",
         "replay",
         "--policy",
@@ -56,21 +73,48 @@ fn ioshares_replay_as_json_lines_charges_the_interferer() {
         "--json",
         "--changes-only",
     ]));
-    let rows: Vec<serde_json::Value> = out
+    assert!(
+        quiet.lines().all(|l| !l.contains("\"interval\":310")),
+        "a report the quiet link contradicts charges nobody: {quiet}"
+    );
+    let all = stdout(&resex(&[
+        "price",
+        "replay",
+        "--policy",
+        policy.to_str().unwrap(),
+        "--trace",
+        TRACE,
+        "--json",
+    ]));
+    let rows: Vec<serde_json::Value> = all
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    assert!(!rows.is_empty());
-    let first = &rows[0];
-    assert_eq!(first["interval"], 310);
-    assert_eq!(first["vm"], "vm2m");
+    let at = |i: u64| {
+        rows.iter()
+            .find(|r| r["interval"] == i && r["vm"] == "vm2m")
+            .unwrap()
+    };
     // vm64k's baseline: its first 10 reports (10 us); at 309 it reports 15 us (+50%); vm2m sent
-    // 600 of 664 MTUs: r' = 600/664 x 0.5 = 0.4518.
-    let rate = first["rate"].as_f64().unwrap();
+    // 600 of 664 MTUs: r' = 600/664 x 0.5 = 0.4518, charged at once.
+    assert_eq!(at(308)["rate"], 1.0);
+    let rate = at(309)["rate"].as_f64().unwrap();
     assert!((rate - (1.0 + 600.0 / 664.0 * 0.5)).abs() < 1e-9, "{rate}");
+    // Its cap waits until the host has seen it above its entitlement (half of the 6 Gb/s link)
+    // over its smoothed rate (about 100 ms after it arrived at 300): the first change is at
+    // the actuation boundary 400, at 100 / its rate by then.
+    assert_eq!(at(399)["cap"], 100.0);
+    let changes: Vec<&serde_json::Value> =
+        rows.iter().filter(|r| r["reason"].is_string()).collect();
+    let first = changes[0];
+    assert_eq!(
+        (&first["interval"], &first["vm"]),
+        (&400.into(), &"vm2m".into())
+    );
+    let rate = first["rate"].as_f64().unwrap();
     assert!((first["cap"].as_f64().unwrap() - 100.0 / rate).abs() < 1e-9);
-    assert!(rows.iter().all(|r| r["vm"] == "vm2m"));
-    assert!(rows
+    assert!(changes.iter().all(|r| r["vm"] == "vm2m"));
+    assert!(changes
         .iter()
         .any(|r| r["reason"].as_str().unwrap().starts_with("low balance")));
 }

@@ -91,6 +91,11 @@ impl LabDriver {
         Ok(self.core.cpu_sample(id, s)?)
     }
 
+    /// The NIC's times for a guest's work requests, read before an interval's end.
+    pub fn nic_sample(&mut self, id: VmId, t: resex_common::NicTimes) -> Result<(), DriverError> {
+        Ok(self.core.nic_sample(id, t)?)
+    }
+
     /// The end of an interval at `now_ns`: each guest's total CPU time, read now, then the
     /// core's step; its cap and transmit-limit intents are queued for `now + delay`.
     pub fn interval_end(

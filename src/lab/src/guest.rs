@@ -85,7 +85,8 @@ impl Guest {
     /// Builds guest number `i` (its id is `i + 1`).
     pub(crate) fn new(i: usize, g: &GuestSpec, b: Build<'_>) -> Result<Guest, LabError> {
         let w = &g.benchex;
-        let ram = HEAP + w.buffer.0.div_ceil(PAGE) * PAGE + (2 << 20);
+        let most = g.turns.map_or(w.buffer.0, |t| t.buffer.0.max(w.buffer.0));
+        let ram = HEAP + most.div_ceil(PAGE) * PAGE + (2 << 20);
         let mem = Arc::new(VecMemory::new(usize::try_from(ram).unwrap_or(usize::MAX)));
         let dynmem: Arc<dyn GuestMemory> = mem.clone();
         let port = b.hca.add_guest(dynmem.clone(), PortId(0));
@@ -105,6 +106,13 @@ impl Guest {
             start_ns: start_ns + b.phase_ns,
             chunk: w.chunk.0,
             external: b.external,
+            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+            turn: g.turns.map(|t| crate::server::Turn {
+                at_ns: (t.at_s * 1e9) as u64,
+                buffer: t.buffer.0,
+                rate: t.rate,
+                compute_ns: compute_ns(w.compute, t.buffer.0),
+            }),
         };
         let mut peer = b.peer;
         let (mut server, qpn) =
@@ -140,6 +148,10 @@ impl Guest {
                 sla_threshold: g.sla_threshold,
                 cap_mechanism: "lab vCPU (credit2-like, 10 ms)".into(),
                 tx_lever: Some(format!("softhca vport {} (lab)", vport.0)),
+                entitlement: resex_pricing::Entitlement {
+                    tx_bps: g.entitlement().0,
+                    cpu_floor_pct: g.entitlement().1,
+                },
             },
             report_scale: g.report_scale,
             #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]

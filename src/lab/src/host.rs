@@ -161,7 +161,7 @@ impl LabHost {
         let max_buf = scenario
             .guests
             .iter()
-            .map(|g| g.benchex.buffer.0)
+            .map(|g| g.turns.map_or(0, |t| t.buffer.0).max(g.benchex.buffer.0))
             .max()
             .unwrap_or(4096);
         // The far side: one memory region every server writes into, and a QP per server.
@@ -291,6 +291,17 @@ impl LabHost {
             g.cpu_total_ns += g.server.vcpu.take_used();
             if period {
                 g.report(now, period_ns);
+            }
+            // The host's own evidence: what softhca measured of its work requests.
+            if let Some(st) = self.hca.stats(g.server.qpn()) {
+                self.driver.nic_sample(
+                    g.id,
+                    resex_common::NicTimes {
+                        wqes: st.timed,
+                        sojourn_ns: st.sojourn_ns,
+                        wire_ns: st.wire_ns,
+                    },
+                )?;
             }
         }
         let guests = &self.guests;

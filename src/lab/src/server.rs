@@ -28,6 +28,21 @@ pub struct Work {
     /// bytes, sent as WRITEs of `chunk` bytes that all reuse the `buffer` (the lab fabric's
     /// workers: a transfer of any size from a buffer of one chunk).
     pub external: bool,
+    /// From a time on, another reply size and rate (a tenant whose workload changes).
+    pub turn: Option<Turn>,
+}
+
+/// A change of a server's work at `at_ns`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Turn {
+    /// When, ns.
+    pub at_ns: u64,
+    /// Reply bytes from then on.
+    pub buffer: u64,
+    /// Orders per second from then on (0: closed loop).
+    pub rate: f64,
+    /// CPU time per order from then on, ns.
+    pub compute_ns: u64,
 }
 
 /// Chunks of a reply in flight at once.
@@ -155,7 +170,8 @@ impl Server {
         };
         let mut qp = p.create_qp(&init, cq.cqn(), cq.cqn())?;
         qp.connect(remote)?;
-        let buf = p.reg_mr(&p.alloc(work.buffer.max(1))?, access::LOCAL_WRITE)?;
+        let most = work.turn.map_or(work.buffer, |t| t.buffer.max(work.buffer));
+        let buf = p.reg_mr(&p.alloc(most.max(1))?, access::LOCAL_WRITE)?;
         let qpn = qp.qpn();
         Ok((
             Self {
@@ -279,6 +295,9 @@ impl Server {
             let steps = u64::try_from(left).unwrap_or(u64::MAX).div_ceil(dt_ns);
             at(now_ns + steps.max(1) * dt_ns);
         }
+        if let Some(t) = self.work.turn {
+            at(grid(t.at_ns).max(soon));
+        }
         match self.state {
             State::Waiting { .. } => {}
             State::Ready if self.work.external => {
@@ -322,12 +341,31 @@ impl Server {
         }
     }
 
+    /// The work changes at its turn (the order in hand is answered as it began).
+    fn turn(&mut self, now_ns: u64) {
+        let Some(t) = self.work.turn.filter(|t| now_ns >= t.at_ns) else {
+            return;
+        };
+        if self.work.rate <= 0.0 && t.rate > 0.0 {
+            self.next_arrival = now_ns;
+        }
+        self.work.buffer = t.buffer;
+        self.work.rate = t.rate;
+        self.work.compute_ns = t.compute_ns;
+        self.order_compute = t.compute_ns;
+        if t.rate <= 0.0 {
+            self.queue.clear();
+        }
+        self.work.turn = None;
+    }
+
     /// Advances the server by one step of `dt_ns` ending at `now_ns`.
     pub fn step(&mut self, now_ns: u64, dt_ns: u64) -> Result<(), resex_shim::ShimError> {
         self.posted = false;
         if now_ns < self.work.start_ns {
             return Ok(());
         }
+        self.turn(now_ns);
         // Open loop: orders arrive on schedule whatever the server is doing.
         if self.work.rate > 0.0 {
             #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
@@ -405,6 +443,9 @@ impl Server {
                     } else {
                         now_ns
                     };
+                    if !self.work.external {
+                        self.order_bytes = self.work.buffer;
+                    }
                     // Computing starts in this step (at its start, or at the arrival).
                     let started = now_ns.saturating_sub(dt_ns).max(arrived);
                     self.state = State::Computing {

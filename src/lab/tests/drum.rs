@@ -37,6 +37,7 @@ fn rows(policies: &[&str]) -> Vec<CompareRow> {
             ..LabConfig::default()
         },
         converge_within: 0.10,
+        gaming: false,
     };
     compare(&scenarios, &policies, &cfg, |_, _| {}).unwrap()
 }
@@ -59,7 +60,8 @@ fn drum_on_shares_keeps_victims_near_alone_and_aggressors_their_work() {
         assert_eq!(r.aggressor_cap_min, 100.0, "{}: no cap", r.scenario);
     }
     // With z as caps too, the victims stay near alone but the aggressors are capped (a cap is
-    // not work conserving): the CPU lever's trade-off, where the shares alone had none.
+    // not work conserving): the CPU lever's trade-off, where the shares alone had none. The
+    // guard keeps each cap at or above what holds the aggressor at its entitlement.
     for s in ["pair", "two-aggressors", "three-victims"] {
         let r = rows
             .iter()
@@ -67,9 +69,15 @@ fn drum_on_shares_keeps_victims_near_alone_and_aggressors_their_work() {
             .unwrap();
         let mean = r.victim_mean_x.unwrap();
         assert!(mean <= 1.25, "{s}: victim {mean}");
-        assert!(r.aggressor_cap_min < 50.0, "{s}: {}", r.aggressor_cap_min);
+        assert!(r.aggressor_cap_min < 100.0, "{s}: {}", r.aggressor_cap_min);
         let kept = r.aggressor_kept.unwrap();
-        assert!(kept < 0.9, "{s}: kept {kept}");
+        if s == "two-aggressors" {
+            // Each aggressor sends barely above its entitlement (a third of the link): the
+            // guard leaves the caps little room.
+            assert!(kept >= 0.9, "{s}: kept {kept}");
+        } else {
+            assert!(kept < 0.9, "{s}: kept {kept}");
+        }
     }
     // The scenarios hurt without a policy.
     let none = rows

@@ -54,18 +54,7 @@ pub struct BitRate(pub u64);
 
 impl<'de> Deserialize<'de> for BitRate {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            N(u64),
-            S(String),
-        }
-        match Raw::deserialize(d)? {
-            Raw::N(n) => Ok(BitRate(n)),
-            Raw::S(s) => resex_common::parse_bits(&s)
-                .map(BitRate)
-                .map_err(serde::de::Error::custom),
-        }
+        resex_common::deserialize_bits(d).map(BitRate)
     }
 }
 
@@ -168,8 +157,50 @@ pub struct GuestSpec {
     /// its honest baseline be learned).
     #[serde(default)]
     pub report_scale_from_s: f64,
+    /// What the admin guarantees it on the link (its VF's `tx_share`): the one input that
+    /// decides how much a policy protects it. Default: an equal split of what the guests
+    /// with one configured leave of the link.
+    #[serde(default)]
+    pub entitlement: Option<BitRate>,
+    /// The lowest CPU cap a policy may give it, % of one CPU (default: the policy's
+    /// `caps.floor_pct`).
+    #[serde(default)]
+    pub cpu_floor: Option<f64>,
+    /// What the guest is in the experiment, for `resex lab compare`'s evaluator only (no
+    /// policy, host core or lab host reads it): default `victim` if it reports, else
+    /// `aggressor`.
+    #[serde(default)]
+    pub role: Option<Role>,
     /// The BenchEx server it runs and the clients that load it.
     pub benchex: Workload,
+    /// From a time on, a different workload (a latency-sensitive tenant that turns bulk). Lab
+    /// only: the embedded host refuses it.
+    #[serde(default)]
+    pub turns: Option<Turn>,
+}
+
+/// A change of a guest's workload (`[guest.turns]`).
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Turn {
+    /// Seconds after the host starts.
+    pub at_s: f64,
+    /// The reply size from then on.
+    pub buffer: Size,
+    /// Orders per second per client from then on (0: closed loop).
+    pub rate: f64,
+}
+
+/// A guest's part in an experiment (`resex lab compare`), known to the evaluator only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Latency-sensitive: judged by its latency against its latency alone.
+    Victim,
+    /// Fills the link: judged by the throughput it keeps.
+    Aggressor,
+    /// Neither: judged only by what every guest is owed (its entitlement).
+    Bystander,
 }
 
 fn one() -> u32 {
@@ -186,6 +217,20 @@ fn default_ram() -> Size {
 }
 
 impl GuestSpec {
+    /// Its role: as set, or `victim` if it reports and `aggressor` if it does not.
+    pub fn role(&self) -> Role {
+        self.role.unwrap_or(if self.reports {
+            Role::Victim
+        } else {
+            Role::Aggressor
+        })
+    }
+
+    /// What the admin grants it (`None` fields: the defaults).
+    pub fn entitlement(&self) -> (Option<u64>, Option<f64>) {
+        (self.entitlement.map(|r| r.0), self.cpu_floor)
+    }
+
     /// Its fixed transmit limit ([`resex_common::TxLimit::NONE`] when the scenario sets none).
     pub fn tx(&self) -> resex_common::TxLimit {
         resex_common::TxLimit::new(self.tx_share.map(|r| r.0), self.tx_max.map(|r| r.0))
@@ -381,6 +426,41 @@ impl Scenario {
             }
             if !(g.weight.is_finite() && g.weight > 0.0) {
                 return Err(at(format!("weight = {} must be > 0", g.weight)));
+            }
+            if let Some(t) = &g.turns {
+                if !(t.at_s.is_finite() && t.at_s >= 0.0) {
+                    return Err(at(format!("turns.at_s = {} must be >= 0", t.at_s)));
+                }
+                if t.buffer.0 < 64 || t.buffer.0 > (64 << 20) {
+                    return Err(at(format!(
+                        "turns.buffer = {} must be 64 B..64 MiB",
+                        t.buffer.0
+                    )));
+                }
+                if !(t.rate.is_finite() && t.rate >= 0.0 && t.rate <= 1e6) {
+                    return Err(at(format!(
+                        "turns.rate = {} must be 0..=1e6 orders/s",
+                        t.rate
+                    )));
+                }
+                let need = (8 << 20) + 4 * (t.buffer.0 + 4096) * u64::from(w.clients.max(1));
+                if g.ram.0 < need {
+                    return Err(at(format!(
+                        "ram = {} bytes: the workload it turns to needs at least {need}",
+                        g.ram.0
+                    )));
+                }
+            }
+            if let Some(f) = g.cpu_floor {
+                if !(f.is_finite() && f > 0.0 && f <= 100.0 * f64::from(g.vcpus)) {
+                    return Err(at(format!(
+                        "cpu_floor = {f} must be in (0, {}] (% of one CPU)",
+                        100 * g.vcpus
+                    )));
+                }
+            }
+            if g.entitlement.is_some_and(|e| e.0 == 0) {
+                return Err(at("entitlement must be above 0".into()));
             }
             if let (Some(s), Some(m)) = (g.tx_share, g.tx_max) {
                 if s.0 > m.0 {

@@ -1,7 +1,7 @@
 //! `resex demo`: the main job. An embedded host with the paper's pair (a 64 KiB reporting VM and
 //! a 2 MiB interfering VM), the daemon, and four phases: `base` (the reporting VM alone),
-//! `interfered` (both, no policy), `freemarket` (CPU caps) and `ioshares` (CPU caps and
-//! transmit ceilings). On a terminal it shows `resex top`'s dashboard; at the end it prints one
+//! `interfered` (both, no policy), `freemarket` (CPU caps) and `ioshares` (each VM's
+//! entitlement guaranteed in the transmit scheduler, CPU caps and transmit ceilings above it). On a terminal it shows `resex top`'s dashboard; at the end it prints one
 //! line per phase, whether the story held, and how healthy the host was. `--lab` runs the same
 //! phases in the lab's virtual time.
 //!

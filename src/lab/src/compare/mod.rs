@@ -1,9 +1,12 @@
 //! Policies side by side (`resex lab compare`): every scenario under every policy, the same
 //! seed and duration, and the figures that tell policies apart.
 //!
-//! In a scenario the reporting guests are the victims and the others the aggressors; the
-//! interference starts when the first aggressor does, and every latency figure is measured from
-//! then to the end (the time before is the warm-up). Per (scenario, policy):
+//! Each guest's part is its `role` (`victim`, `aggressor` or `bystander`; by default a guest
+//! that reports is a victim and one that does not an aggressor). Only this evaluator reads
+//! it: no policy, host core or lab host sees it, so running the agent makes no guest a victim.
+//! The interference starts when the first aggressor does (with none, at the start), and every
+//! latency and throughput figure is measured from then to the end (the time before is the
+//! warm-up). Per (scenario, policy):
 //! - per victim, mean and p99 over base: its latency after the interference starts, over its
 //!   latency in the same window with the aggressors removed (no policy); the row's
 //!   `victim_mean_x` and `victim_p99_x` are the worst victim's;
@@ -15,12 +18,21 @@
 //!   base;
 //! - oscillation: the aggressors' mean absolute cap change per report period over the second
 //!   half of the interference, in percentage points of one CPU, and likewise their transmit
-//!   ceilings', in percentage points of the link.
+//!   ceilings', in percentage points of the link;
+//! - what every guest is owed ([`owed`]): its transmit rate on the wire against the lesser of
+//!   its demand and its entitlement;
+//! - with `gaming`, what a guest gains, and costs the others, by running the agent or by lying
+//!   ([`gaming`]).
+
+pub mod gaming;
+pub mod owed;
 
 use crate::host::{LabConfig, LabError, LabHost};
 use crate::result::{LabResult, Series};
+pub use gaming::GamingRow;
+pub use owed::OwedRow;
 use resex_pricing::PolicyConfig;
-use resex_scenario::Scenario;
+use resex_scenario::{Role, Scenario};
 use serde::Serialize;
 
 /// Periods in the convergence test's moving average.
@@ -75,6 +87,13 @@ pub struct CompareRow {
     pub aggressor_cap_mean: f64,
     /// Aggressors' lowest cap, %.
     pub aggressor_cap_min: f64,
+    /// Every guest's transmit rate against what it is owed.
+    pub owed: Vec<OwedRow>,
+    /// The least any guest that demands its entitlement got of it (`None`: no guest does).
+    pub owed_min: Option<f64>,
+    /// What running the agent or lying gains a guest and costs the others (with `gaming`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gaming: Option<Vec<GamingRow>>,
 }
 
 /// How to compare.
@@ -84,24 +103,34 @@ pub struct CompareConfig {
     pub lab: LabConfig,
     /// The convergence band: victim mean within `(1 + this) x base`.
     pub converge_within: f64,
+    /// Rerun every (scenario, policy) with each guest's agent off, on and lying
+    /// ([`gaming`]).
+    pub gaming: bool,
 }
 
-fn victims(s: &Scenario) -> Vec<usize> {
+/// The guests of a role, by index.
+fn of_role(s: &Scenario, role: Role) -> Vec<usize> {
     (0..s.guests.len())
-        .filter(|&i| s.guests[i].reports)
+        .filter(|&i| s.guests[i].role() == role)
         .collect()
 }
 
-/// When the interference starts: the first aggressor's start, seconds.
-fn start_of(s: &Scenario) -> f64 {
-    s.guests
+/// When the interference starts: the first aggressor's start (with none, 0), seconds.
+pub(crate) fn start_of(s: &Scenario) -> f64 {
+    let first = s
+        .guests
         .iter()
-        .filter(|g| !g.reports)
+        .filter(|g| g.role() == Role::Aggressor)
         .map(|g| g.start_s)
-        .fold(f64::INFINITY, f64::min)
+        .fold(f64::INFINITY, f64::min);
+    if first.is_finite() {
+        first
+    } else {
+        0.0
+    }
 }
 
-fn run_one(
+pub(crate) fn run_one(
     s: &Scenario,
     cfg: &CompareConfig,
     warmup_s: f64,
@@ -162,6 +191,24 @@ fn mean_after(
     }
 }
 
+/// Mean of one VM's series `of` from `start_s` on (`None`: no point).
+pub(crate) fn mean_of(
+    series: &Series,
+    vm: usize,
+    start_s: f64,
+    of: fn(&crate::result::VmSeries) -> &Vec<f64>,
+) -> Option<f64> {
+    let v = series.vms.get(vm)?;
+    let xs: Vec<f64> = series
+        .t_s
+        .iter()
+        .zip(of(v))
+        .filter(|(t, _)| **t > start_s)
+        .map(|(_, x)| *x)
+        .collect();
+    (!xs.is_empty()).then(|| xs.iter().sum::<f64>() / xs.len() as f64)
+}
+
 fn oscillation(
     series: &Series,
     aggressors: &[usize],
@@ -201,112 +248,150 @@ pub fn run(
 ) -> Result<Vec<CompareRow>, LabError> {
     let mut rows = Vec::new();
     for s in scenarios {
-        let vs = victims(s);
-        if vs.is_empty() {
-            return Err(LabError::Invalid(format!(
-                "scenario `{}` has no reporting guest (a victim) to compare policies by",
-                s.name
-            )));
-        }
-        let aggressors: Vec<usize> = (0..s.guests.len()).filter(|i| !vs.contains(i)).collect();
-        if aggressors.is_empty() {
-            return Err(LabError::Invalid(format!(
-                "scenario `{}` has no non-reporting guest (an aggressor)",
-                s.name
-            )));
-        }
+        let vs = of_role(s, Role::Victim);
+        let aggressors = of_role(s, Role::Aggressor);
         let start = start_of(s);
-        if !start.is_finite() {
-            return Err(LabError::Invalid(format!(
-                "scenario `{}`: no aggressor starts",
-                s.name
-            )));
-        }
-        progress(&s.name, "victims alone");
-        let mut alone = s.clone();
-        alone.guests.retain(|g| g.reports);
-        let base = run_one(&alone, cfg, start, None)?;
+        let base = if vs.is_empty() {
+            None
+        } else {
+            progress(&s.name, "victims alone");
+            let mut alone = s.clone();
+            alone.guests.retain(|g| g.role() == Role::Victim);
+            Some(run_one(&alone, cfg, start, None)?)
+        };
         progress(&s.name, "none");
         let none = run_one(s, cfg, start, None)?;
-        let agg_mbps =
-            |r: &LabResult| -> f64 { aggressors.iter().map(|&a| r.vms[a].tx_mbps).sum() };
-        let none_mbps = agg_mbps(&none);
-        let agg_lat = |r: &LabResult| -> Option<f64> {
-            let v: Vec<f64> = aggressors
-                .iter()
-                .filter_map(|&a| r.vms[a].lat_mean_us)
-                .collect();
-            (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+        let ctx = RowCtx {
+            s,
+            cfg,
+            vs: &vs,
+            aggressors: &aggressors,
+            start,
+            base: base.as_ref(),
+            none: &none,
         };
-        let none_lat = agg_lat(&none);
-        let mut runs = vec![("none".to_owned(), none)];
+        rows.push(ctx.row("none", &none));
         for (name, pc) in policies {
             progress(&s.name, name);
-            runs.push((
-                name.clone(),
-                run_one(s, cfg, start, Some((name.clone(), pc.clone())))?,
-            ));
-        }
-        for (name, r) in runs {
-            let ratio = |x: Option<f64>, b: Option<f64>| match (x, b) {
-                (Some(x), Some(b)) if b > 0.0 => Some(x / b),
-                _ => None,
-            };
-            let series = r.series.as_ref();
-            // Victim k of the scenario is guest vs[k] here and guest k in the base run.
-            let victims: Vec<VictimRow> = vs
-                .iter()
-                .enumerate()
-                .map(|(k, &i)| {
-                    let (v, b) = (&r.vms[i], &base.vms[k]);
-                    let limit = b.lat_mean_us.unwrap_or(0.0) * (1.0 + cfg.converge_within);
-                    VictimRow {
-                        name: v.name.clone(),
-                        mean_x: ratio(v.lat_mean_us, b.lat_mean_us),
-                        p99_x: ratio(v.lat_p99_us, b.lat_p99_us),
-                        converge_s: series.and_then(|se| converge(se, i, start, limit)),
-                    }
-                })
-                .collect();
-            let worst = |f: fn(&VictimRow) -> Option<f64>| {
-                victims
-                    .iter()
-                    .filter_map(f)
-                    .fold(None, |m: Option<f64>, x| Some(m.map_or(x, |m| m.max(x))))
-            };
-            let converge_s = victims
-                .iter()
-                .map(|v| v.converge_s)
-                .collect::<Option<Vec<f64>>>()
-                .map(|c| c.into_iter().fold(0.0, f64::max));
-            let n = aggressors.len() as f64;
-            rows.push(CompareRow {
-                scenario: s.name.clone(),
-                policy: name,
-                victim_mean_x: worst(|v| v.mean_x),
-                victim_p99_x: worst(|v| v.p99_x),
-                victims,
-                aggressor_mbps: agg_mbps(&r),
-                aggressor_kept: (none_mbps > 0.0).then(|| agg_mbps(&r) / none_mbps),
-                aggressor_lat_x: ratio(agg_lat(&r), none_lat),
-                converge_s,
-                cap_osc_pp: series
-                    .map_or(0.0, |se| oscillation(se, &aggressors, start, |v| &v.cap)),
-                rate_osc_pp: series.map_or(0.0, |se| {
-                    oscillation(se, &aggressors, start, |v| &v.tx_max_pct)
-                }),
-                aggressor_tx_mean_pct: series.map_or(100.0, |se| {
-                    mean_after(se, &aggressors, start, |v| &v.tx_max_pct)
-                }),
-                aggressor_cap_mean: aggressors.iter().map(|&a| r.vms[a].cap_mean).sum::<f64>() / n,
-                aggressor_cap_min: aggressors
-                    .iter()
-                    .map(|&a| r.vms[a].cap_min)
-                    .fold(f64::INFINITY, f64::min),
-            });
+            let policy = Some((name.clone(), pc.clone()));
+            let r = run_one(s, cfg, start, policy.clone())?;
+            let mut row = ctx.row(name, &r);
+            if cfg.gaming {
+                row.gaming = Some(gaming::measure(s, cfg, start, &policy, &r, |v| {
+                    progress(&s.name, &format!("{name} gaming {v}"));
+                })?);
+            }
+            rows.push(row);
         }
     }
     Ok(rows)
+}
+
+/// What every row of one scenario is measured against.
+struct RowCtx<'a> {
+    s: &'a Scenario,
+    cfg: &'a CompareConfig,
+    vs: &'a [usize],
+    aggressors: &'a [usize],
+    start: f64,
+    base: Option<&'a LabResult>,
+    none: &'a LabResult,
+}
+
+fn ratio(x: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (x, b) {
+        (Some(x), Some(b)) if b > 0.0 => Some(x / b),
+        _ => None,
+    }
+}
+
+impl RowCtx<'_> {
+    fn aggressor_mbps(&self, r: &LabResult) -> f64 {
+        self.aggressors.iter().map(|&a| r.vms[a].tx_mbps).sum()
+    }
+
+    fn aggressor_lat(&self, r: &LabResult) -> Option<f64> {
+        let v: Vec<f64> = self
+            .aggressors
+            .iter()
+            .filter_map(|&a| r.vms[a].lat_mean_us)
+            .collect();
+        (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+    }
+
+    /// Victim k of the scenario is guest vs[k] here and guest k in the base run.
+    fn victims(&self, r: &LabResult) -> Vec<VictimRow> {
+        let Some(base) = self.base else {
+            return Vec::new();
+        };
+        let series = r.series.as_ref();
+        self.vs
+            .iter()
+            .enumerate()
+            .map(|(k, &i)| {
+                let (v, b) = (&r.vms[i], &base.vms[k]);
+                let limit = b.lat_mean_us.unwrap_or(0.0) * (1.0 + self.cfg.converge_within);
+                VictimRow {
+                    name: v.name.clone(),
+                    mean_x: ratio(v.lat_mean_us, b.lat_mean_us),
+                    p99_x: ratio(v.lat_p99_us, b.lat_p99_us),
+                    converge_s: series.and_then(|se| converge(se, i, self.start, limit)),
+                }
+            })
+            .collect()
+    }
+
+    fn row(&self, policy: &str, r: &LabResult) -> CompareRow {
+        let victims = self.victims(r);
+        let worst = |f: fn(&VictimRow) -> Option<f64>| {
+            victims
+                .iter()
+                .filter_map(f)
+                .fold(None, |m: Option<f64>, x| Some(m.map_or(x, |m| m.max(x))))
+        };
+        let converge_s = victims
+            .iter()
+            .map(|v| v.converge_s)
+            .collect::<Option<Vec<f64>>>()
+            .map(|c| c.into_iter().fold(0.0, f64::max));
+        let series = r.series.as_ref();
+        let aggressors = self.aggressors;
+        let n = aggressors.len().max(1) as f64;
+        let none_mbps = self.aggressor_mbps(self.none);
+        let owed = owed::rows(self.s, r, self.start);
+        CompareRow {
+            scenario: self.s.name.clone(),
+            policy: policy.to_owned(),
+            victim_mean_x: worst(|v| v.mean_x),
+            victim_p99_x: worst(|v| v.p99_x),
+            victims,
+            aggressor_mbps: self.aggressor_mbps(r),
+            aggressor_kept: (none_mbps > 0.0).then(|| self.aggressor_mbps(r) / none_mbps),
+            aggressor_lat_x: ratio(self.aggressor_lat(r), self.aggressor_lat(self.none)),
+            converge_s,
+            cap_osc_pp: series.map_or(0.0, |se| {
+                oscillation(se, aggressors, self.start, |v| &v.cap)
+            }),
+            rate_osc_pp: series.map_or(0.0, |se| {
+                oscillation(se, aggressors, self.start, |v| &v.tx_max_pct)
+            }),
+            aggressor_tx_mean_pct: series.map_or(100.0, |se| {
+                mean_after(se, aggressors, self.start, |v| &v.tx_max_pct)
+            }),
+            aggressor_cap_mean: aggressors.iter().map(|&a| r.vms[a].cap_mean).sum::<f64>() / n,
+            aggressor_cap_min: Some(
+                aggressors
+                    .iter()
+                    .map(|&a| r.vms[a].cap_min)
+                    .fold(f64::INFINITY, f64::min),
+            )
+            .filter(|c| c.is_finite())
+            .unwrap_or(100.0),
+            owed_min: owed::least(&owed),
+            owed,
+            gaming: None,
+        }
+    }
 }
 
 #[cfg(test)]
