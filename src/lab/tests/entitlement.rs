@@ -177,3 +177,54 @@ fn roles_reach_no_policy_host_core_or_lab_host() {
         assert_eq!(ra, rb, "{}: a role changed what the host did", p.0);
     }
 }
+
+#[test]
+fn gaming_is_measured_and_the_agent_buys_nothing_under_the_governor() {
+    use resex_lab::compare::{run as compare, CompareConfig};
+    // The pair: a 64 KiB reporting victim and a 2 MiB closed loop.
+    let text = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../tools/scenarios/compare/pair.toml"),
+    )
+    .unwrap();
+    let s = Scenario::from_toml(&text).unwrap();
+    let policies: Vec<_> = shipped()
+        .into_iter()
+        .filter(|p| p.0 == "governor" || p.0 == "ioshares-paper")
+        .collect();
+    let cfg = CompareConfig {
+        lab: LabConfig {
+            duration_s: Some(4.0),
+            ..LabConfig::default()
+        },
+        converge_within: 0.10,
+        gaming: true,
+    };
+    let rows = compare(&[s], &policies, &cfg, |_, _| {}).unwrap();
+    let get = |p: &str| rows.iter().find(|r| r.policy == p).unwrap();
+    for p in ["governor", "ioshares-paper"] {
+        let g = get(p).gaming.as_ref().expect("--gaming adds the rows");
+        // Two guests, two ways of playing each.
+        assert_eq!(g.len(), 4, "{p}: {g:?}");
+        for by in ["agent", "lying"] {
+            assert_eq!(g.iter().filter(|x| x.by == by).count(), 2, "{p}");
+        }
+    }
+    // Under the governor the agent and lying change nothing for anyone.
+    for x in get("governor").gaming.as_ref().unwrap() {
+        assert!(x.own_throughput_gain.abs() <= 0.05, "{x:?}");
+        assert!(x.own_latency_gain.abs() <= 0.05, "{x:?}");
+        assert!(x.worst_harm_to_others <= 0.05, "{x:?}");
+    }
+    // Under the paper's IOShares (on CPU caps, reading reports) the measure sees the agent
+    // work: the victim's reports get the aggressor capped, which costs the aggressor.
+    let victim = get("ioshares-paper")
+        .gaming
+        .as_ref()
+        .unwrap()
+        .iter()
+        .find(|x| x.vm == "reporting" && x.by == "agent")
+        .unwrap()
+        .clone();
+    assert!(victim.worst_harm_to_others > 0.05, "{victim:?}");
+}
