@@ -7,7 +7,8 @@
 //!   most in that interval: a small innocent VM is charged (and capped to the floor) for a large
 //!   one's bursts. `policies/ioshares-paper.toml`, what `resex lab paper` runs.
 //! - **`share`** (the default): every neighbour that is not itself a victim in the actuation
-//!   period and sends above its entitlement (the host's measure) is charged `IntfPercent x`
+//!   period (only a VM within its entitlement can be one) and sends above its entitlement (the
+//!   host's measure) is charged `IntfPercent x`
 //!   its share of the link's *capacity* while the victim waited (its bytes over the link's rate, smoothed over intervals: `share_memory`). The
 //!   aggressor holding the link pays; a VM that sent little pays little; a VM that reports
 //!   interference pays nothing for that period; and on a quiet link every share is small, so
@@ -228,7 +229,10 @@ impl IoShares {
             };
             acc.intf = Some(intf);
             let sla = acc.spec.sla_threshold.unwrap_or(self.cfg.sla_threshold);
-            if intf > sla {
+            // Only a VM within its entitlement can be a victim: a VM above it waits behind its
+            // own excess, and reporting must not shield it from its charge (else running the
+            // agent would buy an aggressor its throughput).
+            if intf > sla && acc.ent.within() {
                 self.victims.insert(acc.id());
                 intfs.push((i, intf));
             }
