@@ -2,7 +2,6 @@
 //! levers does, as measured.
 
 use resex_lab::compare::{run as compare, CompareConfig, CompareRow};
-use resex_lab::LabConfig;
 use resex_pricing::PolicyConfig;
 use resex_scenario::Scenario;
 
@@ -31,14 +30,7 @@ fn rows(policies: &[&str]) -> Vec<CompareRow> {
             ((*p).to_owned(), PolicyConfig::from_toml(&text).unwrap())
         })
         .collect();
-    let cfg = CompareConfig {
-        lab: LabConfig {
-            duration_s: Some(4.0),
-            ..LabConfig::default()
-        },
-        converge_within: 0.10,
-        gaming: false,
-    };
+    let cfg = CompareConfig::of_seconds(4.0);
     compare(&scenarios, &policies, &cfg, |_, _| {}).unwrap()
 }
 

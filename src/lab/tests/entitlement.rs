@@ -193,12 +193,8 @@ fn gaming_is_measured_and_the_agent_buys_nothing_under_the_governor() {
         .filter(|p| p.0 == "governor" || p.0 == "ioshares-paper")
         .collect();
     let cfg = CompareConfig {
-        lab: LabConfig {
-            duration_s: Some(4.0),
-            ..LabConfig::default()
-        },
-        converge_within: 0.10,
         gaming: true,
+        ..CompareConfig::of_seconds(4.0)
     };
     let rows = compare(&[s], &policies, &cfg, |_, _| {}).unwrap();
     let get = |p: &str| rows.iter().find(|r| r.policy == p).unwrap();

@@ -295,14 +295,7 @@ fn compare_governor_beats_ioshares_where_it_claims_to() {
         .iter()
         .map(|p| policy(p).unwrap())
         .collect();
-    let cfg = CompareConfig {
-        lab: LabConfig {
-            duration_s: Some(4.0),
-            ..LabConfig::default()
-        },
-        converge_within: 0.10,
-        gaming: false,
-    };
+    let cfg = CompareConfig::of_seconds(4.0);
     let rows = compare(&scenarios, &policies, &cfg, |_, _| {}).unwrap();
     let get = |s: &str, p: &str| {
         rows.iter()
@@ -423,14 +416,7 @@ fn compare_rows(names: &[&str], policies: &[&str]) -> Vec<resex_lab::compare::Co
         .collect();
     let policies: Vec<(String, PolicyConfig)> =
         policies.iter().map(|p| policy(p).unwrap()).collect();
-    let cfg = CompareConfig {
-        lab: LabConfig {
-            duration_s: Some(4.0),
-            ..LabConfig::default()
-        },
-        converge_within: 0.10,
-        gaming: false,
-    };
+    let cfg = CompareConfig::of_seconds(4.0);
     compare(&scenarios, &policies, &cfg, |_, _| {}).unwrap()
 }
 

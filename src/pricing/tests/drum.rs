@@ -1,7 +1,8 @@
 //! The DRUM policy through the engine, against hand-computed allocations.
 
 use resex_pricing::{
-    CapReason, Engine, IntervalInput, PolicyConfig, TxLimit, TxReason, VmId, VmSpec, VmUsage,
+    CapReason, Engine, IntervalInput, PolicyConfig, StepOutput, TxLimit, TxReason, VmId, VmSpec,
+    VmUsage,
 };
 
 /// A 1 GB/s (8 Gb/s) link, 1 ms intervals, 10 ms periods, 2 CPUs for CQ service, a negligible
@@ -32,6 +33,16 @@ fn usage(vm: u32, cpu_pct: f64, link: f64) -> VmUsage {
     u
 }
 
+/// One interval of `usage` on a link the policy measures itself.
+fn step<'e>(e: &'e mut Engine, interval: u64, usage: &[VmUsage]) -> &'e StepOutput {
+    e.step(&IntervalInput {
+        interval,
+        link_util: None,
+        usage,
+    })
+    .unwrap()
+}
+
 /// Steps intervals 0..=300 (long enough for the host's smoothed rates, over about 100 ms, to
 /// settle) and returns each VM's last cap and transmit decision.
 /// Each VM's last cap decision.
@@ -57,13 +68,7 @@ fn run(lever: &str) -> (Caps, Txs) {
             usage(2, 100.0, 0.1),
             usage(3, 3.0, 0.0),
         ];
-        let out = e
-            .step(&IntervalInput {
-                interval: i,
-                link_util: None,
-                usage: &u,
-            })
-            .unwrap();
+        let out = step(&mut e, i, &u);
         for d in &out.decisions {
             caps.retain(|c: &(VmId, f64, CapReason)| c.0 != d.vm);
             caps.push((d.vm, d.cap_pct, d.reason));
@@ -158,13 +163,7 @@ fn a_light_vm_weighs_ten_so_its_weight_comes_a_hundred_to_one_whether_or_not_it_
                 }
             }
             let u = [v, b];
-            let out = e
-                .step(&IntervalInput {
-                    interval: i,
-                    link_util: None,
-                    usage: &u,
-                })
-                .unwrap();
+            let out = step(&mut e, i, &u);
             for d in &out.tx_decisions {
                 last.retain(|t: &(VmId, TxLimit)| t.0 != d.vm);
                 last.push((d.vm, d.tx));

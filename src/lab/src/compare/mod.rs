@@ -108,6 +108,20 @@ pub struct CompareConfig {
     pub gaming: bool,
 }
 
+impl CompareConfig {
+    /// Runs of `duration_s` virtual seconds, the default 10% band, no gaming.
+    pub fn of_seconds(duration_s: f64) -> Self {
+        Self {
+            lab: LabConfig {
+                duration_s: Some(duration_s),
+                ..LabConfig::default()
+            },
+            converge_within: 0.10,
+            gaming: false,
+        }
+    }
+}
+
 /// The guests of a role, by index.
 fn of_role(s: &Scenario, role: Role) -> Vec<usize> {
     (0..s.guests.len())
@@ -167,6 +181,15 @@ fn converge(series: &Series, victim: usize, start_s: f64, limit_us: f64) -> Opti
     since.map(|k| (series.t_s[k] - start_s).max(0.0))
 }
 
+/// The first report period after `start_s` (the series' length when none is).
+fn first_after(series: &Series, start_s: f64) -> usize {
+    series
+        .t_s
+        .iter()
+        .position(|&t| t > start_s)
+        .unwrap_or(series.t_s.len())
+}
+
 /// Mean of the aggressors' series `of` from the interference's start.
 fn mean_after(
     series: &Series,
@@ -174,11 +197,7 @@ fn mean_after(
     start_s: f64,
     of: fn(&crate::result::VmSeries) -> &Vec<f64>,
 ) -> f64 {
-    let first = series
-        .t_s
-        .iter()
-        .position(|&t| t > start_s)
-        .unwrap_or(series.t_s.len());
+    let first = first_after(series, start_s);
     let xs: Vec<f64> = aggressors
         .iter()
         .filter_map(|&a| series.vms.get(a))
@@ -215,11 +234,7 @@ fn oscillation(
     start_s: f64,
     of: fn(&crate::result::VmSeries) -> &Vec<f64>,
 ) -> f64 {
-    let first = series
-        .t_s
-        .iter()
-        .position(|&t| t > start_s)
-        .unwrap_or(series.t_s.len());
+    let first = first_after(series, start_s);
     let from = first + (series.t_s.len() - first) / 2;
     let mut sum = 0.0;
     let mut n = 0usize;

@@ -34,14 +34,13 @@ fn wire_factor(len: u64, mtu: u64, header: u64) -> f64 {
     (len + packets * header) as f64 / len.max(1) as f64
 }
 
-/// Every guest's entitlement, Mb/s, as the host assigns it.
+/// Every guest's entitlement, Mb/s, as the host assigns it ([`resex_pricing::entitlement::split`]).
 pub fn entitlements(s: &Scenario) -> Vec<f64> {
-    let link = s.link_config().bits_per_sec as f64 / 1e6;
-    let set = |g: &GuestSpec| g.entitlement.map(|e| e.0 as f64 / 1e6);
-    let configured: f64 = s.guests.iter().filter_map(set).sum();
-    let unset = s.guests.iter().filter(|g| set(g).is_none()).count();
-    let split = (link - configured).max(0.0) / unset.max(1) as f64;
-    s.guests.iter().map(|g| set(g).unwrap_or(split)).collect()
+    let link = s.link_config().bits_per_sec as f64;
+    resex_pricing::entitlement::split(s.guests.iter().map(|g| g.entitlement.map(|e| e.0)), link)
+        .into_iter()
+        .map(|b| b / 1e6)
+        .collect()
 }
 
 /// A guest's offered load on the wire, Mb/s (`None`: a closed loop), its larger phase's if
