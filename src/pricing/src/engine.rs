@@ -319,7 +319,7 @@ impl Engine {
             entitlement::assign(&mut self.accounts, ctx.link_bps, self.cfg.caps.floor_pct);
             let period_s =
                 self.clock.per_actuation as f64 * self.cfg.ledger.interval_ms as f64 / 1000.0;
-            entitlement::measure(&mut self.accounts, period_s);
+            entitlement::measure(lever, &mut self.accounts, period_s);
             self.policy.actuate(&ctx, &mut self.accounts);
             if lever.rate() && !self.policy.proposes_tx() {
                 as_ceilings(&ctx, lever, &mut self.accounts);

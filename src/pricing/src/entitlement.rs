@@ -20,6 +20,10 @@
 //!   entitlement, and the policy's cap, never below its CPU floor nor below the cap that was
 //!   last seen to hold it under its entitlement (the guard cap, learned: a period in which a
 //!   cap held it below its entitlement raises it, in proportion to the shortfall).
+//! - **A ceiling at the entitlement does not end the excess.** A VM whose ceiling holds it at
+//!   its entitlement still demands more: it stays in excess while it sends above half of it,
+//!   so a cap may take the CPU it spends beyond what its entitlement needs (on the embedded
+//!   host, a spinning guest's CPU is its neighbours' latency), never below the guard cap.
 //!
 //! Policies may read [`Entitled::excess`] (the governor and IOShares charge only VMs in
 //! excess), but need not: the guard applies either way.
@@ -32,6 +36,15 @@ use crate::types::{CapReason, TxLimit, TxReason};
 pub const RATE_MEMORY_S: f64 = 0.1;
 /// A VM in excess leaves it once its smoothed rate is below this fraction of its entitlement.
 pub const LEAVE_EXCESS: f64 = 0.9;
+/// A ceiling up to this multiple of the entitlement holds a VM at it ([`held_by_ceiling`]).
+const HELD_CEILING: f64 = 1.1;
+/// A VM held by such a ceiling leaves excess only below this fraction of its entitlement.
+const HELD_LEAVE: f64 = 0.5;
+/// Under such a ceiling, a cap is taken to hold it below its entitlement only below this
+/// fraction of it (the ceiling's pacing alone keeps it at 0.7-0.95 of it on the embedded host)...
+const HELD_SHORT: f64 = 0.6;
+/// ... and the guard cap decays while it sends above this fraction.
+const HELD_MEETS: f64 = 0.7;
 /// Headroom of the learned guard cap over the cap that would just meet the entitlement.
 const GUARD_HEADROOM: f64 = 1.25;
 /// The guard cap decays towards the floor by this factor per period while the VM sends well
@@ -115,7 +128,7 @@ pub(crate) fn assign(accounts: &mut [Account], link_bps: f64, floor_pct: f64) {
 
 /// At an actuation boundary, before the policy acts: each VM's rate over the period that
 /// ended, whether it is in excess, and its guard cap.
-pub(crate) fn measure(accounts: &mut [Account], period_s: f64) {
+pub(crate) fn measure(lever: Lever, accounts: &mut [Account], period_s: f64) {
     let memory = (-period_s / RATE_MEMORY_S).exp();
     for a in accounts {
         let ent = &mut a.ent;
@@ -124,21 +137,41 @@ pub(crate) fn measure(accounts: &mut [Account], period_s: f64) {
         ent.period_bps = r;
         ent.rate_bps = memory * ent.rate_bps + (1.0 - memory) * r;
         let e = ent.tx_bps;
+        let held = lever.rate() && held_by_ceiling(a.tx, e);
         if ent.rate_bps > e {
             ent.excess = true;
-        } else if ent.rate_bps < LEAVE_EXCESS * e {
+        } else if ent.rate_bps < LEAVE_EXCESS * e && !(held && ent.rate_bps >= HELD_LEAVE * e) {
             ent.excess = false;
         }
         // The cap in force held it below its entitlement: the guard cap rises to what would
-        // have met it (CPU in proportion to the rate), at least by a quarter.
+        // have met it (CPU in proportion to the rate), at least by a quarter. Under a ceiling at
+        // its entitlement the rate is short of it anyway (the ceiling's pacing): only a
+        // smoothed rate below [`HELD_SHORT`] of it is the cap's (one period of a VM that sends
+        // large messages may carry none), the quarter is per rate memory, and while it meets
+        // its entitlement the guard cap decays, so a cap may bite again.
         let capped = a.cap < a.max_cap - 1e-9;
-        if capped && r < e {
-            let need = a.cap * GUARD_HEADROOM * e / r.max(e / 10.0);
-            ent.guard_cap = need.max(ent.guard_cap * 1.25).min(a.max_cap);
-        } else if r > 1.5 * e {
+        let (rate, short, step) = if held {
+            let step = 1.25f64.powf(period_s / RATE_MEMORY_S);
+            (ent.rate_bps, HELD_SHORT * e, step)
+        } else {
+            (r, e, 1.25)
+        };
+        if capped && rate < short {
+            let need = a.cap * GUARD_HEADROOM * e / rate.max(e / 10.0);
+            ent.guard_cap = need.max(ent.guard_cap * step).min(a.max_cap);
+        } else if r > 1.5 * e || (held && rate >= HELD_MEETS * e) {
             ent.guard_cap = (ent.guard_cap * GUARD_DECAY).max(ent.cpu_floor_pct);
         }
     }
+}
+
+/// True when a ceiling at about the VM's entitlement is in force: its demand was above its
+/// entitlement when it was set, and while it sends near it the ceiling, not its demand, is what
+/// keeps it within (it stays in excess, so a cap may still take the CPU it spends beyond what
+/// its entitlement needs, never below the guard cap).
+fn held_by_ceiling(tx: TxLimit, entitled_bps: f64) -> bool {
+    tx.max_bps
+        .is_some_and(|m| (m as f64) <= HELD_CEILING * entitled_bps)
 }
 
 /// After the policy acted: its proposals held to every VM's entitlement.

@@ -117,6 +117,42 @@ fn a_cap_that_holds_a_vm_under_its_entitlement_is_raised() {
 }
 
 #[test]
+fn a_vm_held_at_its_entitlement_by_a_ceiling_stays_in_excess_and_may_be_capped() {
+    // Both levers: VM 2 sends 7 Gb/s, above its 4 Gb/s, and gets a ceiling at 4 Gb/s and the
+    // floor cap.
+    let mut e = engine("both", &[VmSpec::new(1, "a", 1), VmSpec::new(2, "b", 1)]);
+    run(&mut e, 1, 300, 1e9, 7e9);
+    assert_eq!(e.account(VmId(2)).unwrap().tx.max_bps, Some(4_000_000_000));
+    // Under its ceiling it sends 3.2 Gb/s (the ceiling's pacing): below what would end an
+    // excess without a ceiling, but the ceiling, not its demand, holds it there: still in
+    // excess, still capped at the floor (its CPU beyond what the entitlement needs is not
+    // guaranteed).
+    run(&mut e, 301, 500, 1e9, 3.2e9);
+    let b = e.account(VmId(2)).unwrap();
+    assert!(!b.ent.within(), "held by its ceiling: still in excess");
+    assert!(b.cap < 15.0, "cap {}", b.cap);
+    assert_eq!(b.tx.max_bps, Some(4_000_000_000));
+    // The cap starves it (1 Gb/s, a quarter of its entitlement): the guard cap rises, and once
+    // it is clearly below its entitlement it leaves excess and every limit is lifted.
+    run(&mut e, 801, 500, 1e9, 1e9);
+    let b = e.account(VmId(2)).unwrap();
+    assert!(b.ent.guard_cap > 30.0, "guard cap {}", b.ent.guard_cap);
+    assert!(b.ent.within());
+    assert_eq!((b.cap, b.tx.max_bps), (100.0, None));
+}
+
+#[test]
+fn without_a_ceiling_a_vm_below_its_entitlement_leaves_excess() {
+    // The same 3.2 Gb/s with the CPU lever only (no ceiling): within, its cap lifted.
+    let mut e = engine("cpu", &[VmSpec::new(1, "a", 1), VmSpec::new(2, "b", 1)]);
+    run(&mut e, 1, 300, 1e9, 7e9);
+    run(&mut e, 301, 500, 1e9, 3.2e9);
+    let b = e.account(VmId(2)).unwrap();
+    assert!(b.ent.within());
+    assert_eq!(b.cap, 100.0);
+}
+
+#[test]
 fn configured_entitlements_and_floors_win_and_the_rest_is_split() {
     let mut a = VmSpec::new(1, "a", 1);
     a.entitlement = Entitlement {
