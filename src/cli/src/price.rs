@@ -19,6 +19,8 @@ pub enum PriceCommand {
         policy: PathBuf,
         /// Trace CSV: interval,vm,vcpus,cpu_pct,mtus,lat_count,lat_mean_ns,lat_stddev_ns,
         /// lat_p99_ns (latency fields empty when no report came; extra columns allowed).
+        /// Optional: bytes (without it, each row's bytes are its mtus full packets of the
+        /// policy's ledger.path_mtu), lat_p50_ns, lat_p999_ns, link_util, weight.
         #[arg(long)]
         trace: PathBuf,
         /// JSON lines instead of CSV.

@@ -131,7 +131,7 @@ pub fn replay(
             vm: id_of(&r.vm),
             cpu_pct: r.cpu_pct,
             mtus: r.mtus,
-            bytes: r.bytes,
+            bytes: row_bytes(cfg, trace, r),
             report: r.report,
             nic: None,
         }));
@@ -158,6 +158,17 @@ pub fn replay(
         k = end;
     }
     Ok(())
+}
+
+/// A row's bytes: the trace's, or, in a trace without a `bytes` column, `mtus` full packets of
+/// the policy's path MTU (a policy that attributes by bytes, as IOShares does, would otherwise
+/// see none and charge no one).
+fn row_bytes(cfg: &PolicyConfig, trace: &Trace, r: &crate::trace::TraceRow) -> u64 {
+    if trace.has_bytes {
+        r.bytes
+    } else {
+        r.mtus.saturating_mul(u64::from(cfg.ledger.path_mtu))
+    }
 }
 
 fn to_replay_row<'a>(interval: u64, r: &VmRow, names: &[&'a str]) -> ReplayRow<'a> {

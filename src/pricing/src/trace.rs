@@ -4,6 +4,8 @@
 //! Required columns (any order): `interval,vm,vcpus,cpu_pct,mtus,lat_count,lat_mean_ns,
 //! lat_stddev_ns,lat_p99_ns`. Optional: `bytes`, `lat_p50_ns`, `lat_p999_ns`, `link_util`,
 //! `weight`. Other columns are ignored. The latency fields are empty when no report came.
+//! Without `bytes`, a replay takes each row to send `mtus` full packets of the policy's path
+//! MTU ([`Trace::has_bytes`]).
 
 use crate::types::LatencyReport;
 use std::collections::HashMap;
@@ -106,7 +108,7 @@ pub struct TraceRow {
     pub cpu_pct: f64,
     /// MTUs sent.
     pub mtus: u64,
-    /// Bytes sent (0 when the column is absent).
+    /// Bytes sent (0 when the column is absent: see [`Trace::has_bytes`]).
     pub bytes: u64,
     /// The report that arrived, if any.
     pub report: Option<LatencyReport>,
@@ -121,6 +123,9 @@ pub struct TraceRow {
 pub struct Trace {
     /// Rows in file order (interval order).
     pub rows: Vec<TraceRow>,
+    /// The header had a `bytes` column (without one, every row's `bytes` is 0: a replay takes
+    /// bytes as `mtus` full packets of the policy's path MTU).
+    pub has_bytes: bool,
 }
 
 struct Columns {
@@ -189,6 +194,7 @@ impl Trace {
                 return Err(TraceError::MissingColumn(name));
             }
         }
+        let has_bytes = idx.contains_key("bytes");
         let cols = Columns { idx };
         let mut rows: Vec<TraceRow> = Vec::new();
         let mut vcpus_seen: HashMap<String, u32> = HashMap::new();
@@ -311,6 +317,6 @@ impl Trace {
                 weight,
             });
         }
-        Ok(Self { rows })
+        Ok(Self { rows, has_bytes })
     }
 }
