@@ -155,4 +155,20 @@ pub struct VmSnap {
     pub rejected_registrations: u64,
     /// The last refusal.
     pub last_error: Option<String>,
+    /// Queue pairs whose counting started late: registered after their rings had lapped, so
+    /// what they did before is not in the totals. Empty on the normal path (the agent registers
+    /// a QP before it is used) and from an older daemon.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub late_qps: Vec<LateQp>,
+}
+
+/// A queue pair counted from the present position instead of from its start.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct LateQp {
+    /// Its QP number.
+    pub qpn: u32,
+    /// Completions its send CQ had delivered before counting began (the CQ's consumer index
+    /// past the start the registration gave; a CQ shared by several QPs counts theirs too), if
+    /// the guest's doorbell record could be read.
+    pub missed_completions: Option<u64>,
 }

@@ -20,6 +20,7 @@
 //! the next batch are counted. Only a QP whose last CQE is gone resynchronises on its next one
 //! (losing the unsignalled WQEs before it, never inventing any).
 
+use resex_api::LateQp;
 use resex_guestmem::GuestMemory;
 use resex_ibmon::cq::{ahead, peek_at, INDEX_MASK};
 use resex_ibmon::registry::{
@@ -56,6 +57,31 @@ pub(crate) struct Rings {
     pub(crate) reattached: u64,
     /// Monitors started at the rings' present position because they were already live.
     pub(crate) attached_live: u64,
+    /// The QPs of those monitors (at most [`MAX_LATE`], the first ones).
+    pub(crate) late: Vec<LateQp>,
+}
+
+/// At most this many late QPs are remembered per VM (a guest registers as many QPs as its
+/// limits allow; the count of monitors is in `attached_live`).
+pub const MAX_LATE: usize = 64;
+
+/// The first `n` QPs of `layout`, each with what its send CQ delivered before now (see
+/// [`LateQp`]).
+fn late_qps<M: GuestMemory + ?Sized>(layout: &Layout, mem: &M, n: usize) -> Vec<LateQp> {
+    let missed = |cq: &CqLayout| {
+        read_cq_ci(mem, cq.dbrec)
+            .ok()
+            .map(|ci| u64::from(ci.wrapping_sub(cq.start) & INDEX_MASK))
+    };
+    layout
+        .qps
+        .iter()
+        .take(n)
+        .map(|q| LateQp {
+            qpn: q.qpn,
+            missed_completions: layout.cqs.get(q.send_cq).and_then(missed),
+        })
+        .collect()
 }
 
 fn cq_dbrecs(q: &QpRegistration) -> impl Iterator<Item = u64> + '_ {
@@ -232,6 +258,8 @@ impl Rings {
                 if w.from_now {
                     attach_now(&mut w.mon, mem);
                 } else if past_start(w.mon.layout(), mem) {
+                    let room = MAX_LATE.saturating_sub(self.late.len());
+                    self.late.extend(late_qps(w.mon.layout(), mem, room));
                     attach_now(&mut w.mon, mem);
                     self.attached_live += 1;
                     tracing::info!("{name}: attached to rings already in use: counting starts now");

@@ -88,6 +88,7 @@ impl HostCore {
                 bad_reports: vm.bad_reports,
                 rejected_registrations: vm.rejections,
                 last_error: vm.last_error.clone(),
+                late_qps: vm.rings.late.clone(),
             });
             self.vms[i].at_snapshot = Some((total, cpu_now));
         }

@@ -223,6 +223,10 @@ impl<'a> VmView<'a> {
     pub fn attached_live(&self) -> u64 {
         self.vm.rings.attached_live
     }
+    /// The QPs of those monitors, with what they missed.
+    pub fn late_qps(&self) -> &[resex_api::LateQp] {
+        &self.vm.rings.late
+    }
     /// Its learned quiet latency.
     pub fn baseline(&self) -> Option<resex_pricing::Baseline> {
         self.vm.learner.baseline()

@@ -151,6 +151,15 @@ fn a_guest_already_running_is_attached_at_its_present_position_without_faults() 
         "counting starts now"
     );
     assert_eq!(core.vm(VmId(1)).unwrap().attached_live(), 1);
+    // Both QPs are named late, with what their send CQs delivered before: 80 CQEs each
+    // (one per batch), the consumer index past the registration's start.
+    let late = core.vm(VmId(1)).unwrap().late_qps().to_vec();
+    let qpns: Vec<u32> = late.iter().map(|l| l.qpn).collect();
+    assert_eq!(qpns.len(), 2, "{late:?}");
+    assert!(
+        late.iter().all(|l| l.missed_completions == Some(80)),
+        "{late:?}"
+    );
     g.work(0, 3, 2000);
     g.work(1, 5, 4000);
     let out = core.step(2 * MS).unwrap();
@@ -175,6 +184,7 @@ fn work_done_before_the_first_scan_is_counted_while_the_ring_has_not_lapped() {
     let out = core.step(MS).unwrap();
     assert_eq!(out.rows[0].delta, g.truth());
     assert_eq!(core.vm(VmId(1)).unwrap().attached_live(), 0);
+    assert!(core.vm(VmId(1)).unwrap().late_qps().is_empty());
 }
 
 fn policy(toml: &str) -> Option<resex_core::NamedPolicy> {

@@ -41,6 +41,12 @@ struct VmLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct QpLabel {
+    vm: String,
+    qpn: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct InfoLabels {
     vm: String,
     id: String,
@@ -201,6 +207,7 @@ pub fn encode(s: &Snapshot, lm: &LoopMetrics) -> String {
         &|v| Some(v.bytes_per_s * 8.0),
     );
     entitlement_gauges(&mut r, s);
+    late_qp_gauges(&mut r, s);
     gauge(
         &mut r,
         "resex_vm_queue_pairs",
@@ -381,6 +388,36 @@ fn vm_gauge(
     r.register(name, help, fam);
 }
 
+/// The QPs counted from the present position, not from their start (absent on the normal path).
+fn late_qp_gauges(r: &mut Registry, s: &Snapshot) {
+    let late = Family::<QpLabel, Gauge>::default();
+    let missed = Family::<QpLabel, Gauge>::default();
+    for v in &s.vms {
+        for q in &v.late_qps {
+            let l = QpLabel {
+                vm: v.name.clone(),
+                qpn: format!("{:#x}", q.qpn),
+            };
+            late.get_or_create(&l).set(1);
+            if let Some(n) = q.missed_completions {
+                missed
+                    .get_or_create(&l)
+                    .set(i64::try_from(n).unwrap_or(i64::MAX));
+            }
+        }
+    }
+    r.register(
+        "resex_qp_attached_late",
+        "1 for a QP registered after its rings had lapped: counted from then on only",
+        late,
+    );
+    r.register(
+        "resex_qp_missed_completions",
+        "Completions a late QP's send CQ had delivered before counting began",
+        missed,
+    );
+}
+
 /// What the admin grants each VM beside what it uses (absent where no policy runs).
 #[allow(clippy::cast_precision_loss)]
 fn entitlement_gauges(r: &mut Registry, s: &Snapshot) {
@@ -494,5 +531,36 @@ mod tests {
         ] {
             assert!(text.contains(want), "{want} in {text}");
         }
+        assert!(!text.contains("resex_qp_attached_late{"), "{text}");
+    }
+
+    #[test]
+    fn late_qps_are_exported_with_what_they_missed() {
+        let s = Snapshot {
+            vms: vec![resex_api::VmSnap {
+                name: "a".into(),
+                late_qps: vec![
+                    resex_api::LateQp {
+                        qpn: 0x107,
+                        missed_completions: Some(80),
+                    },
+                    resex_api::LateQp {
+                        qpn: 0x108,
+                        missed_completions: None,
+                    },
+                ],
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let text = encode(&s, &LoopMetrics::default());
+        for want in [
+            "resex_qp_attached_late{vm=\"a\",qpn=\"0x107\"} 1",
+            "resex_qp_attached_late{vm=\"a\",qpn=\"0x108\"} 1",
+            "resex_qp_missed_completions{vm=\"a\",qpn=\"0x107\"} 80",
+        ] {
+            assert!(text.contains(want), "{want} in {text}");
+        }
+        assert!(!text.contains("resex_qp_missed_completions{vm=\"a\",qpn=\"0x108\"}"));
     }
 }

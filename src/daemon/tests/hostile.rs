@@ -244,3 +244,70 @@ fn hostile_registrations_and_mailboxes_are_refused_and_counted_and_neighbours_se
         p.wait().unwrap();
     }
 }
+
+/// A QP whose send CQ had delivered 200 completions (three laps of its 64 entries) before the
+/// agent registered it: counted from then on only, and the daemon says so (the snapshot's
+/// `late_qps`, as `resex status`, top and /metrics show it).
+#[test]
+fn a_qp_registered_after_its_rings_lapped_is_named_late() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("run")).unwrap();
+    let q = qp(0x20000, 0x21000);
+    let mut late = guest(dir.path(), "late", 1, vec![register(doc(vec![q.clone()]))]);
+    let mut fresh = guest(dir.path(), "fresh", 2, vec![register(doc(vec![q.clone()]))]);
+    // The CQ's doorbell record: its consumer index, big-endian, 200 past the start it gives.
+    late.mem
+        .write(GuestAddress(q.send_cq.dbrec), &200u32.to_be_bytes())
+        .unwrap();
+    let cfg = resex_daemon::config::Config {
+        run_dir: Some(dir.path().join("run")),
+        state_dir: Some(dir.path().join("state")),
+        api_socket: Some(dir.path().join("api.sock")),
+        ..Default::default()
+    };
+    let d = resex_daemon::start(
+        resex_daemon::Settings {
+            cfg,
+            policy: None,
+            limits: Default::default(),
+        },
+        Arc::new(LocalBackend::new(&dir.path().join("run"))),
+    )
+    .unwrap();
+    for g in [&late, &fresh] {
+        let r = g.replies.recv_timeout(Duration::from_secs(20)).unwrap();
+        assert!(r.contains("accepted"), "{r}");
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let (l, f) = loop {
+        if let (Some(l), Some(f)) = (snap(&d, "late"), snap(&d, "fresh")) {
+            if !l.late_qps.is_empty() && l.qps == 1 && f.qps == 1 {
+                break (l, f);
+            }
+        }
+        assert!(Instant::now() < deadline, "never named late");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(
+        l.late_qps,
+        vec![resex_api::LateQp {
+            qpn: 7,
+            missed_completions: Some(200),
+        }]
+    );
+    assert!(
+        f.late_qps.is_empty(),
+        "a fresh QP is counted from its start"
+    );
+    let text = resex_daemon::metrics::encode(&d.snapshot(), &Default::default());
+    assert!(
+        text.contains("resex_qp_attached_late{vm=\"late\",qpn=\"0x7\"} 1"),
+        "{text}"
+    );
+    assert!(!text.contains("resex_qp_attached_late{vm=\"fresh\""));
+    d.stop();
+    for p in [&mut late.proc_, &mut fresh.proc_] {
+        p.kill().unwrap();
+        p.wait().unwrap();
+    }
+}

@@ -64,6 +64,9 @@ pub fn write(out: &mut dyn Write, s: &Snapshot, format: Format) -> std::io::Resu
             }
             for v in &s.vms {
                 writeln!(out, "  {}: {}", v.name, crate::grant::line(v))?;
+                if let Some(late) = crate::late::line(v) {
+                    writeln!(out, "  {}: {late}", v.name)?;
+                }
             }
             Ok(())
         }

@@ -16,6 +16,7 @@ pub mod columns;
 pub mod fleet;
 pub mod grant;
 pub mod history;
+pub mod late;
 pub mod term;
 pub mod ui;
 
