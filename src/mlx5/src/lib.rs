@@ -5,7 +5,8 @@
 //! - [`wqe`]: send work queue entries: control, remote-address, atomic, data and inline segments;
 //!   a builder (what the guest provider writes) and a parser (what the monitor and the software
 //!   HCA read, treating every byte as hostile).
-//! - [`dbrec`]: CQ and SQ doorbell records.
+//! - [`dbrec`]: CQ and QP doorbell records, each access one aligned 8-byte copy (never half a
+//!   counter).
 //! - [`writer`]: ring writers: the guest side posting WQEs, the HCA side producing CQEs.
 //!
 //! Every multi-byte field is big-endian. Nothing here panics on any input.

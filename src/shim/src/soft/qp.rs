@@ -135,7 +135,9 @@ impl QueuePair for SoftQp {
         }
         if posted > 0 {
             fence(Ordering::Release);
-            self.mem.write_be32(q.dbrec, q.rq_head & 0xffff)?;
+            // One store of the whole doorbell record (the device polls it): never half a
+            // counter.
+            write_rq_pi(&*self.mem, q.dbrec, index16(q.rq_head))?;
         }
         result
     }

@@ -6,6 +6,7 @@ use crate::objects::{QpState, Wr};
 use resex_guestmem::{GuestAddress, GuestMemory};
 use resex_mlx5::consts::{cqe_op, send_op, syndrome};
 use resex_mlx5::cqe::Cqe;
+use resex_mlx5::dbrec::read_rq_pi;
 use resex_mlx5::wqe::DataSeg;
 use resex_mlx5::{index16, DS_BYTES};
 use resex_proto::hca::access;
@@ -17,9 +18,9 @@ impl HcaState {
         let q = self.qps.get(&qpn)?;
         let rq = q.rq.as_ref()?;
         let g = self.guests.get(&q.guest)?;
-        let head = g.mem.read_be32(q.dbrec).ok()? & 0xffff;
+        let head = read_rq_pi(&*g.mem, q.dbrec).ok()?;
         fence(Ordering::Acquire);
-        let avail = (head as u16).wrapping_sub(index16(q.rq_ci));
+        let avail = head.wrapping_sub(index16(q.rq_ci));
         if avail == 0 || u32::from(avail) > q.rq_cnt {
             return None;
         }
