@@ -12,6 +12,6 @@ pub mod request;
 pub mod snapshot;
 
 pub use client::{ApiClient, ApiError};
-pub use request::{ErrorAnswer, PinAnswer, Request};
+pub use request::{BadRequest, ErrorAnswer, PinAnswer, Request};
 pub use resex_common::VmId;
 pub use snapshot::{HostSnap, LateQp, Snapshot, VmSnap};

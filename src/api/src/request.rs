@@ -48,9 +48,14 @@ fn default_every() -> u64 {
     DEFAULT_SUBSCRIBE_MS
 }
 
+/// A request line that is not a request: what the JSON parser said.
+#[derive(Debug, thiserror::Error)]
+#[error("bad request ({0}); try {{\"cmd\":\"status\"}}")]
+pub struct BadRequest(#[source] serde_json::Error);
+
 impl Request {
     /// Parses one request line (JSON, or a bare `status` / `subscribe`).
-    pub fn parse(line: &str) -> Result<Request, String> {
+    pub fn parse(line: &str) -> Result<Request, BadRequest> {
         match line.trim() {
             "status" => return Ok(Request::Status),
             "subscribe" => {
@@ -60,8 +65,7 @@ impl Request {
             }
             _ => {}
         }
-        serde_json::from_str(line)
-            .map_err(|e| format!("bad request ({e}); try {{\"cmd\":\"status\"}}"))
+        serde_json::from_str(line).map_err(BadRequest)
     }
 
     /// The request as one line, newline included.
@@ -94,14 +98,14 @@ mod tests {
 
     #[test]
     fn parses_requests() {
-        assert_eq!(Request::parse("status"), Ok(Request::Status));
+        assert_eq!(Request::parse("status").ok(), Some(Request::Status));
         assert_eq!(
-            Request::parse(r#"{"cmd":"subscribe","interval_ms":50}"#),
-            Ok(Request::Subscribe { interval_ms: 50 })
+            Request::parse(r#"{"cmd":"subscribe","interval_ms":50}"#).ok(),
+            Some(Request::Subscribe { interval_ms: 50 })
         );
         assert_eq!(
-            Request::parse(r#"{"cmd":"subscribe"}"#),
-            Ok(Request::Subscribe {
+            Request::parse(r#"{"cmd":"subscribe"}"#).ok(),
+            Some(Request::Subscribe {
                 interval_ms: DEFAULT_SUBSCRIBE_MS
             })
         );
@@ -112,15 +116,15 @@ mod tests {
         );
         assert!(Request::parse(r#"{"cmd":"subscribe","every":3}"#).is_err());
         assert_eq!(
-            Request::parse(r#"{"cmd":"pin","vm":"a","pct":30}"#),
-            Ok(Request::Pin {
+            Request::parse(r#"{"cmd":"pin","vm":"a","pct":30}"#).ok(),
+            Some(Request::Pin {
                 vm: "a".into(),
                 pct: Some(30.0)
             })
         );
         assert_eq!(
-            Request::parse(r#"{"cmd":"pin","vm":"a","pct":null}"#),
-            Ok(Request::Pin {
+            Request::parse(r#"{"cmd":"pin","vm":"a","pct":null}"#).ok(),
+            Some(Request::Pin {
                 vm: "a".into(),
                 pct: None
             })
@@ -155,7 +159,7 @@ mod tests {
         ] {
             let line = r.to_line();
             assert!(line.ends_with('\n') && !line[..line.len() - 1].contains('\n'));
-            assert_eq!(Request::parse(&line), Ok(r));
+            assert_eq!(Request::parse(&line).ok(), Some(r));
         }
     }
 }

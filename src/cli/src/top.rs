@@ -235,7 +235,7 @@ pub struct RateArgs {
     pub api: Option<PathBuf>,
 }
 
-fn parse_rate(s: &str) -> Result<u64, String> {
+fn parse_rate(s: &str) -> Result<u64, resex_common::BitsError> {
     resex_common::parse_bits(s)
 }
 

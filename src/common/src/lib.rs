@@ -21,4 +21,4 @@ mod types;
 
 pub use limiter::LogLimiter;
 pub use recorder::{LatencyRecorder, LatencySummary};
-pub use types::{deserialize_bits, parse_bits, LatencyReport, NicTimes, TxLimit, VmId};
+pub use types::{deserialize_bits, parse_bits, BitsError, LatencyReport, NicTimes, TxLimit, VmId};

@@ -142,9 +142,20 @@ pub fn deserialize_bits<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D
     }
 }
 
+/// A rate that [`parse_bits`] refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BitsError {
+    /// Not a number with a unit.
+    #[error("`{0}` is not a rate (e.g. 2Gbit, 500Mbit, 64000)")]
+    NotARate(String),
+    /// A number, but not between 1 bit/s and 1 Pbit/s.
+    #[error("`{0}` is not a rate between 1 bit/s and 1 Pbit/s")]
+    OutOfRange(String),
+}
+
 /// Parses a rate as admins write it (tc and devlink's units, decimal): `2Gbit`, `500mbit`,
 /// `100kbit`, `64000bit`, or a bare number of bits per second; `bps` is accepted for `bit`.
-pub fn parse_bits(s: &str) -> Result<u64, String> {
+pub fn parse_bits(s: &str) -> Result<u64, BitsError> {
     let t = s.trim().to_ascii_lowercase();
     let t = t
         .strip_suffix("bps")
@@ -162,10 +173,10 @@ pub fn parse_bits(s: &str) -> Result<u64, String> {
     let v: f64 = num
         .trim()
         .parse()
-        .map_err(|_| format!("`{s}` is not a rate (e.g. 2Gbit, 500Mbit, 64000)"))?;
+        .map_err(|_| BitsError::NotARate(s.to_owned()))?;
     let bits = v * mult;
     if !(bits.is_finite() && (1.0..=1e15).contains(&bits)) {
-        return Err(format!("`{s}` is not a rate between 1 bit/s and 1 Pbit/s"));
+        return Err(BitsError::OutOfRange(s.to_owned()));
     }
     #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
     Ok(bits.round() as u64)

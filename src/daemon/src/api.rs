@@ -76,7 +76,12 @@ fn serve(
                 w.write_all(b"\n")?;
             }
             Err(e) => {
-                serde_json::to_writer(&mut w, &ErrorAnswer { error: e })?;
+                serde_json::to_writer(
+                    &mut w,
+                    &ErrorAnswer {
+                        error: e.to_string(),
+                    },
+                )?;
                 w.write_all(b"\n")?;
             }
         }
