@@ -132,9 +132,11 @@ pub fn main_with<I: IntoIterator<Item = std::ffi::OsString>>(args: I) -> Result<
     };
     let recorder = Arc::new(Mutex::new(LatencyRecorder::new()));
     let interval = (!cli.no_reports).then(|| Duration::from_millis(cli.report_ms.max(1)));
-    let agent = Agent::start(chan, doc, mailbox, recorder.clone(), interval)?;
+    let gate = Arc::new(crate::gate::Gate::default());
+    let agent = Agent::start(chan, doc, mailbox, recorder.clone(), interval, gate.clone())?;
     let stop = stop_on_signals()?;
-    let p: Arc<dyn Provider> = provider;
+    // The workload's QPs are registered with the host before it posts on them.
+    let p: Arc<dyn Provider> = Arc::new(crate::gate::RegisterFirst::new(provider, gate));
     let st = serve(p, &cli.server, &cli.listen, recorder, stop, cli.duration)?;
     tracing::info!(
         "served {} orders from {} clients; {} reports written, {} dropped",

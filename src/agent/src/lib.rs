@@ -6,14 +6,17 @@
 //!
 //! - reports go through `resex_shim::mailbox`, the guest's end of the mailbox.
 //! - [`session`], the control channel: sessions, registration, re-registration.
+//! - [`gate`], registration before use: a new QP is registered before the application posts.
 //! - [`Agent`]: both, with a reporting thread.
 //! - [`vm`], inside a real VM: virtio-serial ports for the channel and the HCA.
 //! - [`cli`], the `resex-agent` command line (the agent with BenchEx's server as the workload).
 
 pub mod cli;
+pub mod gate;
 pub mod session;
 pub mod vm;
 
+use gate::Gate;
 use resex_common::LatencyRecorder;
 use resex_shim::mailbox::Mailbox;
 use session::{ChannelEnd, ChannelStatus, DocFn};
@@ -51,6 +54,7 @@ impl Agent {
         mut mailbox: Mailbox,
         recorder: Arc<Mutex<LatencyRecorder>>,
         interval: Option<Duration>,
+        gate: Arc<Gate>,
     ) -> std::io::Result<Agent> {
         let stop = Arc::new(AtomicBool::new(false));
         let channel = Arc::new(ChannelStatus::default());
@@ -63,7 +67,7 @@ impl Agent {
                 std::thread::Builder::new()
                     .name("agent-channel".into())
                     .spawn(move || {
-                        session::run(chan, doc, channel, stop, Duration::from_millis(100));
+                        session::run(chan, doc, channel, stop, Duration::from_millis(100), gate);
                     })?,
             );
         }

@@ -12,6 +12,9 @@ use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::gate::Gate;
+use std::collections::VecDeque;
+
 /// One session's streams.
 pub type Session = (Box<dyn BufRead + Send>, Box<dyn Write + Send>);
 
@@ -75,6 +78,21 @@ pub struct ChannelStatus {
 /// Produces the current registration document.
 pub type DocFn = Arc<dyn Fn() -> Registration + Send + Sync>;
 
+/// What wakes a session: a message from the host (or the stream's end), or a QP that was just
+/// created and waits to be registered ([`crate::gate`]).
+#[derive(Debug)]
+pub enum Event {
+    /// What the reader read.
+    Host(Result<Option<HostMsg>, resex_proto::channel::LineError>),
+    /// Register now if the rings changed.
+    Nudge,
+}
+
+/// The QPNs a document names.
+fn qpns(d: &Registration) -> Vec<u32> {
+    d.qps.iter().map(|q| q.qpn).collect()
+}
+
 /// Serves sessions until `stop`. How often the rings are checked for changes: `poll`.
 pub fn run(
     mut chan: Box<dyn ChannelEnd>,
@@ -82,6 +100,7 @@ pub fn run(
     status: Arc<ChannelStatus>,
     stop: Arc<AtomicBool>,
     poll: Duration,
+    gate: Arc<Gate>,
 ) {
     while !stop.load(Ordering::Acquire) {
         let (r, mut w) = match chan.next_session(&stop) {
@@ -95,7 +114,7 @@ pub fn run(
         };
         status.sessions.fetch_add(1, Ordering::AcqRel);
         tracing::info!("host opened a session");
-        session(r, &mut *w, &doc, &status, &stop, poll);
+        session(r, &mut *w, &doc, &status, &stop, poll, &gate);
         tracing::info!("host closed the session; waiting for the next");
     }
 }
@@ -107,17 +126,21 @@ fn session(
     status: &ChannelStatus,
     stop: &AtomicBool,
     poll: Duration,
+    gate: &Gate,
 ) {
     let (tx, rx) = mpsc::channel();
+    gate.opened(tx.clone());
     let reader = std::thread::spawn(move || loop {
         let m = read_msg::<HostMsg>(&mut *r, MAX_LINE);
         let end = !matches!(m, Ok(Some(_)));
-        if tx.send(m).is_err() || end {
+        if tx.send(Event::Host(m)).is_err() || end {
             return;
         }
     });
-    let mut last: Option<Registration> = None;
-    let send = |d: Registration, w: &mut dyn Write, last: &mut Option<Registration>| -> bool {
+    // The last document sent, and the QPNs of each one not yet answered, oldest first.
+    type Sent = (Option<Registration>, VecDeque<Vec<u32>>);
+    let mut sent: Sent = (None, VecDeque::new());
+    let send = |d: Registration, w: &mut dyn Write, sent: &mut Sent| -> bool {
         let ok = write_msg(
             w,
             &GuestMsg::Register {
@@ -127,39 +150,46 @@ fn session(
         .is_ok();
         if ok {
             status.sent.fetch_add(1, Ordering::AcqRel);
-            *last = Some(d);
+            sent.1.push_back(qpns(&d));
+            sent.0 = Some(d);
         }
         ok
     };
     while !stop.load(Ordering::Acquire) {
         match rx.recv_timeout(poll) {
-            Ok(Ok(Some(HostMsg::Hello { version }))) => {
+            Ok(Event::Host(Ok(Some(HostMsg::Hello { version })))) => {
                 tracing::debug!("hello (channel version {version})");
-                if !send(doc(), w, &mut last) {
+                if !send(doc(), w, &mut sent) {
                     break;
                 }
             }
-            Ok(Ok(Some(HostMsg::Accepted { vm, qps, mailbox }))) => {
+            Ok(Event::Host(Ok(Some(HostMsg::Accepted { vm, qps, mailbox })))) => {
                 status.accepted.fetch_add(1, Ordering::AcqRel);
                 tracing::info!("registered as {vm}: {qps} queue pairs, mailbox {mailbox}");
+                if let Some(q) = sent.1.pop_front() {
+                    gate.accepted(&q);
+                }
             }
-            Ok(Ok(Some(HostMsg::Rejected { error }))) => {
+            Ok(Event::Host(Ok(Some(HostMsg::Rejected { error })))) => {
                 status.rejected.fetch_add(1, Ordering::AcqRel);
                 tracing::warn!("host rejected the registration: {error}");
                 *status.last_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(error);
+                sent.1.pop_front();
             }
-            Ok(Ok(None)) | Ok(Err(_)) | Err(RecvTimeoutError::Disconnected) => break,
-            Err(RecvTimeoutError::Timeout) => {
-                // Rings created since the last registration: register again.
-                if let Some(prev) = &last {
+            Ok(Event::Host(Ok(None) | Err(_))) | Err(RecvTimeoutError::Disconnected) => break,
+            // Rings created since the last registration (a QP waiting, or the periodic look):
+            // register again.
+            Ok(Event::Nudge) | Err(RecvTimeoutError::Timeout) => {
+                if let Some(prev) = &sent.0 {
                     let now = doc();
-                    if &now != prev && !send(now, w, &mut last) {
+                    if &now != prev && !send(now, w, &mut sent) {
                         break;
                     }
                 }
             }
         }
     }
+    gate.closed();
     drop(rx);
     // The reader ends when the host closes the stream; do not wait for it otherwise.
     if reader.is_finished() {
