@@ -5,6 +5,7 @@ use crate::lab::emit;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use resex_drum::experiment::{run, Config, Outcome, Progress};
+use resex_drum::penalty::PenaltyRule;
 use resex_drum::Selection;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -25,9 +26,10 @@ pub struct DrumArgs {
     /// Seed of the a_j draw.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// ADMM penalty rho (the paper: 1e-3).
-    #[arg(long, default_value_t = 1e-3)]
-    pub rho: f64,
+    /// A fixed ADMM penalty rho (the paper's: 0.001). Without it rho starts at 0.1 and moves
+    /// by residual balancing (Boyd et al. 2011, 3.4.1: mu = 10, tau = 2).
+    #[arg(long)]
+    pub rho: Option<f64>,
     /// Iterations of each method (the paper plots 60).
     #[arg(long, default_value_t = 60)]
     pub iterations: u64,
@@ -61,8 +63,14 @@ pub struct DrumArgs {
 
 /// The JSON of one run: the simulation's figures plus wall time and memory.
 fn config(a: &DrumArgs, hosts: usize, apps: usize) -> Config {
-    let mut c = Config::paper(hosts, apps, a.seed);
-    c.setup.rho = a.rho;
+    let mut c = match a.rho {
+        Some(rho) => {
+            let mut c = Config::paper(hosts, apps, a.seed);
+            c.setup.rho = rho;
+            c
+        }
+        None => Config::adaptive(hosts, apps, a.seed),
+    };
     c.setup.k = a.k;
     c.setup.q = a.q;
     c.setup.c = a.c;
@@ -84,6 +92,9 @@ pub fn drum(a: &DrumArgs) -> Result<()> {
     }
     if a.apps < a.k {
         bail!("--apps ({}) must be at least k ({})", a.apps, a.k);
+    }
+    if a.rho.is_some_and(|r| !(r.is_finite() && r > 0.0)) {
+        bail!("--rho must be a positive number");
     }
     let sizes: Vec<(usize, usize)> = if a.all {
         [100, 1000, 10_000]
@@ -134,6 +145,19 @@ pub fn drum(a: &DrumArgs) -> Result<()> {
     }
 }
 
+/// The penalty rule for the table's first line.
+fn penalty(o: &Outcome) -> String {
+    match o.penalty {
+        PenaltyRule::Fixed => format!("rho {} (fixed)", o.params.rho),
+        PenaltyRule::Adaptive => format!(
+            "rho adaptive (residual balancing from {}{})",
+            o.params.rho,
+            o.balancing
+                .map_or(String::new(), |b| format!(", mu {} tau {}", b.mu, b.tau))
+        ),
+    }
+}
+
 fn it(v: Option<u64>) -> String {
     v.map_or("-".to_owned(), |v| v.to_string())
 }
@@ -142,13 +166,13 @@ fn table(w: &mut dyn Write, rows: &[Outcome]) -> std::io::Result<()> {
     if let Some(o) = rows.first() {
         writeln!(
             w,
-            "DRUM (Shen et al.): k {} alpha {} beta {} rho {} seed {}; capacities per host Q = m e^(q/m), C = m e^(c/m)",
-            o.params.k, o.params.alpha, o.params.beta, o.params.rho, o.seed
+            "DRUM (Shen et al.): k {} alpha {} beta {} {} seed {}; capacities per host Q = m e^(q/m), C = m e^(c/m)",
+            o.params.k, o.params.alpha, o.params.beta, penalty(o), o.seed
         )?;
     }
     writeln!(
         w,
-        "{:>6} {:>5} {:>7} {:>8} {:>9} {:>16} {:>11} {:>11} {:>10} {:>10} {:>9} {:>9}",
+        "{:>6} {:>5} {:>7} {:>8} {:>9} {:>16} {:>11} {:>11} {:>10} {:>10} {:>9} {:>9} {:>9}",
         "hosts",
         "apps",
         "stop at",
@@ -160,7 +184,8 @@ fn table(w: &mut dyn Write, rows: &[Outcome]) -> std::io::Result<()> {
         "ADMM/DD",
         "res @10",
         "s/iter",
-        "peak MiB"
+        "peak MiB",
+        "final rho"
     )?;
     for o in rows {
         let best = o.reference_objective;
@@ -172,7 +197,7 @@ fn table(w: &mut dyn Write, rows: &[Outcome]) -> std::io::Result<()> {
             .map_or("-".into(), |r| format!("{r:.2e}"));
         writeln!(
             w,
-            "{:>6} {:>5} {:>7} {:>8} {:>9} {:>16.6e} {:>11.6} {:>11.6} {:>10.4} {:>10} {:>9.3} {:>9}",
+            "{:>6} {:>5} {:>7} {:>8} {:>9} {:>16.6e} {:>11.6} {:>11.6} {:>10.4} {:>10} {:>9.3} {:>9} {:>9.3e}",
             o.hosts,
             o.apps,
             it(o.admm.iterations),
@@ -185,6 +210,7 @@ fn table(w: &mut dyn Write, rows: &[Outcome]) -> std::io::Result<()> {
             res10,
             o.admm.seconds_per_iteration,
             o.peak_rss_mib.map_or("-".into(), |m| format!("{m:.0}")),
+            o.final_rho,
         )?;
     }
     writeln!(
@@ -193,7 +219,8 @@ fn table(w: &mut dyn Write, rows: &[Outcome]) -> std::io::Result<()> {
          the objective stays within 0.5% of the certified optimum from there on; feas: the same for \
          the feasible schedule recovered from z; X/opt and ADMM/DD at the last iteration (objectives \
          are negative when the latency term dominates: closer to 1 is better); res @10: the paper's \
-         primal residual sum_i ||A x_i - z_i||^2 after 10 iterations"
+         primal residual sum_i ||A x_i - z_i||^2 after 10 iterations; final rho: the penalty of ADMM's \
+         last iteration"
     )?;
     Ok(())
 }

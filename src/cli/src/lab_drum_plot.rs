@@ -4,6 +4,7 @@
 use anyhow::{Context, Result};
 use plotters::prelude::*;
 use resex_drum::experiment::Outcome;
+use resex_drum::penalty::PenaltyRule;
 use std::path::Path;
 
 /// Writes `path` (two panels: objective, residual).
@@ -28,8 +29,14 @@ fn draw(o: &Outcome, path: &Path) -> Result<(), Box<dyn std::error::Error>> {
     root.fill(&WHITE)?;
     let root = root.titled(
         &format!(
-            "DRUM: n = {}, m = {}, rho = {} (ADMM) vs dual decomposition (1e-3/sqrt k)",
-            o.hosts, o.apps, o.params.rho
+            "DRUM: n = {}, m = {}, {} (ADMM) vs dual decomposition (1e-3/sqrt k)",
+            o.hosts,
+            o.apps,
+            match o.penalty {
+                PenaltyRule::Fixed => format!("rho = {}", o.params.rho),
+                PenaltyRule::Adaptive =>
+                    format!("rho adaptive from {} to {:.3}", o.params.rho, o.final_rho),
+            }
         ),
         ("sans-serif", 20),
     )?;

@@ -45,8 +45,39 @@ fn lab_drum_json_has_the_schema_and_admm_reaches_the_optimum() {
         "{last} vs {best}"
     );
     assert!(admm["iterations_to_995"].as_u64().unwrap() <= 20);
+    assert_eq!(v["penalty"], "fixed");
+    assert_eq!(v["final_rho"], 1.0);
     let svg = std::fs::read_to_string(dir.path().join("drum-n20-m50.svg")).unwrap();
     assert!(svg.starts_with("<svg") && svg.contains("dual decomposition"));
+}
+
+#[test]
+fn lab_drum_default_is_the_adaptive_penalty_and_converges() {
+    // The paper's first size and the seed whose fixed rho = 1e-3 ended 19x off the optimum.
+    let o = resex(&[
+        "lab",
+        "drum",
+        "--hosts",
+        "100",
+        "--apps",
+        "50",
+        "--seed",
+        "7",
+        "--iterations",
+        "25",
+        "--json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["penalty"], "adaptive");
+    assert_eq!(v["balancing"]["mu"], 10.0);
+    assert_eq!(v["balancing"]["tau"], 2.0);
+    let rho = v["final_rho"].as_f64().unwrap();
+    assert!(
+        rho > 0.0 && rho != v["params"]["rho"].as_f64().unwrap(),
+        "{rho}"
+    );
+    assert_eq!(v["admm"]["rho_trace"].as_array().unwrap().len(), 25);
+    assert!(v["admm"]["iterations_to_995"].as_u64().unwrap() <= 20);
 }
 
 #[test]
@@ -63,7 +94,11 @@ fn lab_drum_table_and_errors() {
     ]);
     let out = stdout(&o);
     assert!(out.contains("to 99.5%") && out.contains("ADMM/DD"), "{out}");
+    assert!(out.contains("rho adaptive"), "{out}");
     let o = resex(&["lab", "drum", "--apps", "10"]);
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("at least k (20)"));
+    let o = resex(&["lab", "drum", "--rho", "0"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--rho must be a positive number"));
 }

@@ -2,15 +2,18 @@
 //! (n = 1e4 hosts, m = 5e3 applications: 5e7 variables; target <= 2 s per iteration on two cores
 //! and <= 4 GiB).
 //!
-//! `cargo bench -p resex-drum --bench iteration [-- --quick] [-- --rho R]` prints one line per
+//! `cargo bench -p resex-drum --bench iteration [-- --quick] [-- --rho R] [-- --adaptive]`
+//! (rho fixed at R, by default the paper's 1e-3; `--adaptive`: residual balancing from R, by
+//! default from `experiment::ADAPTIVE_START`, as `resex lab drum` runs) prints one line per
 //! size: the first iteration (cold: every z solved from its bound), the mean of the next five,
 //! the CPU seconds of those (all threads: on an idle machine the wall time is about CPU / threads;
 //! on a shared one the CPU figure is the steadier), and the peak resident memory of that size alone (the peak is
 //! reset through `/proc/self/clear_refs` before each size; `VmHWM` read after). Each iteration
 //! is all n hosts (Algorithm 1, rayon over groups of hosts) and the coordinator (Algorithm 2).
 
+use resex_drum::experiment::ADAPTIVE_START;
 use resex_drum::fleet::AdmmFleet;
-use resex_drum::{Model, PaperSetup, Params, Stopping};
+use resex_drum::{Balancing, Model, PaperSetup, Params, Penalty, Stopping};
 use std::time::Instant;
 
 fn peak_rss_mib() -> Option<f64> {
@@ -39,11 +42,23 @@ fn reset_peak() {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let quick = args.iter().any(|a| a == "--quick");
+    let penalty = if args.iter().any(|a| a == "--adaptive") {
+        Penalty::Adaptive(Balancing::default())
+    } else {
+        Penalty::Fixed
+    };
     let rho = args
         .iter()
         .position(|a| a == "--rho")
         .and_then(|i| args.get(i + 1))
-        .map_or(1e-3, |r| r.parse().expect("--rho takes a number"));
+        .map_or(
+            if penalty == Penalty::Fixed {
+                1e-3
+            } else {
+                ADAPTIVE_START
+            },
+            |r| r.parse().expect("--rho takes a number"),
+        );
     let only: Option<(usize, usize)> = args
         .iter()
         .position(|a| a == "--size")
@@ -69,7 +84,15 @@ fn main() {
             (10_000, 5000),
         ]
     };
-    println!("threads {}  rho {rho}", rayon::current_num_threads());
+    println!(
+        "threads {}  rho {rho} ({})",
+        rayon::current_num_threads(),
+        if penalty == Penalty::Fixed {
+            "fixed"
+        } else {
+            "adaptive from"
+        }
+    );
     println!(
         "{:>7} {:>6} {:>12} {:>9} {:>13} {:>17} {:>10}",
         "hosts", "apps", "variables", "first s", "s/iteration", "cpu s/iteration", "peak MiB"
@@ -81,8 +104,9 @@ fn main() {
             ..PaperSetup::default()
         };
         let p = Params::from_paper(m, &setup).expect("paper parameters");
-        let mut fleet = AdmmFleet::new(Model::paper(p, 1).expect("model"), n, Stopping::default())
-            .expect("fleet");
+        let model = Model::paper(p, 1).expect("model");
+        let mut fleet =
+            AdmmFleet::with_penalty(model, n, Stopping::default(), penalty).expect("fleet");
         let t = Instant::now();
         fleet.iterate().expect("iteration");
         let first = t.elapsed().as_secs_f64();

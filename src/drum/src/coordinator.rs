@@ -9,7 +9,12 @@
 //! running system does not have. [`Stopping`] asks for both a small primal residual,
 //! `sqrt(sum_i ||A x_i - z_i||^2) <= primal * sqrt(sum_i ||z_i||^2)`, and a small objective
 //! change, `|P^k - P^{k-1}| <= objective * |P^k|`; [`Summary`] reports both every iteration.
+//!
+//! **The penalty.** With [`StepRule::Balanced`] the coordinator also moves rho by residual
+//! balancing ([`crate::penalty`]) after each u-update and broadcasts it
+//! ([`Broadcast::rho`]); the hosts must step with it ([`crate::Solver::set_rho`]).
 
+use crate::penalty::Balancing;
 use crate::uupdate::dual_ascent;
 use crate::{Broadcast, DrumError, HostReport};
 use serde::{Deserialize, Serialize};
@@ -21,6 +26,14 @@ pub enum StepRule {
     Constant(f64),
     /// Dual decomposition: `rho0 / sqrt(k)` at the k-th update (k = 1, 2, ...).
     Diminishing(f64),
+    /// ADMM with residual balancing: the current penalty (the start until the first update)
+    /// and the rule that moves it.
+    Balanced {
+        /// The penalty of the iteration in progress.
+        rho: f64,
+        /// How it moves.
+        balancing: Balancing,
+    },
 }
 
 impl StepRule {
@@ -28,9 +41,42 @@ impl StepRule {
     #[must_use]
     pub fn step(&self, k: u64) -> f64 {
         match *self {
-            Self::Constant(r) => r,
+            Self::Constant(r) | Self::Balanced { rho: r, .. } => r,
             #[allow(clippy::cast_precision_loss)]
             Self::Diminishing(r) => r / (k.max(1) as f64).sqrt(),
+        }
+    }
+
+    /// The penalty the coordinator broadcasts: the current rho under balancing, `None` for the
+    /// rules whose hosts keep their own.
+    #[must_use]
+    pub fn broadcast_rho(&self) -> Option<f64> {
+        match *self {
+            Self::Balanced { rho, .. } => Some(rho),
+            Self::Constant(_) | Self::Diminishing(_) => None,
+        }
+    }
+
+    /// After the k-th update with residual norms `primal = ||r||` and `dual = ||s||`: moves a
+    /// balanced rule's rho (the others do not move).
+    fn adapt(&mut self, k: u64, primal: f64, dual: f64) {
+        if let Self::Balanced { rho, balancing } = self {
+            *rho = balancing.next(*rho, k, primal, dual);
+        }
+    }
+
+    fn check(&self) -> Result<(), DrumError> {
+        let r = match *self {
+            Self::Constant(r) | Self::Diminishing(r) => r,
+            Self::Balanced { rho, balancing } => {
+                balancing.check()?;
+                rho
+            }
+        };
+        if r.is_finite() && r > 0.0 {
+            Ok(())
+        } else {
+            Err(DrumError::Invalid("rho must be a positive number".into()))
         }
     }
 }
@@ -70,6 +116,11 @@ pub struct Summary {
     pub relative_primal: f64,
     /// `sum_i ||stationarity||^2` of the previous iterate (0 in the first iteration).
     pub stationarity: f64,
+    /// `rho^2 sum_i ||A (z_i^{k+1} - z_i^k)||^2`: Boyd's dual residual, squared like the primal
+    /// one (0 for the baseline).
+    pub dual_residual: f64,
+    /// The penalty (or the baseline's step) this iteration ran with.
+    pub rho: f64,
     /// The objective of the feasible schedule recovered from z (see [`HostReport::recovered`]).
     pub recovered: f64,
     /// `|P^k - P^{k-1}| / |P^k|` (infinite in the first iteration).
@@ -100,6 +151,7 @@ impl Coordinator {
         if hosts == 0 {
             return Err(DrumError::Invalid("at least one host".into()));
         }
+        rule.check()?;
         Ok(Self {
             hosts,
             rule,
@@ -107,10 +159,17 @@ impl Coordinator {
             broadcast: Broadcast {
                 iteration: 0,
                 u: vec![0.0; apps],
+                rho: rule.broadcast_rho(),
             },
             acc: HostReport::empty(apps, 1),
             last: None,
         })
+    }
+
+    /// The rule, with a balanced rule's current penalty.
+    #[must_use]
+    pub fn rule(&self) -> StepRule {
+        self.rule
     }
 
     /// What the hosts need for the next iteration.
@@ -140,13 +199,13 @@ impl Coordinator {
             });
         }
         let k = self.acc.iteration;
-        dual_ascent(
-            &mut self.broadcast.u,
-            &self.acc.residual,
-            self.hosts,
-            self.rule.step(k),
-        );
+        let rho = self.rule.step(k);
+        dual_ascent(&mut self.broadcast.u, &self.acc.residual, self.hosts, rho);
+        let dual_residual = rho * rho * self.acc.dual_sq;
+        self.rule
+            .adapt(k, self.acc.primal_sq.sqrt(), dual_residual.sqrt());
         self.broadcast.iteration = k;
+        self.broadcast.rho = self.rule.broadcast_rho();
         let r = &self.acc;
         let objective = r.utility + r.latency;
         let objective_change = self
@@ -161,6 +220,8 @@ impl Coordinator {
             primal_residual: r.primal_sq,
             relative_primal,
             stationarity: r.stationarity_sq,
+            dual_residual,
+            rho,
             recovered: r.recovered,
             objective_change,
             stop: relative_primal <= self.stopping.primal
@@ -210,6 +271,50 @@ mod tests {
                 ..
             })
         ));
+    }
+
+    #[test]
+    fn balancing_updates_u_at_the_old_rho_and_broadcasts_the_new() {
+        let rule = StepRule::Balanced {
+            rho: 0.5,
+            balancing: Balancing::default(),
+        };
+        let mut c = Coordinator::new(1, 1, rule, Stopping::default()).unwrap();
+        assert_eq!(c.broadcast().rho, Some(0.5));
+        // ||r|| = 1, ||s|| = 0.5 * 0.01: the primal residual lags, rho doubles.
+        let mut r = report(1, vec![1.0], 1.0);
+        r.primal_sq = 1.0;
+        r.dual_sq = 1e-4;
+        c.absorb(&r).unwrap();
+        let s = c.finish().unwrap();
+        assert_eq!(s.rho, 0.5);
+        assert!((s.dual_residual - 0.25e-4).abs() < 1e-18);
+        // u moved by the old rho and is not rescaled (it is the unscaled multiplier).
+        assert_eq!(c.broadcast().u, [0.5]);
+        assert_eq!(c.broadcast().rho, Some(1.0));
+        assert_eq!(c.rule().step(2), 1.0);
+        // ||s|| = 1 * 100 > 10 ||r||: rho halves.
+        let mut r = report(2, vec![0.0], 1.0);
+        r.primal_sq = 1.0;
+        r.dual_sq = 1e4;
+        c.absorb(&r).unwrap();
+        assert_eq!(c.finish().unwrap().rho, 1.0);
+        assert_eq!(c.broadcast().rho, Some(0.5));
+    }
+
+    #[test]
+    fn a_fixed_penalty_is_not_broadcast_and_a_bad_rule_is_refused() {
+        let c = Coordinator::new(1, 1, StepRule::Constant(1.0), Stopping::default()).unwrap();
+        assert_eq!(c.broadcast().rho, None);
+        let bad = StepRule::Balanced {
+            rho: 1.0,
+            balancing: Balancing {
+                tau: 0.5,
+                ..Balancing::default()
+            },
+        };
+        assert!(Coordinator::new(1, 1, bad, Stopping::default()).is_err());
+        assert!(Coordinator::new(1, 1, StepRule::Constant(0.0), Stopping::default()).is_err());
     }
 
     #[test]

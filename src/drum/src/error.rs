@@ -28,6 +28,15 @@ pub enum DrumError {
         /// The iteration in progress.
         want: u64,
     },
+    /// A broadcast carries another penalty than the host's solver has
+    /// ([`crate::Solver::set_rho`] first).
+    #[error("the broadcast's penalty rho is {got}, the solver's is {want}")]
+    Penalty {
+        /// The broadcast's rho.
+        got: f64,
+        /// The solver's rho.
+        want: f64,
+    },
     /// The coordinator was asked to broadcast before every host reported.
     #[error("{got} of {want} hosts have reported")]
     Missing {

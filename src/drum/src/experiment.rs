@@ -14,12 +14,15 @@
 //! - `reference_objective`: n times one host's certified optimum ([`crate::reference`]).
 //! - `utility_gap`: the mean over the iterations of `(P_admm - P_dd) / |P_admm|`, the paper's
 //!   "on average 69.3 % less" measure.
+//! - `penalty`, `final_rho`: the penalty rule ADMM ran ([`Penalty`]: the paper's fixed rho, or
+//!   residual balancing from [`ADAPTIVE_START`]) and the rho of its last iteration.
 //!
 //! The caller passes the clock (the library reads none), and sees progress.
 
 use crate::fleet::{AdmmFleet, DualFleet};
+use crate::penalty::PenaltyRule;
 use crate::reference;
-use crate::{DrumError, Model, PaperSetup, Params, Stopping};
+use crate::{Balancing, DrumError, Model, PaperSetup, Params, Penalty, Stopping};
 use serde::{Deserialize, Serialize};
 
 /// What to run.
@@ -41,11 +44,13 @@ pub struct Config {
     pub dd_rho: f64,
     /// The stopping rule whose first iteration is reported.
     pub stopping: Stopping,
+    /// ADMM's penalty rule, from `setup.rho`.
+    pub penalty: Penalty,
 }
 
 impl Config {
-    /// The paper's set-up for n hosts and m applications: 60 iterations of each method,
-    /// `rho_k = 1e-3 / sqrt(k)`.
+    /// The paper's set-up for n hosts and m applications: 60 iterations of each method, ADMM
+    /// at the fixed rho = 1e-3, the baseline's `rho_k = 1e-3 / sqrt(k)`.
     #[must_use]
     pub fn paper(hosts: usize, apps: usize, seed: u64) -> Self {
         Self {
@@ -57,9 +62,25 @@ impl Config {
             dd_iterations: 60,
             dd_rho: 1e-3,
             stopping: Stopping::default(),
+            penalty: Penalty::Fixed,
         }
     }
+
+    /// The paper's set-up with ADMM's penalty moved by residual balancing (Boyd's mu = 10,
+    /// tau = 2) from [`ADAPTIVE_START`]: `resex lab drum`'s default.
+    #[must_use]
+    pub fn adaptive(hosts: usize, apps: usize, seed: u64) -> Self {
+        let mut c = Self::paper(hosts, apps, seed);
+        c.setup.rho = ADAPTIVE_START;
+        c.penalty = Penalty::Adaptive(Balancing::default());
+        c
+    }
 }
+
+/// Where residual balancing starts rho. From any start in [1e-3, 10] it reaches 0.5 % of the
+/// optimum within 20 iterations on the paper's grid (seeds 1-10); 0.1 is the middle of that
+/// range on a log scale (`docs/drum.md`, "Rho").
+pub const ADAPTIVE_START: f64 = 0.1;
 
 /// ADMM's run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -81,6 +102,8 @@ pub struct AdmmRun {
     /// `sqrt(primal + stationarity)` per iteration, stationarity measured one iteration late
     /// (the last entry is the primal part alone).
     pub kkt_residual: Vec<f64>,
+    /// The penalty rho of each iteration.
+    pub rho_trace: Vec<f64>,
     /// Mean wall time of one iteration (all n hosts and the coordinator), seconds.
     pub seconds_per_iteration: f64,
 }
@@ -109,8 +132,14 @@ pub struct Outcome {
     pub apps: usize,
     /// The seed of A.
     pub seed: u64,
-    /// The parameters solved (capacities after the AM-GM mapping).
+    /// The parameters solved (capacities after the AM-GM mapping; `rho` is ADMM's start).
     pub params: Params,
+    /// ADMM's penalty rule: `"fixed"` or `"adaptive"`.
+    pub penalty: PenaltyRule,
+    /// Residual balancing's parameters, when the penalty is adaptive.
+    pub balancing: Option<Balancing>,
+    /// The penalty of ADMM's last iteration.
+    pub final_rho: f64,
     /// ADMM.
     pub admm: AdmmRun,
     /// The baseline.
@@ -168,8 +197,9 @@ pub fn run(
     progress(Progress::Reference);
     let r = reference::solve(&model);
 
-    let mut fleet = AdmmFleet::new(model.clone(), cfg.hosts, cfg.stopping)?;
+    let mut fleet = AdmmFleet::with_penalty(model.clone(), cfg.hosts, cfg.stopping, cfg.penalty)?;
     let (mut obj, mut rec, mut prim, mut stat) = (vec![], vec![], vec![], vec![]);
+    let mut rhos = vec![];
     let mut iterations = None;
     let t0 = clock();
     for i in 1..=cfg.iterations {
@@ -182,6 +212,7 @@ pub fn run(
         rec.push(s.recovered);
         prim.push(s.primal_residual);
         stat.push(s.stationarity);
+        rhos.push(s.rho);
     }
     #[allow(clippy::cast_precision_loss)]
     let admm_s = (clock() - t0) / cfg.iterations as f64;
@@ -217,6 +248,12 @@ pub fn run(
         apps: cfg.apps,
         seed: cfg.seed,
         params,
+        penalty: cfg.penalty.rule(),
+        balancing: match cfg.penalty {
+            Penalty::Fixed => None,
+            Penalty::Adaptive(b) => Some(b),
+        },
+        final_rho: *rhos.last().unwrap_or(&params.rho),
         admm: AdmmRun {
             iterations,
             iterations_to_995: settle(&obj, best),
@@ -225,6 +262,7 @@ pub fn run(
             primal_residual: prim,
             recovered_trace: rec.clone(),
             kkt_residual: kkt,
+            rho_trace: rhos,
             seconds_per_iteration: admm_s,
             objective_trace: obj.clone(),
         },

@@ -13,8 +13,8 @@
 
 use crate::dual::{DualScratch, DualState};
 use crate::{
-    Coordinator, DrumError, HostReport, HostScratch, HostState, Model, Parallel, Solver, StepRule,
-    Stopping, Summary,
+    Coordinator, DrumError, HostReport, HostScratch, HostState, Model, Parallel, Penalty, Solver,
+    StepRule, Stopping, Summary,
 };
 use rayon::prelude::*;
 
@@ -58,13 +58,30 @@ pub struct AdmmFleet {
 }
 
 impl AdmmFleet {
-    /// n hosts at the paper's start (x = z = u = 0).
+    /// n hosts at the paper's start (x = z = u = 0), with the paper's fixed penalty.
     pub fn new(model: Model, hosts: usize, stopping: Stopping) -> Result<Self, DrumError> {
+        Self::with_penalty(model, hosts, stopping, Penalty::Fixed)
+    }
+
+    /// n hosts at the paper's start, rho starting at the model's and moving by `penalty`.
+    pub fn with_penalty(
+        model: Model,
+        hosts: usize,
+        stopping: Stopping,
+        penalty: Penalty,
+    ) -> Result<Self, DrumError> {
         let p = model.params;
+        let rule = match penalty {
+            Penalty::Fixed => StepRule::Constant(p.rho),
+            Penalty::Adaptive(balancing) => StepRule::Balanced {
+                rho: p.rho,
+                balancing,
+            },
+        };
         let coordinator = Coordinator::new(
             p.apps,
             u64::try_from(hosts).unwrap_or(u64::MAX),
-            StepRule::Constant(p.rho),
+            rule,
             stopping,
         )?;
         Ok(Self {
@@ -79,9 +96,13 @@ impl AdmmFleet {
         })
     }
 
-    /// One iteration of every host, then the coordinator.
+    /// One iteration of every host (at the broadcast's penalty, when it carries one), then the
+    /// coordinator.
     pub fn iterate(&mut self) -> Result<Summary, DrumError> {
         let b = self.coordinator.broadcast();
+        if let Some(rho) = b.rho {
+            self.solver.set_rho(rho)?;
+        }
         let solver = &self.solver;
         let run = |g: &mut Group<HostState, HostScratch>, par: Parallel| {
             g.report.reset(b.iteration + 1);
@@ -114,6 +135,15 @@ impl AdmmFleet {
     #[must_use]
     pub fn u(&self) -> &[f64] {
         &self.coordinator.broadcast().u
+    }
+
+    /// The penalty of the next iteration.
+    #[must_use]
+    pub fn rho(&self) -> f64 {
+        self.coordinator
+            .broadcast()
+            .rho
+            .unwrap_or(self.solver.model().params.rho)
     }
 }
 

@@ -78,8 +78,7 @@ impl Solver {
                 z_app(
                     &k,
                     j,
-                    xn,
-                    uj,
+                    (xn, uj, cs.saved[off]),
                     zj,
                     &mut cs.residual[off],
                     &mut cs.sums,

@@ -76,6 +76,7 @@ pub(crate) struct Sums {
     pub primal_sq: f64,
     pub z_sq: f64,
     pub stationarity_sq: f64,
+    pub dual_sq: f64,
     pub recovered_x: f64,
 }
 
@@ -90,6 +91,7 @@ impl Sums {
         self.primal_sq += o.primal_sq;
         self.z_sq += o.z_sq;
         self.stationarity_sq += o.stationarity_sq;
+        self.dual_sq += o.dual_sq;
         self.recovered_x += o.recovered_x;
     }
 }
@@ -100,7 +102,8 @@ pub(crate) struct ChunkScratch {
     pub(crate) top: TopK,
     pub(crate) rtop: TopK,
     pub(crate) residual: Vec<f64>,
-    /// z^k of the chunk, kept by the fused pass in case the x capacity binds.
+    /// z^k of the chunk: kept by the fused pass in case the x capacity binds, and by every
+    /// z-step for the dual residual `A (z^{k+1} - z^k)`.
     pub(crate) saved: Vec<f64>,
     pub(crate) sums: Sums,
 }
@@ -146,6 +149,13 @@ impl HostScratch {
             s.add(&c.sums);
         }
         s
+    }
+}
+
+/// Keeps z^k in the chunks' `saved` (the fused pass keeps it itself).
+fn save_z(st: &HostState, sc: &mut HostScratch) {
+    for (z, c) in st.z.chunks(CHUNK).zip(&mut sc.chunks) {
+        c.saved.copy_from_slice(z);
     }
 }
 
@@ -238,6 +248,20 @@ impl Solver {
         Ok(())
     }
 
+    /// A new penalty rho, in place (what a host does when the coordinator's broadcast carries
+    /// one, [`Broadcast::rho`]); the hosts' states stay valid warm starts, and u keeps its value
+    /// (it is the unscaled multiplier, see [`crate::penalty`]).
+    pub fn set_rho(&mut self, rho: f64) -> Result<(), DrumError> {
+        if !(rho.is_finite() && rho > 0.0) {
+            return Err(DrumError::Invalid("rho must be a positive number".into()));
+        }
+        if rho != self.model.params.rho {
+            self.model.params.rho = rho;
+            self.derive();
+        }
+        Ok(())
+    }
+
     /// True when some weight is not 1.
     #[must_use]
     pub fn is_weighted(&self) -> bool {
@@ -297,6 +321,12 @@ impl Solver {
                 want: st.iteration + 1,
             });
         }
+        if let Some(rho) = b.rho.filter(|&r| r != self.model.params.rho) {
+            return Err(DrumError::Penalty {
+                got: rho,
+                want: self.model.params.rho,
+            });
+        }
         if sc.chunks.len() != m.div_ceil(CHUNK) {
             *sc = HostScratch::new(m, self.model.params.k);
         }
@@ -318,6 +348,7 @@ impl Solver {
                     (u, f.stationarity_sq, None)
                 }
             } else {
+                save_z(st, sc);
                 let (u, s) = self.x_step(st, &b.u, sc, par, st.iteration > 0);
                 (u, s, None)
             };
@@ -335,7 +366,8 @@ mod tests {
     use super::*;
     use crate::{PaperSetup, Params};
 
-    fn run(fuse: bool, par: Parallel, rho: f64, apps: usize) -> Vec<HostState> {
+    /// Each iteration's state and dual residual.
+    fn run(fuse: bool, par: Parallel, rho: f64, apps: usize) -> Vec<(HostState, f64)> {
         let setup = PaperSetup {
             rho,
             ..PaperSetup::default()
@@ -360,7 +392,7 @@ mod tests {
                 .unwrap();
             c.absorb(&r).unwrap();
             c.finish().unwrap();
-            states.push(st.clone());
+            states.push((st.clone(), r.dual_sq));
         }
         states
     }
@@ -373,7 +405,7 @@ mod tests {
                 run(true, Parallel::Serial, rho, apps),
                 run(false, Parallel::Serial, rho, apps),
             );
-            for (i, (sa, sb)) in a.iter().zip(&b).enumerate() {
+            for (i, ((sa, da), (sb, db))) in a.iter().zip(&b).enumerate() {
                 let close = |u: &[f64], v: &[f64]| {
                     u.iter()
                         .zip(v)
@@ -382,6 +414,10 @@ mod tests {
                 assert!(close(&sa.x, &sb.x), "rho {rho} m {apps} iteration {i}: x");
                 assert!(close(&sa.z, &sb.z), "rho {rho} m {apps} iteration {i}: z");
                 assert_eq!(sa.top, sb.top);
+                assert!(
+                    close(&[*da], &[*db]),
+                    "rho {rho} m {apps} iteration {i}: dual"
+                );
             }
         }
     }
@@ -405,6 +441,48 @@ mod tests {
     }
 
     #[test]
+    fn steps_only_at_the_broadcast_penalty() {
+        let p = Params::from_paper(30, &PaperSetup::default()).unwrap();
+        let mut solver = Solver::new(Model::paper(p, 1).unwrap());
+        let mut st = HostState::new(30);
+        let mut sc = HostScratch::new(30, 20);
+        let mut r = HostReport::empty(30, 1);
+        let b = Broadcast {
+            iteration: 0,
+            u: vec![0.0; 30],
+            rho: Some(0.5),
+        };
+        let e = solver.host_step(&mut st, &b, &mut sc, Parallel::Serial, &mut r);
+        assert!(matches!(
+            e,
+            Err(DrumError::Penalty {
+                got: 0.5,
+                want: 1e-3
+            })
+        ));
+        assert!(solver.set_rho(0.0).is_err());
+        solver.set_rho(0.5).unwrap();
+        assert_eq!(
+            solver.s,
+            Solver::new(Model::new(Params { rho: 0.5, ..p }, solver.model.a.clone()).unwrap()).s
+        );
+        solver
+            .host_step(&mut st, &b, &mut sc, Parallel::Serial, &mut r)
+            .unwrap();
+        // z^0 = 0: the dual residual is ||A z^1||^2.
+        let want: f64 =
+            st.z.iter()
+                .zip(&solver.model.a)
+                .map(|(z, a)| (a * z).powi(2))
+                .sum();
+        assert!(
+            (r.dual_sq - want).abs() <= 1e-12 * want,
+            "{} {want}",
+            r.dual_sq
+        );
+    }
+
+    #[test]
     fn refuses_a_broadcast_of_another_iteration() {
         let p = Params::from_paper(30, &PaperSetup::default()).unwrap();
         let solver = Solver::new(Model::paper(p, 1).unwrap());
@@ -414,6 +492,7 @@ mod tests {
         let b = Broadcast {
             iteration: 1,
             u: vec![0.0; 30],
+            rho: None,
         };
         let e = solver.host_step(&mut st, &b, &mut sc, Parallel::Serial, &mut r);
         assert!(matches!(
@@ -426,6 +505,7 @@ mod tests {
         let b = Broadcast {
             iteration: 0,
             u: vec![0.0; 29],
+            rho: None,
         };
         let e = solver.host_step(&mut st, &b, &mut sc, Parallel::Serial, &mut r);
         assert!(matches!(

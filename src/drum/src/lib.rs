@@ -10,7 +10,7 @@
 //! - [`xstep`]: the x-step for one application, its three cases (Theorem 2);
 //!   [`xhost`]: for one host (the top-k selection, the capacity price).
 //! - [`zstep`]: the z-step for one application (Theorem 3); [`zhost`]: for one host.
-//! - [`uupdate`]: the u-update; [`host`]: Algorithm 1 (one host, parallel over applications);
+//! - [`uupdate`]: the u-update; [`penalty`]: rho fixed or moved by residual balancing; [`host`]: Algorithm 1 (one host, parallel over applications);
 //!   [`coordinator`]: Algorithm 2 (sum and broadcast); [`message`]: what they exchange.
 //! - [`dual`]: the dual-decomposition baseline; [`reference`]: the optimum, certified by a
 //!   Lagrangian dual bound; [`fleet`]: n hosts in one process; [`experiment`]: the paper's
@@ -39,6 +39,8 @@
 //! 8. Not in the paper: utility weights per application, `w_j x^(1-alpha) / (1-alpha)`, for
 //!    the resex policy's classes of VMs ([`host::Solver::update`]); the baseline and the
 //!    reference solve the unweighted model only.
+//! 9. The paper's rho = 1e-3 does not converge in our units: the simulations' default moves rho
+//!    by residual balancing, broadcast with u ([`penalty`]); a fixed rho stays available.
 
 #![forbid(unsafe_code)]
 #![cfg_attr(test, allow(clippy::cast_possible_truncation))]
@@ -55,6 +57,7 @@ pub mod model;
 pub mod network;
 mod num;
 pub mod params;
+pub mod penalty;
 pub mod reference;
 mod topk;
 pub mod utility;
@@ -70,3 +73,4 @@ pub use host::{HostScratch, HostState, Parallel, Solver};
 pub use message::{Broadcast, HostReport};
 pub use model::Model;
 pub use params::{PaperSetup, Params, Selection};
+pub use penalty::{Balancing, Penalty};

@@ -15,6 +15,10 @@ pub struct Broadcast {
     pub iteration: u64,
     /// `u^k`, one per application.
     pub u: Vec<f64>,
+    /// The penalty rho of iteration k + 1 when the coordinator adapts it
+    /// ([`crate::StepRule::Balanced`]); `None`: every host keeps its own (a fixed rho).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rho: Option<f64>,
 }
 
 /// One or more hosts' results for one iteration.
@@ -37,6 +41,10 @@ pub struct HostReport {
     /// `sum over hosts of ||stationarity of the previous x_i under this broadcast's u||^2`: the
     /// dual half of the KKT residual, one iteration late (0 in the first iteration).
     pub stationarity_sq: f64,
+    /// `sum over hosts of ||A (z_i^{k+1} - z_i^k)||^2`: Boyd's dual residual over rho^2
+    /// (the coordinator multiplies by the rho of the iteration).
+    #[serde(default)]
+    pub dual_sq: f64,
     /// The objective of a feasible schedule recovered from z: `x' = z / a` scaled down to both
     /// capacities, `z' = A x'` (finite: the z-step keeps every rate positive).
     pub recovered: f64,
@@ -55,6 +63,7 @@ impl HostReport {
             primal_sq: 0.0,
             z_sq: 0.0,
             stationarity_sq: 0.0,
+            dual_sq: 0.0,
             recovered: 0.0,
         }
     }
@@ -69,6 +78,7 @@ impl HostReport {
         self.primal_sq = 0.0;
         self.z_sq = 0.0;
         self.stationarity_sq = 0.0;
+        self.dual_sq = 0.0;
         self.recovered = 0.0;
     }
 
@@ -97,6 +107,7 @@ impl HostReport {
         self.primal_sq += o.primal_sq;
         self.z_sq += o.z_sq;
         self.stationarity_sq += o.stationarity_sq;
+        self.dual_sq += o.dual_sq;
         self.recovered += o.recovered;
         Ok(())
     }
@@ -135,10 +146,15 @@ mod tests {
         r.recovered = -12.5;
         let back: HostReport = serde_json_round_trip(&r);
         assert_eq!(back, r);
-        let b = Broadcast {
+        let mut b = Broadcast {
             iteration: 6,
             u: vec![0.1, -0.2, 1e-17],
+            rho: None,
         };
+        assert_eq!(serde_json_round_trip(&b), b);
+        // A fixed penalty's broadcast reads as before the penalty was carried.
+        assert!(!serde_json::to_string(&b).unwrap().contains("rho"));
+        b.rho = Some(0.25);
         assert_eq!(serde_json_round_trip(&b), b);
     }
 

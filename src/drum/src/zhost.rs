@@ -119,8 +119,7 @@ impl Solver {
                 z_app(
                     &k,
                     j,
-                    x[j],
-                    u[j],
+                    (x[j], u[j], cs.saved[off]),
                     zj,
                     &mut cs.residual[off],
                     &mut cs.sums,
@@ -173,6 +172,7 @@ impl Solver {
         report.latency += t.latency;
         report.primal_sq += t.primal_sq;
         report.z_sq += t.z_sq;
+        report.dual_sq += t.dual_sq;
         report.recovered += theta.powf(1.0 - p.alpha) * utility + t.latency / (theta * theta);
     }
 }
@@ -204,15 +204,14 @@ pub(crate) struct ZKernel<'a> {
     k5: f64,
 }
 
-/// Application j's z at the kernel's price from its new x: writes z and the residual, adds to
-/// the sums (z, its first and second price derivatives, latency, norms, the recovered rate).
+/// Application j's z at the kernel's price from its new x, its u and its z^k (`xuz`): writes
+/// z and the residual, adds to the sums (z, its first and second price derivatives, latency,
+/// norms, the recovered rate).
 #[inline]
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn z_app(
     k: &ZKernel<'_>,
     j: usize,
-    xj: f64,
-    uj: f64,
+    (xj, uj, z_old): (f64, f64, f64),
     zj: &mut f64,
     residual: &mut f64,
     s: &mut Sums,
@@ -233,6 +232,8 @@ pub(crate) fn z_app(
     s.latency -= k.beta * t2;
     s.primal_sq += r * r;
     s.z_sq += z * z;
+    let dz = aj * (z - z_old);
+    s.dual_sq += dz * dz;
     let xr = z * k.inv_a[j];
     s.recovered_x += xr;
     if xr * k.wexp[j] > rtop.threshold() {
@@ -263,6 +264,7 @@ mod tests {
         let b = Broadcast {
             iteration: 0,
             u: vec![0.0; p.apps],
+            rho: None,
         };
         solver
             .host_step(&mut st, &b, &mut sc, Parallel::Serial, &mut r)
