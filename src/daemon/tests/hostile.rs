@@ -124,6 +124,25 @@ fn register(d: Registration) -> Vec<u8> {
     serde_json::to_vec(&GuestMsg::Register { registration: d }).unwrap()
 }
 
+/// The real daemon over the guests published in `dir/run`, no policy.
+fn daemon(dir: &Path) -> resex_daemon::DaemonHandle {
+    let cfg = resex_daemon::config::Config {
+        run_dir: Some(dir.join("run")),
+        state_dir: Some(dir.join("state")),
+        api_socket: Some(dir.join("api.sock")),
+        ..Default::default()
+    };
+    resex_daemon::start(
+        resex_daemon::Settings {
+            cfg,
+            policy: None,
+            limits: Default::default(),
+        },
+        Arc::new(LocalBackend::new(&dir.join("run"))),
+    )
+    .unwrap()
+}
+
 fn snap(d: &resex_daemon::DaemonHandle, name: &str) -> Option<VmSnap> {
     d.snapshot().vms.iter().find(|v| v.name == name).cloned()
 }
@@ -144,21 +163,7 @@ fn hostile_registrations_and_mailboxes_are_refused_and_counted_and_neighbours_se
     let mut evil = guest(dir.path(), "evil", 1, script);
     let mut good = guest(dir.path(), "good", 2, vec![register(doc(vec![]))]);
 
-    let cfg = resex_daemon::config::Config {
-        run_dir: Some(dir.path().join("run")),
-        state_dir: Some(dir.path().join("state")),
-        api_socket: Some(dir.path().join("api.sock")),
-        ..Default::default()
-    };
-    let d = resex_daemon::start(
-        resex_daemon::Settings {
-            cfg,
-            policy: None,
-            limits: Default::default(),
-        },
-        Arc::new(LocalBackend::new(&dir.path().join("run"))),
-    )
-    .unwrap();
+    let d = daemon(dir.path());
 
     let replies: Vec<String> = (0..5)
         .map(|_| evil.replies.recv_timeout(Duration::from_secs(20)).unwrap())
@@ -259,21 +264,7 @@ fn a_qp_registered_after_its_rings_lapped_is_named_late() {
     late.mem
         .write(GuestAddress(q.send_cq.dbrec), &200u32.to_be_bytes())
         .unwrap();
-    let cfg = resex_daemon::config::Config {
-        run_dir: Some(dir.path().join("run")),
-        state_dir: Some(dir.path().join("state")),
-        api_socket: Some(dir.path().join("api.sock")),
-        ..Default::default()
-    };
-    let d = resex_daemon::start(
-        resex_daemon::Settings {
-            cfg,
-            policy: None,
-            limits: Default::default(),
-        },
-        Arc::new(LocalBackend::new(&dir.path().join("run"))),
-    )
-    .unwrap();
+    let d = daemon(dir.path());
     for g in [&late, &fresh] {
         let r = g.replies.recv_timeout(Duration::from_secs(20)).unwrap();
         assert!(r.contains("accepted"), "{r}");
