@@ -70,22 +70,18 @@ pub fn host_config(
         keep_logs,
         realtime: std::env::var_os("RESEX_NO_RT").is_none(),
         log_stalls,
+        hca_doorbells: true,
+        port_cgroup: false,
     })
 }
 
-/// The embedded host for `scenario`, and a flag that SIGTERM and SIGINT set.
-pub fn start_host(
-    scenario: &Scenario,
-    run_dir: &Path,
-    caps: CapMode,
-    keep_logs: Option<PathBuf>,
-    log_stalls: bool,
-) -> Result<(EmbeddedHost, Arc<AtomicBool>)> {
+/// The embedded host for `scenario` as `cfg` says, and a flag that SIGTERM and SIGINT set.
+pub fn start_host(scenario: &Scenario, cfg: HostConfig) -> Result<(EmbeddedHost, Arc<AtomicBool>)> {
     let stop = Arc::new(AtomicBool::new(false));
     for s in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         signal_hook::flag::register(s, stop.clone())?;
     }
-    let host = EmbeddedHost::new(scenario, host_config(run_dir, caps, keep_logs, log_stalls)?)?;
+    let host = EmbeddedHost::new(scenario, cfg)?;
     Ok((host, stop))
 }
 
@@ -113,7 +109,8 @@ pub fn scenario_link(s: &Scenario) -> resex_daemon::config::LinkConfig {
 pub fn run(a: HostArgs) -> Result<()> {
     let scenario = Scenario::load(&a.scenario)?;
     let run_dir = a.run_dir.clone().unwrap_or_else(default_run_dir);
-    let (mut host, stop) = start_host(&scenario, &run_dir, a.caps, a.keep_logs.clone(), true)?;
+    let cfg = host_config(&run_dir, a.caps, a.keep_logs.clone(), true)?;
+    let (mut host, stop) = start_host(&scenario, cfg)?;
     let daemon = if a.daemon {
         let cfg = resex_daemon::config::Config {
             run_dir: Some(run_dir.clone()),

@@ -176,8 +176,9 @@ fn hca(a: &HcaArgs) -> Result<()> {
                     let Ok(r) = s.try_clone() else { continue };
                     let mut r = BufReader::new(r);
                     let mut w = s;
-                    match resex_proto::hca_wire::serve(&g, &mut r, &mut w) {
-                        Ok(n) => tracing::info!("{name}: HCA session ended after {n} requests"),
+                    // A VM cannot ring the host's socket: the thread polls its doorbell records.
+                    match resex_proto::hca_wire::serve(&g, &mut r, &mut w, false) {
+                        Ok(s) => tracing::info!("{name}: HCA session ended: {s:?}"),
                         Err(e) if stop_g.load(Ordering::Acquire) => {
                             tracing::debug!("{name}: {e}")
                         }

@@ -28,6 +28,8 @@ fn host_config(run: &Path) -> HostConfig {
         keep_logs: None,
         realtime: false,
         log_stalls: true,
+        hca_doorbells: true,
+        port_cgroup: false,
     }
 }
 

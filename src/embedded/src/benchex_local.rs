@@ -10,7 +10,7 @@ use benchex::BenchError;
 use resex_common::LatencyRecorder;
 use resex_guestmem::{GuestMemory, VecMemory};
 use resex_shim::{Provider, SoftProvider};
-use resex_softhca::{Clock, LinkConfig, MonotonicClock, PortId, SoftHca};
+use resex_softhca::{Clock, LinkConfig, MonotonicClock, PollOptions, PortCost, PortId, SoftHca};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -36,6 +36,22 @@ pub fn run(
     ccfg: ClientConfig,
     clients: u32,
 ) -> Result<LocalResult, BenchError> {
+    let poll = PollOptions {
+        idle_sleep: Duration::from_micros(20),
+        ..PollOptions::default()
+    };
+    run_with(link, scfg, ccfg, clients, poll).map(|(r, _)| r)
+}
+
+/// [`run`] with the port thread's options; also returns what the port thread cost while the
+/// clients ran.
+pub fn run_with(
+    link: &str,
+    scfg: ServerConfig,
+    ccfg: ClientConfig,
+    clients: u32,
+    poll: PollOptions,
+) -> Result<(LocalResult, PortCost), BenchError> {
     let link = LinkConfig::preset(link).ok_or_else(|| {
         BenchError::Invalid(format!(
             "unknown link preset `{link}` (use testbed or 100g)"
@@ -46,10 +62,7 @@ pub fn run(
     let ram = (1 << 22) + per_conn * u64::from(clients.max(1));
     let sp = provider(&hca, ram, 0)?;
     let cp = provider(&hca, ram, 1)?;
-    let _hca = hca.spawn(
-        Arc::new(MonotonicClock::new()) as Arc<dyn Clock>,
-        Duration::from_micros(20),
-    );
+    let port = hca.spawn_with(Arc::new(MonotonicClock::new()) as Arc<dyn Clock>, poll);
     let dir = std::env::temp_dir().join(format!("benchex-local-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let addr = dir.join("server.sock").to_string_lossy().into_owned();
@@ -60,6 +73,7 @@ pub fn run(
         let (stop, rec) = (stop.clone(), rec.clone());
         std::thread::spawn(move || server::run(sp, scfg, listener, rec, stop))
     };
+    let start = port.sample();
     let mut handles = Vec::new();
     for _ in 0..clients.max(1) {
         let (cp, addr, stop) = (cp.clone(), addr.clone(), Arc::new(AtomicBool::new(false)));
@@ -76,6 +90,7 @@ pub fn run(
             Err(_) => first_err = first_err.or(Some(BenchError::Invalid("client panicked".into()))),
         }
     }
+    let cost = port.sample().since(&start);
     stop.store(true, Ordering::Release);
     let server = srv
         .join()
@@ -88,10 +103,13 @@ pub fn run(
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .take_interval();
-    Ok(LocalResult {
-        transport: scfg.transport,
-        server,
-        server_latency,
-        clients: results,
-    })
+    Ok((
+        LocalResult {
+            transport: scfg.transport,
+            server,
+            server_latency,
+            clients: results,
+        },
+        cost,
+    ))
 }

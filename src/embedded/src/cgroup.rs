@@ -137,6 +137,54 @@ fn remove_stale_under(root: &Path, alive: impl Fn(u32) -> bool) -> usize {
     removed
 }
 
+/// softhca's port thread's own cgroup, inside the host's group beside its guests'. A NIC costs
+/// the guests no CPU; the software one must not wait behind them either: its nice value ranks
+/// it only inside the host process's own group (an autogroup, weight 1024 beside the guests'
+/// [`crate::host::GUEST_GROUP_WEIGHT`] x 1024: traced, it waited 20-170 ms to run while the
+/// guests' threads held both CPUs), so the thread gets a group that weighs as `weight` nice-0
+/// tasks. cgroup v1 only: it places single threads (`tasks`); v2 places threads only inside
+/// threaded subtrees, which the guests' process groups are not. Removed when dropped, after
+/// the thread has exited.
+#[derive(Debug)]
+pub struct PortCgroup {
+    dir: PathBuf,
+}
+
+impl PortCgroup {
+    /// Moves thread `tid` into `group/softhca-port` of the v1 `cpu` hierarchy, weighing
+    /// `weight` nice-0 tasks. Why not, in words, when it cannot.
+    pub fn setup(mounts: &Mounts, group: &str, tid: i32, weight: u32) -> Result<Self, String> {
+        let root = mounts
+            .v1_cpu
+            .as_ref()
+            .ok_or("no cgroup v1 cpu hierarchy (v2 cannot place one thread of a process)")?;
+        let dir = make(root, group, "softhca-port").map_err(|e| format!("{e}"))?;
+        let port = PortCgroup { dir };
+        std::fs::write(
+            port.dir.join("cpu.shares"),
+            (1024 * weight).max(2).to_string(),
+        )
+        .map_err(|e| format!("{}/cpu.shares: {e}", port.dir.display()))?;
+        std::fs::write(port.dir.join("tasks"), tid.to_string())
+            .map_err(|e| format!("{}/tasks: {e}", port.dir.display()))?;
+        Ok(port)
+    }
+
+    /// The group's directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+}
+
+impl Drop for PortCgroup {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(&self.dir);
+        if let Some(parent) = self.dir.parent() {
+            let _ = std::fs::remove_dir(parent);
+        }
+    }
+}
+
 /// A guest's cgroups, removed when dropped (after its process has exited).
 #[derive(Debug)]
 pub struct GuestCgroups {

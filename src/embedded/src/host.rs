@@ -3,7 +3,7 @@
 // Float-to-integer conversions here are of measured, bounded quantities (ns, rates).
 #![allow(clippy::cast_possible_truncation)]
 
-use crate::cgroup::{CapMode, GuestCgroups, Mounts};
+use crate::cgroup::{CapMode, GuestCgroups, Mounts, PortCgroup};
 use crate::sockets::{serve_admin, serve_control};
 use resex_backend::cap::signal;
 use resex_backend::lever::Vf;
@@ -11,13 +11,18 @@ use resex_backend::local::{publish, DomainRecord};
 use resex_guestmem::{FileMemory, GuestMemory};
 use resex_scenario::{GuestSpec, Scenario};
 use resex_softhca::{
-    Clock, GuestPort, HcaThread, LinkConfig, MonotonicClock, PollOptions, PortId, Priority,
-    SoftHca, StallSummary,
+    Clock, GuestPort, HcaThread, LinkConfig, MonotonicClock, PollOptions, PortId, PortSample,
+    Priority, SoftHca, StallSummary,
 };
 
 /// softhca's port thread's nice value when asked for (not `SCHED_FIFO`: see
 /// `resex_softhca::PollOptions::nice`).
 pub const HCA_NICE: i32 = -10;
+
+/// With [`HostConfig::realtime`] (and cgroup v1), softhca's port thread has a cgroup of its own
+/// beside the guests' that weighs as this many nice-0 tasks: as much as all the guests together
+/// (see [`crate::cgroup::PortCgroup`]).
+pub const PORT_WEIGHT: u32 = 8;
 
 /// With [`HostConfig::realtime`], the host's guests and their clients together weigh as this
 /// many nice-0 tasks against the rest of the machine (cgroup `cpu.shares`/`cpu.weight`): on a
@@ -62,6 +67,13 @@ pub struct HostConfig {
     /// Log each second softhca's port thread was stalled (otherwise only count them:
     /// [`EmbeddedHost::hca_stalls`]).
     pub log_stalls: bool,
+    /// softhca's port thread waits for the guests' doorbells (`resex_softhca::PollOptions`);
+    /// false: it polls every doorbell record on a timer (the older design, for comparison).
+    pub hca_doorbells: bool,
+    /// With `realtime`: softhca's port thread gets a cgroup of its own ([`PORT_WEIGHT`], see
+    /// [`crate::cgroup::PortCgroup`]). Off by default: it ends the port's hold-ups, and the
+    /// demo's story then rests on the CPU interference alone (see docs/guide.md).
+    pub port_cgroup: bool,
 }
 
 /// What stops the host.
@@ -148,6 +160,9 @@ pub struct EmbeddedHost {
         Option<std::thread::JoinHandle<()>>,
     ),
     hca_thread: HcaThread,
+    /// The port thread's own cgroup (after `hca_thread`: removed once the thread has exited),
+    /// or why it has none.
+    port_cgroup: Result<PortCgroup, String>,
     mounts: Mounts,
     guests: Vec<RunningGuest>,
     next_id: u32,
@@ -184,6 +199,7 @@ impl EmbeddedHost {
                 idle_sleep: Duration::from_micros(20),
                 nice: cfg.realtime.then_some(HCA_NICE),
                 log_stalls: cfg.log_stalls,
+                doorbells: cfg.hca_doorbells,
             },
         );
         let dir = cfg.run_dir.join("local").join(&host_id);
@@ -191,6 +207,9 @@ impl EmbeddedHost {
         let admin = dir.join("hca-admin.sock");
         let admin_stop = Arc::new(AtomicBool::new(false));
         let admin_thread = serve_admin(&admin, hca.clone(), clock.clone(), admin_stop.clone())?;
+        let mounts = Mounts::detect();
+        mounts.remove_stale();
+        let port_cgroup = Self::port_cgroup(&cfg, &mounts, &host_id, &thread);
         Ok(Self {
             host_id,
             cfg,
@@ -198,15 +217,49 @@ impl EmbeddedHost {
             clock,
             admin: (admin, admin_stop, Some(admin_thread)),
             hca_thread: thread,
-            mounts: {
-                let m = Mounts::detect();
-                m.remove_stale();
-                m
-            },
+            port_cgroup,
+            mounts,
             guests: Vec::new(),
             next_id: 1,
             started: Instant::now(),
         })
+    }
+
+    /// softhca's port thread's cgroup when the host runs real-time (else why not).
+    fn port_cgroup(
+        cfg: &HostConfig,
+        mounts: &Mounts,
+        host_id: &str,
+        thread: &HcaThread,
+    ) -> Result<PortCgroup, String> {
+        if !cfg.port_cgroup || !cfg.realtime || cfg.cap_mode == CapMode::Sigstop {
+            return Err("not asked for".into());
+        }
+        let tid = thread
+            .tid(Duration::from_secs(1))
+            .ok_or("the port thread did not start")?;
+        let r = PortCgroup::setup(mounts, &format!("resex-{host_id}"), tid, PORT_WEIGHT);
+        match &r {
+            Ok(g) => tracing::info!(
+                "softhca's port thread in {} (weight {PORT_WEIGHT})",
+                g.dir().display()
+            ),
+            Err(e) => tracing::info!("softhca's port thread keeps the host's cgroup: {e}"),
+        }
+        r
+    }
+
+    /// Whether softhca's port thread has a cgroup of its own.
+    pub fn has_port_group(&self) -> bool {
+        self.port_cgroup.is_ok()
+    }
+
+    /// Where softhca's port thread runs: its own cgroup's weight, or why it has none.
+    pub fn port_group(&self) -> String {
+        match &self.port_cgroup {
+            Ok(_) => format!("own cgroup, weight {PORT_WEIGHT}"),
+            Err(e) => format!("no cgroup of its own: {e}"),
+        }
     }
 
     /// The running guests.
@@ -447,6 +500,12 @@ impl EmbeddedHost {
     /// How often softhca's port thread was held up so far (see `resex_softhca::thread`).
     pub fn hca_stalls(&self) -> StallSummary {
         self.hca_thread.stalls()
+    }
+
+    /// softhca's port thread's CPU time and wake-ups now (`resex_softhca::PortSample::since`
+    /// gives what a stretch cost).
+    pub fn hca_sample(&self) -> PortSample {
+        self.hca_thread.sample()
     }
 
     /// The priority softhca's port thread got (None until it has asked, or when

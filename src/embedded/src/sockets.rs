@@ -95,8 +95,14 @@ pub fn serve_control(
                             let Ok(r) = s.try_clone() else { return };
                             let mut r = BufReader::new(r);
                             let mut w = s;
-                            if let Err(e) = hca_wire::serve(&port, &mut r, &mut w) {
-                                tracing::warn!("{name}: HCA control channel: {e}");
+                            match hca_wire::serve(&port, &mut r, &mut w, true) {
+                                Ok(hca_wire::Served::Doorbell(_)) => {
+                                    if let Err(e) = port.attach_doorbell(w) {
+                                        tracing::warn!("{name}: HCA doorbell: {e}");
+                                    }
+                                }
+                                Ok(hca_wire::Served::Ended(_)) => {}
+                                Err(e) => tracing::warn!("{name}: HCA control channel: {e}"),
                             }
                         });
                     }

@@ -148,4 +148,12 @@ pub trait HcaControl: Send + Sync {
     fn reg_mr(&self, req: &RegMr) -> Result<MrKeys, ControlError>;
     /// Deregisters a memory region.
     fn dereg_mr(&self, lkey: u32) -> Result<(), ControlError>;
+    /// The guest's doorbell: after it writes a doorbell record it rings this, and a device
+    /// that waits (rather than polls) wakes. A device without one polls the records; the
+    /// default says so.
+    fn doorbell(&self) -> Result<crate::doorbell::Doorbell, ControlError> {
+        Err(ControlError::Unavailable(
+            "this device has no doorbell: it polls the doorbell records".into(),
+        ))
+    }
 }

@@ -4,6 +4,7 @@
 //! `HcaControl`. One request, one answer, in order.
 
 use crate::channel::{read_msg, write_msg, LineError, MAX_LINE};
+use crate::doorbell::Doorbell;
 use crate::hca::{ControlError, CreateCq, CreateQp, HcaControl, MrKeys, QpAddr, RegMr};
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, Write};
@@ -45,6 +46,9 @@ pub enum Request {
         /// Its local key.
         lkey: u32,
     },
+    /// Turns this connection into the guest's doorbell ([`HcaControl::doorbell`]): after the
+    /// answer (`done`) the guest writes only rings (any bytes) on it, and the host reads them.
+    Doorbell,
 }
 
 /// A successful answer.
@@ -71,20 +75,40 @@ pub fn execute(ctl: &dyn HcaControl, req: &Request) -> Response {
         Request::DestroyQp { qpn } => ctl.destroy_qp(*qpn).map(|()| Answer::Done),
         Request::RegMr { req } => ctl.reg_mr(req).map(Answer::Keys),
         Request::DeregMr { lkey } => ctl.dereg_mr(*lkey).map(|()| Answer::Done),
+        Request::Doorbell => Err(ControlError::Unavailable(
+            "this channel cannot carry a doorbell: the device polls".into(),
+        )),
     }
 }
 
+/// How a served connection ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Served {
+    /// The guest closed it after this many requests.
+    Ended(u64),
+    /// It became the guest's doorbell (after this many requests, the doorbell request
+    /// included): the caller hands the stream to the device.
+    Doorbell(u64),
+}
+
 /// Serves requests from `r` until end of stream; a malformed line is answered with an
-/// `Invalid` error and serving goes on. Returns the number of requests served.
+/// `Invalid` error and serving goes on. With `doorbells`, a [`Request::Doorbell`] is answered
+/// `done` and ends serving ([`Served::Doorbell`]: the caller owns the stream and gives it to the
+/// device); without, it is refused and serving goes on.
 pub fn serve(
     ctl: &dyn HcaControl,
     r: &mut dyn BufRead,
     w: &mut dyn Write,
-) -> Result<u64, LineError> {
+    doorbells: bool,
+) -> Result<Served, LineError> {
     let mut n = 0;
     loop {
         let resp: Response = match read_msg::<Request>(r, MAX_LINE) {
-            Ok(None) => return Ok(n),
+            Ok(None) => return Ok(Served::Ended(n)),
+            Ok(Some(Request::Doorbell)) if doorbells => {
+                write_msg(w, &Response::Ok(Answer::Done))?;
+                return Ok(Served::Doorbell(n + 1));
+            }
             Ok(Some(req)) => execute(ctl, &req),
             Err(LineError::Json(e)) => {
                 Err(ControlError::Invalid(format!("malformed request: {e}")))
@@ -104,6 +128,8 @@ struct Conn {
 /// The guest's end: an `HcaControl` whose calls travel over a stream.
 pub struct RemoteHca {
     conn: Mutex<Conn>,
+    /// The Unix socket it was reached at (a doorbell is a second connection to it).
+    path: Option<std::path::PathBuf>,
 }
 
 impl std::fmt::Debug for RemoteHca {
@@ -117,6 +143,7 @@ impl RemoteHca {
     pub fn new(r: Box<dyn BufRead + Send>, w: Box<dyn Write + Send>) -> Self {
         Self {
             conn: Mutex::new(Conn { r, w }),
+            path: None,
         }
     }
 
@@ -124,7 +151,27 @@ impl RemoteHca {
     pub fn connect_unix(path: &std::path::Path) -> std::io::Result<Self> {
         let s = std::os::unix::net::UnixStream::connect(path)?;
         let r = std::io::BufReader::new(s.try_clone()?);
-        Ok(Self::new(Box::new(r), Box::new(s)))
+        let mut hca = Self::new(Box::new(r), Box::new(s));
+        hca.path = Some(path.to_owned());
+        Ok(hca)
+    }
+
+    /// A second connection to the socket, turned into a doorbell.
+    fn open_doorbell(path: &std::path::Path) -> Result<Doorbell, ControlError> {
+        let gone = |e: &dyn std::fmt::Display| {
+            ControlError::Unavailable(format!("doorbell at {}: {e}", path.display()))
+        };
+        let mut s = std::os::unix::net::UnixStream::connect(path).map_err(|e| gone(&e))?;
+        write_msg(&mut s, &Request::Doorbell).map_err(|e| gone(&e))?;
+        // The host writes nothing after its answer, so the reader buffers nothing else.
+        let mut r = std::io::BufReader::new(s.try_clone().map_err(|e| gone(&e))?);
+        match read_msg::<Response>(&mut r, MAX_LINE) {
+            Ok(Some(Ok(Answer::Done))) => Doorbell::new(s).map_err(|e| gone(&e)),
+            Ok(Some(Ok(a))) => Err(unexpected(a)),
+            Ok(Some(Err(e))) => Err(e),
+            Ok(None) => Err(gone(&"closed by the host")),
+            Err(e) => Err(gone(&e)),
+        }
     }
 
     fn call(&self, req: &Request) -> Response {
@@ -172,6 +219,14 @@ impl HcaControl for RemoteHca {
     fn dereg_mr(&self, lkey: u32) -> Result<(), ControlError> {
         self.call(&Request::DeregMr { lkey }).map(drop)
     }
+    fn doorbell(&self) -> Result<Doorbell, ControlError> {
+        match &self.path {
+            Some(p) => Self::open_doorbell(p),
+            None => Err(ControlError::Unavailable(
+                "this control channel is not a Unix socket: the device polls".into(),
+            )),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -216,7 +271,7 @@ mod tests {
         let server = std::thread::spawn(move || {
             let mut r = BufReader::new(b.try_clone().unwrap());
             let mut w = b;
-            serve(&Fake, &mut r, &mut w).unwrap()
+            serve(&Fake, &mut r, &mut w, false).unwrap()
         });
         let r = BufReader::new(a.try_clone().unwrap());
         let hca = RemoteHca::new(Box::new(r), Box::new(a));
@@ -245,15 +300,15 @@ mod tests {
             .unwrap();
         assert_eq!(k, MrKeys { lkey: 4, rkey: 5 });
         drop(hca);
-        assert_eq!(server.join().unwrap(), 4);
+        assert_eq!(server.join().unwrap(), Served::Ended(4));
     }
 
     #[test]
     fn a_malformed_request_gets_an_error_and_serving_goes_on() {
         let input = b"{\"op\":\"reboot\"}\n{\"op\":\"destroy_qp\",\"qpn\":3}\n";
         let mut out = Vec::new();
-        let n = serve(&Fake, &mut BufReader::new(&input[..]), &mut out).unwrap();
-        assert_eq!(n, 2);
+        let n = serve(&Fake, &mut BufReader::new(&input[..]), &mut out, false).unwrap();
+        assert_eq!(n, Served::Ended(2));
         let text = String::from_utf8(out).unwrap();
         let mut lines = text.lines();
         assert!(lines.next().unwrap().contains("malformed request"));
@@ -270,5 +325,54 @@ mod tests {
             hca.destroy_qp(1),
             Err(ControlError::Unavailable(_))
         ));
+    }
+
+    /// Serves one connection of `l` and returns how it ended and the stream.
+    fn serve_one(l: &std::os::unix::net::UnixListener, doorbells: bool) -> (Served, UnixStream) {
+        let (s, _) = l.accept().unwrap();
+        let mut r = BufReader::new(s.try_clone().unwrap());
+        let mut w = s;
+        let served = serve(&Fake, &mut r, &mut w, doorbells).unwrap();
+        (served, w)
+    }
+
+    #[test]
+    fn a_doorbell_is_a_second_connection_that_carries_rings() {
+        let dir = std::env::temp_dir().join(format!("resex-bell-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("hca.sock");
+        let l = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        let hca = RemoteHca::connect_unix(&path).unwrap();
+        let control = l.accept().unwrap().0;
+        let host = std::thread::spawn(move || serve_one(&l, true));
+        let bell = hca.doorbell().unwrap();
+        let (served, mut stream) = host.join().unwrap();
+        assert_eq!(served, Served::Doorbell(1));
+        bell.ring();
+        bell.ring();
+        let mut buf = [0u8; 8];
+        use std::io::Read;
+        let mut got = 0;
+        while got < 2 {
+            got += stream.read(&mut buf).unwrap();
+        }
+        assert_eq!(got, 2);
+        drop(control);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_channel_without_doorbells_refuses_one_and_serves_on() {
+        let input = b"{\"op\":\"doorbell\"}\n{\"op\":\"destroy_qp\",\"qpn\":3}\n";
+        let mut out = Vec::new();
+        let n = serve(&Fake, &mut BufReader::new(&input[..]), &mut out, false).unwrap();
+        assert_eq!(n, Served::Ended(2));
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.lines().next().unwrap().contains("polls"), "{text}");
+        // A client over a plain stream has no doorbell either.
+        let (a, _b) = UnixStream::pair().unwrap();
+        let r = BufReader::new(a.try_clone().unwrap());
+        let hca = RemoteHca::new(Box::new(r), Box::new(a));
+        assert!(matches!(hca.doorbell(), Err(ControlError::Unavailable(_))));
     }
 }

@@ -5,6 +5,7 @@
 //!   its mailbox are (`shared/design.md`, "Registration").
 //! - [`hca`]: the control path of a software HCA (create CQ/QP, register memory).
 //! - [`hca_wire`]: that control path carried over a byte stream (JSON lines).
+//! - [`doorbell`]: the guest's end of a device doorbell (wakes a device that waits).
 //! - [`hca_admin`]: the host's own admin path to softhca (the rate lever's vport limits).
 //! - [`channel`]: the agent's control channel messages (hello, register, accepted/rejected).
 //! - [`mailbox`]: the latency-report mailbox's block format.
@@ -12,6 +13,7 @@
 #![cfg_attr(test, allow(clippy::cast_possible_truncation))]
 
 pub mod channel;
+pub mod doorbell;
 pub mod hca;
 pub mod hca_admin;
 pub mod hca_wire;

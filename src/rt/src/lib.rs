@@ -70,6 +70,50 @@ pub fn raise_priority(fifo: Option<i32>, nice: i32) -> Priority {
     })
 }
 
+/// The calling thread's kernel id (for [`thread_cpu_ns`]).
+pub fn thread_id() -> i32 {
+    // SAFETY: gettid takes no argument and cannot fail.
+    unsafe { libc::gettid() }
+}
+
+/// CPU time a thread of this process has used so far, ns (`/proc/self/task/TID/schedstat`'s
+/// first field); `None` when the thread is gone or `/proc` has no answer.
+pub fn thread_cpu_ns(tid: i32) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat")).ok()?;
+    s.split_whitespace().next()?.parse().ok()
+}
+
+/// Waits until one of `fds` can be read (or was hung up on) or `timeout` has passed, with the
+/// thread's timer slack (so a wait of microseconds is one; an empty set is a plain sleep).
+/// Sets each entry's `revents`; returns how many are ready (0: the timeout). An interrupted wait
+/// returns 0 too: the caller polls and waits again.
+pub fn wait_readable(
+    fds: &mut [libc::pollfd],
+    timeout: std::time::Duration,
+) -> std::io::Result<usize> {
+    let ts = libc::timespec {
+        tv_sec: libc::time_t::try_from(timeout.as_secs()).unwrap_or(libc::time_t::MAX),
+        tv_nsec: libc::c_long::from(i32::try_from(timeout.subsec_nanos()).unwrap_or(0)),
+    };
+    for f in fds.iter_mut() {
+        f.events = libc::POLLIN;
+        f.revents = 0;
+    }
+    let n = libc::nfds_t::try_from(fds.len()).unwrap_or(libc::nfds_t::MAX);
+    // SAFETY: `fds` is a valid, exclusively borrowed array of `n` pollfd entries and `ts` a valid
+    // timespec, both alive for the call; a null signal mask leaves the thread's as it is.
+    let r = unsafe { libc::ppoll(fds.as_mut_ptr(), n, &ts, std::ptr::null()) };
+    if r < 0 {
+        let e = std::io::Error::last_os_error();
+        return if e.kind() == std::io::ErrorKind::Interrupted {
+            Ok(0)
+        } else {
+            Err(e)
+        };
+    }
+    Ok(usize::try_from(r).unwrap_or(0))
+}
+
 /// Sets the calling thread's timer slack (how late the kernel may wake its sleeps), ns.
 pub fn set_timer_slack(ns: u64) {
     // SAFETY: PR_SET_TIMERSLACK takes an integer argument and changes only this thread.
@@ -136,5 +180,52 @@ mod tests {
             Priority::Normal(why) => assert!(!why.contains("SCHED_FIFO"), "{why}"),
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn a_wait_returns_on_data_or_after_its_timeout() {
+        use std::io::Write;
+        use std::os::fd::AsRawFd;
+        let (mut a, b) = std::os::unix::net::UnixStream::pair().unwrap();
+        let mut fds = [libc::pollfd {
+            fd: b.as_raw_fd(),
+            events: 0,
+            revents: 0,
+        }];
+        assert_eq!(
+            wait_readable(&mut fds, std::time::Duration::from_millis(1)).unwrap(),
+            0
+        );
+        a.write_all(&[1]).unwrap();
+        assert_eq!(
+            wait_readable(&mut fds, std::time::Duration::from_secs(5)).unwrap(),
+            1
+        );
+        assert_ne!(fds[0].revents & libc::POLLIN, 0);
+        drop(a);
+        assert_eq!(
+            wait_readable(&mut fds, std::time::Duration::from_secs(5)).unwrap(),
+            1
+        );
+        // An empty set sleeps.
+        assert_eq!(
+            wait_readable(&mut [], std::time::Duration::from_micros(50)).unwrap(),
+            0
+        );
+    }
+
+    #[test]
+    fn a_thread_sees_its_own_cpu_time_grow() {
+        let tid = thread_id();
+        let before = thread_cpu_ns(tid).unwrap();
+        let t = std::time::Instant::now();
+        let mut x = 0u64;
+        while t.elapsed() < std::time::Duration::from_millis(30) {
+            x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(1));
+        }
+        // The kernel adds a running thread's time when it is switched out.
+        std::thread::sleep(std::time::Duration::from_millis(1));
+        assert!(thread_cpu_ns(tid).unwrap() > before);
+        assert_eq!(thread_cpu_ns(-1), None);
     }
 }

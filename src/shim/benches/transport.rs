@@ -224,7 +224,10 @@ fn main() {
     println!("status-byte (SB) vs sliding window (SW) over softhca, 100 Gb/s preset, 3 blocks");
     println!(
         "softhca polling: {}; transports busy-poll (spin, then yield); the window's ACKs on an ACK thread (its CPU not counted below)",
-        resex_softhca::describe_polling(IDLE_SLEEP)
+        resex_softhca::describe_polling(&resex_softhca::PollOptions {
+            idle_sleep: IDLE_SLEEP,
+            ..Default::default()
+        })
     );
     println!(
         "NOTE: real-time figures on a shared machine measure the host (the HCA thread's sleeps, \

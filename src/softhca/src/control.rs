@@ -7,10 +7,12 @@ use resex_guestmem::{GuestAddress, PageRing};
 use resex_mlx5::cqe::CqeSize;
 use resex_mlx5::writer::CqWriter;
 use resex_mlx5::{mtu_bytes_to_enum, SEND_WQE_BB};
+use resex_proto::doorbell::Doorbell;
 use resex_proto::hca::{
     ControlError, CreateCq, CreateQp, HcaControl, MrKeys, QpAddr, RegMr, RingDesc,
 };
 use std::collections::VecDeque;
+use std::os::unix::net::UnixStream;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Most CQs or QPs one HCA holds.
@@ -65,6 +67,27 @@ impl GuestPort {
             .get(&qpn)
             .filter(|q| q.guest == self.guest)
             .map(|q| q.stats)
+    }
+
+    /// Makes `stream` this guest's doorbell (the guest writes rings on its other end): from now
+    /// on the polling thread waits for its rings rather than polling its doorbell records.
+    /// Refused when no thread waits on doorbells (the lab's virtual clock, a timer-polled HCA).
+    pub fn attach_doorbell(&self, stream: UnixStream) -> Result<(), ControlError> {
+        let mut st = lock(&self.hca);
+        if !st.waits {
+            return Err(ControlError::Unavailable(
+                "this HCA's thread polls the doorbell records: no doorbell needed".into(),
+            ));
+        }
+        stream
+            .set_nonblocking(true)
+            .map_err(|e| ControlError::NoResources(format!("a doorbell: {e}")))?;
+        let g = st.guests.get_mut(&self.guest).ok_or_else(|| {
+            ControlError::Unavailable("this guest was removed from the HCA".into())
+        })?;
+        g.rings = true;
+        st.new_bells.push((self.guest, stream));
+        Ok(())
     }
 
     fn ram(&self, st: &HcaState) -> Result<u64, ControlError> {
@@ -251,5 +274,13 @@ impl HcaControl for GuestPort {
         let mut st = lock(&self.hca);
         let guest = self.guest;
         st.mrs.deregister(guest, lkey)
+    }
+
+    /// A doorbell over a socket pair whose other end goes to the polling thread.
+    fn doorbell(&self) -> Result<Doorbell, ControlError> {
+        let (guest_end, device_end) = UnixStream::pair()
+            .map_err(|e| ControlError::NoResources(format!("a doorbell socket: {e}")))?;
+        self.attach_doorbell(device_end)?;
+        Doorbell::new(guest_end).map_err(|e| ControlError::NoResources(format!("a doorbell: {e}")))
     }
 }

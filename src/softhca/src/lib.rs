@@ -11,12 +11,14 @@
 //! - [`hca`]: the HCA's state and one poll: fetch, transmit, execute, complete (a file each);
 //!   errors as error CQEs with flushes.
 //! - [`control`]: [`GuestPort`], one guest's control path (`HcaControl`).
-//! - [`thread`]: the polling thread on the real clock (priority, stall counting).
+//! - [`thread`]: the polling thread on the real clock (priority, stall counting), which waits
+//!   on the guests' doorbells (`doorbell`) and on the next completion due.
 
 #![cfg_attr(test, allow(clippy::cast_possible_truncation))]
 
 pub mod clock;
 pub mod control;
+mod doorbell;
 pub mod hca;
 pub mod link;
 pub mod mr;
@@ -31,7 +33,9 @@ pub use link::{LinkConfig, PortId};
 pub use mr::GuestId;
 pub use nic::NicModel;
 pub use objects::QpStats;
-pub use thread::{describe_polling, HcaThread, PollOptions, Priority, StallSummary};
+pub use thread::{
+    describe_polling, HcaThread, PollOptions, PortCost, PortSample, Priority, StallSummary,
+};
 
 use hca::HcaState;
 use objects::Guest;
@@ -62,7 +66,14 @@ impl SoftHca {
         let mut st = self.lock();
         st.next_guest += 1;
         let guest = GuestId(st.next_guest);
-        st.guests.insert(guest, Guest { mem, port });
+        st.guests.insert(
+            guest,
+            Guest {
+                mem,
+                port,
+                rings: false,
+            },
+        );
         GuestPort {
             hca: self.state.clone(),
             guest,

@@ -14,6 +14,8 @@ pub struct Guest {
     pub mem: Arc<dyn GuestMemory>,
     /// The link port its QPs send through.
     pub port: PortId,
+    /// It rings a doorbell after writing its doorbell records (else the thread polls them).
+    pub rings: bool,
 }
 
 impl std::fmt::Debug for Guest {

@@ -12,7 +12,7 @@
 //! when the hypervisor under this machine stole more than [`MAX_STEAL_PCT`] of its CPU time.
 
 use resex_api::Snapshot;
-use resex_softhca::StallSummary;
+use resex_softhca::{PortSample, StallSummary};
 use serde::Serialize;
 
 /// softhca's stall threshold (its `thread::STALL`), ms.
@@ -41,6 +41,8 @@ pub struct Health {
     pub hca_stalled_s: u64,
     /// Seconds softhca watched.
     pub hca_watched_s: u64,
+    /// CPU softhca's port thread used, percent of one CPU (null where `/proc` cannot say).
+    pub hca_cpu_pct: Option<f64>,
     /// Seconds of the phase softhca's thread never got to count (held up throughout).
     pub hca_missing_s: u64,
     /// CPU steal, percent of all CPUs' time (null where /proc/stat cannot be read).
@@ -102,6 +104,7 @@ fn proc_stat() -> Option<(CpuTimes, u32)> {
 pub struct PhaseWatch {
     cpu0: Option<CpuTimes>,
     stalls0: StallSummary,
+    port0: PortSample,
     late_p99: Vec<f64>,
     late_max: f64,
     run_queue: Vec<u32>,
@@ -110,11 +113,12 @@ pub struct PhaseWatch {
 }
 
 impl PhaseWatch {
-    /// Starts watching; `stalls` is softhca's count now.
-    pub fn start(stalls: StallSummary) -> Self {
+    /// Starts watching; `stalls` and `port` are softhca's counts now.
+    pub fn start(stalls: StallSummary, port: PortSample) -> Self {
         Self {
             cpu0: proc_stat().map(|(c, _)| c),
             stalls0: stalls,
+            port0: port,
             late_p99: Vec::new(),
             late_max: 0.0,
             run_queue: Vec::new(),
@@ -136,8 +140,8 @@ impl PhaseWatch {
         }
     }
 
-    /// The phase's health; `stalls` is softhca's count now.
-    pub fn finish(self, stalls: StallSummary) -> Health {
+    /// The phase's health; `stalls` and `port` are softhca's counts now.
+    pub fn finish(self, stalls: StallSummary, port: PortSample) -> Health {
         let cpu1 = proc_stat().map(|(c, _)| c);
         let cpus = std::thread::available_parallelism().map_or(1, usize::from);
         #[allow(clippy::cast_precision_loss)]
@@ -170,6 +174,7 @@ impl PhaseWatch {
             tick_late_max_us: self.late_max,
             hca_stalled_s: st.stalled_seconds,
             hca_watched_s: st.seconds,
+            hca_cpu_pct: port.since(&self.port0).cpu_share().map(|c| 100.0 * c),
             steal_pct,
             cpu_busy_pct,
             run_queue_mean: mean(&run_queue),
@@ -192,7 +197,8 @@ pub fn judge(mut h: Health) -> Health {
     if h.hca_watched_s > 0 && h.hca_stalled_s as f64 > MAX_STALLED_FRACTION * h.hca_watched_s as f64
     {
         reasons.push(format!(
-            "softhca was held up {STALL_MS} ms or more in {} of {} s",
+            "softhca was held up {STALL_MS} ms or more in {} of {} s (traced: it waited to run \
+             while the guests' threads held the CPUs; `--port-cgroup` gives it a cgroup of its own)",
             h.hca_stalled_s, h.hca_watched_s
         ));
     }
@@ -204,8 +210,12 @@ pub fn judge(mut h: Health) -> Health {
     }
     if h.tick_late_max_us > MAX_FREEZE_US {
         reasons.push(format!(
-            "the host froze: one tick was {:.0} ms late",
-            h.tick_late_max_us / 1000.0
+            "the host froze: one tick was {:.0} ms late (the loop runs under SCHED_FIFO, which \
+             no guest can hold up; traced, such a stop was the hypervisor not running this VM's \
+             CPU{})",
+            h.tick_late_max_us / 1000.0,
+            h.steal_pct
+                .map_or(String::new(), |s| format!(", steal {s:.1}% of the phase"))
         ));
     }
     if let Some(s) = h.steal_pct.filter(|&s| s > MAX_STEAL_PCT) {
@@ -276,6 +286,7 @@ mod tests {
             tick_late_max_us: 900.0,
             hca_stalled_s: 1,
             hca_watched_s: 10,
+            hca_cpu_pct: Some(4.0),
             hca_missing_s: 0,
             steal_pct: Some(0.0),
             cpu_busy_pct: Some(70.0),
@@ -369,11 +380,14 @@ mod tests {
 
     #[test]
     fn a_phase_is_judged_on_its_own_stalls() {
-        let mut w = PhaseWatch::start(StallSummary {
-            seconds: 10,
-            stalled_seconds: 8,
-            longest_us: 50_000,
-        });
+        let mut w = PhaseWatch::start(
+            StallSummary {
+                seconds: 10,
+                stalled_seconds: 8,
+                longest_us: 50_000,
+            },
+            PortSample::new(Some(1_000_000_000), 10),
+        );
         let snap = |uptime_ms, p99| Snapshot {
             uptime_ms,
             host: resex_api::HostSnap {
@@ -387,11 +401,18 @@ mod tests {
         w.sample(&snap(100, 10.0));
         w.sample(&snap(100, 10.0)); // the same snapshot again: not counted twice
         w.sample(&snap(200, 30.0));
-        let h = w.finish(StallSummary {
-            seconds: 20,
-            stalled_seconds: 8,
-            longest_us: 50_000,
-        });
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let h = w.finish(
+            StallSummary {
+                seconds: 20,
+                stalled_seconds: 8,
+                longest_us: 50_000,
+            },
+            PortSample::new(Some(1_001_000_000), 30),
+        );
+        // 1 ms of CPU in at least 20 ms of wall time.
+        let cpu = h.hca_cpu_pct.unwrap();
+        assert!(cpu > 0.0 && cpu <= 5.0, "{cpu}");
         assert_eq!(
             (h.hca_stalled_s, h.hca_watched_s, h.hca_missing_s),
             (0, 10, 0)

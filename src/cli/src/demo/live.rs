@@ -3,7 +3,7 @@
 
 use super::health::PhaseWatch;
 use super::{DemoArgs, Phase, Plan, INTERFERER, VICTIM};
-use crate::host::{scenario_link, start_host};
+use crate::host::{host_config, scenario_link, start_host};
 use anyhow::{bail, Context, Result};
 use resex_api::{Snapshot, VmSnap};
 use resex_backend::local::LocalBackend;
@@ -28,6 +28,10 @@ pub struct HostReport {
     pub hca_watched_s: u64,
     /// Its longest hold-up, ms.
     pub hca_longest_ms: f64,
+    /// CPU its port thread used over the run, percent of one CPU (null: `/proc` could not say).
+    pub hca_cpu_pct: Option<f64>,
+    /// Its wake-ups per second over the run.
+    pub hca_wakeups_per_s: f64,
     /// The daemon's ticks.
     pub ticks: u64,
     /// Their lateness over the run, us: p50, p99, max.
@@ -43,13 +47,16 @@ impl HostReport {
     pub fn line(&self) -> String {
         format!(
             "host: daemon {} ticks of 1 ms, late p50 {:.0} us, p99 {:.0} us, max {:.0} us ({}); \
-             softhca ({}) held up 20 ms or more in {} of {} s, longest {:.1} ms; caps restored",
+             softhca ({}) used {} of a CPU ({:.0} wake-ups/s), held up 20 ms or more in {} of \
+             {} s, longest {:.1} ms; caps restored",
             self.ticks,
             self.tick_late_p50_us,
             self.tick_late_p99_us,
             self.tick_late_max_us,
             self.loop_priority,
             self.softhca_priority,
+            self.hca_cpu_pct.map_or("?".into(), |c| format!("{c:.1}%")),
+            self.hca_wakeups_per_s,
             self.hca_stalled_s,
             self.hca_watched_s,
             self.hca_longest_ms,
@@ -144,6 +151,7 @@ fn priorities(
         if ((hca.is_some() || !asked) && !lp.is_empty()) || start.elapsed() > Duration::from_secs(1)
         {
             let hca = match hca {
+                Some(p) if host.has_port_group() => format!("{p}, {}", host.port_group()),
                 Some(p) => p.to_string(),
                 None if asked => "normal priority (the thread did not say)".to_owned(),
                 None => "normal priority (not asked for: RESEX_NO_RT)".to_owned(),
@@ -184,7 +192,10 @@ pub fn run(
         let _ = resex_rt::raise_priority(None, -10);
     }
     // Stalls are counted per phase and summarised at the end, not logged in the table.
-    let (mut host, stop) = start_host(scenario, &run_dir, a.caps, a.keep_logs.clone(), false)?;
+    let mut hc = host_config(&run_dir, a.caps, a.keep_logs.clone(), false)?;
+    hc.hca_doorbells = !a.timer_polling;
+    hc.port_cgroup = a.port_cgroup;
+    let (mut host, stop) = start_host(scenario, hc)?;
     let cfg = resex_daemon::config::Config {
         run_dir: Some(run_dir.clone()),
         state_dir: Some(run_dir.join("state")),
@@ -247,6 +258,7 @@ pub fn run(
         None
     };
     let mut warnings = Vec::new();
+    let port0 = host.hca_sample();
     let result = phases(
         PhaseRun {
             plan,
@@ -274,6 +286,7 @@ pub fn run(
         eprintln!("{w}");
     }
     let stalls = host.hca_stalls();
+    let port = host.hca_sample().since(&port0);
     let summary = d.stop();
     host.stop();
     if temp {
@@ -286,6 +299,8 @@ pub fn run(
         hca_stalled_s: stalls.stalled_seconds,
         hca_watched_s: stalls.seconds,
         hca_longest_ms: stalls.longest_us as f64 / 1000.0,
+        hca_cpu_pct: port.cpu_share().map(|c| 100.0 * c),
+        hca_wakeups_per_s: port.polls_per_s(),
         ticks: summary.ticks,
         tick_late_p50_us: summary.late_p50_us,
         tick_late_p99_us: summary.late_p99_us,
@@ -331,7 +346,7 @@ fn phases(
         let mut s0 = None;
         // The host's health is watched from the phase's start: a freeze during the settle
         // time leaves a backlog in the measured part.
-        let mut watch = PhaseWatch::start(host.hca_stalls());
+        let mut watch = PhaseWatch::start(host.hca_stalls(), host.hca_sample());
         let mut caps = Vec::new();
         let mut last_print = Instant::now();
         while t0.elapsed().as_secs_f64() < r.secs {
@@ -357,7 +372,7 @@ fn phases(
         }
         let s1 = d.snapshot();
         let (s0, at) = s0.context("phase too short to measure")?;
-        let mut health = watch.finish(host.hca_stalls());
+        let mut health = watch.finish(host.hca_stalls(), host.hca_sample());
         let dt = at.elapsed().as_secs_f64().max(1e-3);
         let (v0, v1) = (vm(&s0, VICTIM), vm(&s1, VICTIM));
         let (mean, p99) = match (v0, v1) {

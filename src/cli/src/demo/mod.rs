@@ -64,6 +64,14 @@ pub struct DemoArgs {
     /// Copy each guest's log (agent, server, clients) into DIR when it stops.
     #[arg(long, value_name = "DIR")]
     pub keep_logs: Option<PathBuf>,
+    /// softhca polls every doorbell record every 2-20 us instead of waiting for the guests'
+    /// doorbells (the design before doorbells; to compare what its port thread costs).
+    #[arg(long, conflicts_with = "lab")]
+    pub timer_polling: bool,
+    /// Give softhca's port thread a cgroup of its own, weighing as much as all the guests (cgroup
+    /// v1, as root): it is then never held up behind the guests' threads (see docs/guide.md).
+    #[arg(long, conflicts_with = "lab")]
+    pub port_cgroup: bool,
 }
 
 /// One phase's figures.
@@ -260,7 +268,7 @@ pub fn run(a: DemoArgs) -> Result<()> {
     }
     println!(
         "\nphase         victim mean   victim p99   interferer Mb/s   interferer cap{}",
-        if a.lab { "" } else { "   host" }
+        if a.lab { "" } else { "   port CPU   host" }
     );
     for p in &phases {
         println!(
@@ -272,9 +280,16 @@ pub fn run(a: DemoArgs) -> Result<()> {
             p.interferer_cap_mean
                 .map_or("-".into(), |c| format!("{c:.0}%")),
             match &p.health {
-                Some(h) if h.host_overloaded => "   OVERLOADED",
-                Some(_) => "   ok",
-                None => "",
+                Some(h) => format!(
+                    " {:>10}   {}",
+                    h.hca_cpu_pct.map_or("-".into(), |c| format!("{c:.1}%")),
+                    if h.host_overloaded {
+                        "OVERLOADED"
+                    } else {
+                        "ok"
+                    }
+                ),
+                None => String::new(),
             }
         );
     }

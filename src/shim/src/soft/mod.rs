@@ -16,6 +16,7 @@ use resex_mlx5::dbrec::{write_cq_ci, write_rq_pi};
 use resex_mlx5::wqe::{DataSeg, RaddrSeg, WqeSpec};
 use resex_mlx5::writer::{SqWriter, WriteError};
 use resex_mlx5::{index16, SEND_WQE_BB};
+use resex_proto::doorbell::Doorbell;
 use resex_proto::hca::{CreateCq, CreateQp, HcaControl, RegMr, RingDesc};
 use resex_proto::{CqRegistration, QpRegistration, SqRegistration};
 use std::collections::HashMap;
@@ -76,6 +77,8 @@ pub struct SoftProvider {
     qps: Registry,
     /// What the agent registers with the host: every CQ and QP's rings.
     rings: Mutex<Rings>,
+    /// The device's doorbell, asked for at the first QP (`None` inside: the device polls).
+    bell: std::sync::OnceLock<Option<Arc<Doorbell>>>,
 }
 
 #[derive(Debug, Default)]
@@ -116,6 +119,7 @@ impl SoftProvider {
             qps: Arc::new(Mutex::new(HashMap::new())),
             rings: Mutex::new(Rings::default()),
             phys: None,
+            bell: std::sync::OnceLock::new(),
         })
     }
 
@@ -132,6 +136,19 @@ impl SoftProvider {
         let mut p = Self::new(mem, start, len, ctl)?;
         p.phys = Some(phys);
         Ok(p)
+    }
+
+    /// The device's doorbell, asked for once; a device without one polls our doorbell records.
+    fn bell(&self) -> Option<Arc<Doorbell>> {
+        self.bell
+            .get_or_init(|| match self.ctl.doorbell() {
+                Ok(b) => Some(Arc::new(b)),
+                Err(e) => {
+                    tracing::debug!("softhca provider without a doorbell: {e}");
+                    None
+                }
+            })
+            .clone()
     }
 
     /// The registration of a QP's rings (send queue, send and receive CQs), as the agent
@@ -278,6 +295,8 @@ impl Provider for SoftProvider {
         send_cq: u32,
         recv_cq: u32,
     ) -> Result<Box<dyn QueuePair>, ShimError> {
+        // The doorbell first, so that the device never sees this QP unrung.
+        let bell = self.bell();
         // Room for the largest inline WQE per request: inline WQEs take several basic blocks.
         let per_wr = (16 + 16 + 4 + u64::from(init.max_inline))
             .div_ceil(SEND_WQE_BB)
@@ -379,6 +398,7 @@ impl Provider for SoftProvider {
             qpn,
             mem: self.mem.clone(),
             ctl: self.ctl.clone(),
+            bell,
             shared,
             registry: self.qps.clone(),
             segs: Vec::new(),

@@ -7,6 +7,8 @@ pub(super) struct SoftQp {
     pub(super) qpn: u32,
     pub(super) mem: Arc<dyn GuestMemory>,
     pub(super) ctl: Arc<dyn HcaControl>,
+    /// Rung after each doorbell record write (`None`: the device polls the records).
+    pub(super) bell: Option<Arc<Doorbell>>,
     pub(super) shared: Arc<Mutex<SqShared>>,
     pub(super) registry: Registry,
     pub(super) segs: Vec<DataSeg>,
@@ -16,6 +18,15 @@ impl Drop for SoftQp {
     fn drop(&mut self) {
         lock(&self.registry).remove(&self.qpn);
         let _ = self.ctl.destroy_qp(self.qpn);
+    }
+}
+
+impl SoftQp {
+    /// Rings the device's doorbell (after the record is written).
+    fn ring(&self) {
+        if let Some(b) = &self.bell {
+            b.ring();
+        }
     }
 }
 
@@ -83,6 +94,7 @@ impl QueuePair for SoftQp {
         }
         if posted > 0 {
             q.sq.ring_doorbell(&*self.mem)?;
+            self.ring();
         }
         result
     }
@@ -138,6 +150,7 @@ impl QueuePair for SoftQp {
             // One store of the whole doorbell record (the device polls it): never half a
             // counter.
             write_rq_pi(&*self.mem, q.dbrec, index16(q.rq_head))?;
+            self.ring();
         }
         result
     }

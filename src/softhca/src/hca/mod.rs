@@ -65,6 +65,10 @@ pub struct HcaState {
     active: BTreeSet<u32>,
     /// QPs that retired work requests in the polls since the caller last took them (hint mode).
     pub(crate) retired: Vec<u32>,
+    /// A polling thread that waits on doorbells is running: guests may ask for one.
+    pub(crate) waits: bool,
+    /// Doorbells handed out since the thread last took them.
+    pub(crate) new_bells: Vec<(GuestId, std::os::unix::net::UnixStream)>,
 }
 
 /// How a requester's WQE failed, for its error CQE.
@@ -89,6 +93,8 @@ impl HcaState {
             dirty: BTreeSet::new(),
             active: BTreeSet::new(),
             retired: Vec::new(),
+            waits: false,
+            new_bells: Vec::new(),
         }
     }
 
@@ -158,6 +164,13 @@ impl HcaState {
         } else {
             self.qps.values().any(|q| !q.wrs.is_empty())
         };
+    }
+
+    /// Whether every guest with a QP rings its doorbell (a guest without QPs posts nothing).
+    pub(crate) fn all_ring(&self) -> bool {
+        self.qps
+            .values()
+            .all(|q| self.guests.get(&q.guest).is_none_or(|g| g.rings))
     }
 
     fn port_of(&self, qpn: u32) -> Option<PortId> {
