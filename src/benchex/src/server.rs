@@ -283,12 +283,20 @@ impl Split {
 struct SlowLog {
     worst: Option<Split>,
     since: u64,
+    /// The second's orders, summed (for the debug line of means).
+    sum: Split,
+    n: u64,
 }
 
 const SLOW_NS: u64 = 20_000_000;
 
 impl SlowLog {
     fn note(&mut self, s: Split, now: u64) {
+        self.sum.queue += s.queue;
+        self.sum.compute += s.compute;
+        self.sum.wait += s.wait;
+        self.sum.poll += s.poll;
+        self.n += 1;
         if s.total() >= SLOW_NS && self.worst.is_none_or(|w| s.total() > w.total()) {
             self.worst = Some(s);
         }
@@ -305,6 +313,22 @@ impl SlowLog {
                     ms(w.poll)
                 );
             }
+            if self.n > 0 {
+                let us = |ns: u64| ns as f64 / 1e3 / self.n as f64;
+                let m = self.sum;
+                tracing::debug!(
+                    "mean order of the last second ({}): {:.1} us (queue {:.1}, compute {:.1}, \
+                     I/O wait {:.1}, polling {:.1})",
+                    self.n,
+                    us(m.total()),
+                    us(m.queue),
+                    us(m.compute),
+                    us(m.wait),
+                    us(m.poll)
+                );
+            }
+            self.sum = Split::default();
+            self.n = 0;
             self.since = now;
         }
     }
