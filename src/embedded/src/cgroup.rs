@@ -150,23 +150,45 @@ pub struct PortCgroup {
     dir: PathBuf,
 }
 
+/// Why softhca's port thread has no cgroup of its own.
+#[derive(Debug, thiserror::Error)]
+pub enum PortCgroupError {
+    /// Not asked for (the default, real-time off, or caps by signals).
+    #[error("not asked for")]
+    NotAsked,
+    /// The thread did not say its id in time.
+    #[error("the port thread did not start")]
+    NoThread,
+    /// No v1 `cpu` hierarchy.
+    #[error("no cgroup v1 cpu hierarchy (v2 cannot place one thread of a process)")]
+    NoV1,
+    /// A cgroup file could not be made or written.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
 impl PortCgroup {
     /// Moves thread `tid` into `group/softhca-port` of the v1 `cpu` hierarchy, weighing
-    /// `weight` nice-0 tasks. Why not, in words, when it cannot.
-    pub fn setup(mounts: &Mounts, group: &str, tid: i32, weight: u32) -> Result<Self, String> {
-        let root = mounts
-            .v1_cpu
-            .as_ref()
-            .ok_or("no cgroup v1 cpu hierarchy (v2 cannot place one thread of a process)")?;
-        let dir = make(root, group, "softhca-port").map_err(|e| format!("{e}"))?;
+    /// `weight` nice-0 tasks.
+    pub fn setup(
+        mounts: &Mounts,
+        group: &str,
+        tid: i32,
+        weight: u32,
+    ) -> Result<Self, PortCgroupError> {
+        let root = mounts.v1_cpu.as_ref().ok_or(PortCgroupError::NoV1)?;
+        let io = |path: PathBuf| move |source| PortCgroupError::Io { path, source };
+        let dir = make(root, group, "softhca-port").map_err(io(root.join(group)))?;
         let port = PortCgroup { dir };
-        std::fs::write(
-            port.dir.join("cpu.shares"),
-            (1024 * weight).max(2).to_string(),
-        )
-        .map_err(|e| format!("{}/cpu.shares: {e}", port.dir.display()))?;
-        std::fs::write(port.dir.join("tasks"), tid.to_string())
-            .map_err(|e| format!("{}/tasks: {e}", port.dir.display()))?;
+        let shares = port.dir.join("cpu.shares");
+        std::fs::write(&shares, (1024 * weight).max(2).to_string()).map_err(io(shares.clone()))?;
+        let tasks = port.dir.join("tasks");
+        std::fs::write(&tasks, tid.to_string()).map_err(io(tasks.clone()))?;
         Ok(port)
     }
 
@@ -340,6 +362,27 @@ mod tests {
         assert_eq!(m.v2_cpu, None, "no cgroup.controllers listing cpu");
         assert_eq!("sigstop".parse::<CapMode>(), Ok(CapMode::Sigstop));
         assert!("cgroup-v3".parse::<CapMode>().is_err());
+    }
+
+    #[test]
+    fn the_port_thread_gets_its_own_weighted_group_or_says_why_not() {
+        let none = Mounts::default();
+        assert!(matches!(
+            PortCgroup::setup(&none, "resex-x-1", 42, 8),
+            Err(PortCgroupError::NoV1)
+        ));
+        // A directory standing in for the v1 cpu hierarchy: the files are written as the
+        // kernel's would be.
+        let root = tempfile::tempdir().unwrap();
+        let m = Mounts {
+            v1_cpu: Some(root.path().to_owned()),
+            ..Mounts::default()
+        };
+        let g = PortCgroup::setup(&m, "resex-x-1", 42, 8).unwrap();
+        assert_eq!(g.dir(), root.path().join("resex-x-1").join("softhca-port"));
+        let read = |f: &str| std::fs::read_to_string(g.dir().join(f)).unwrap();
+        assert_eq!(read("cpu.shares"), "8192");
+        assert_eq!(read("tasks"), "42");
     }
 
     #[test]

@@ -3,7 +3,7 @@
 // Float-to-integer conversions here are of measured, bounded quantities (ns, rates).
 #![allow(clippy::cast_possible_truncation)]
 
-use crate::cgroup::{CapMode, GuestCgroups, Mounts, PortCgroup};
+use crate::cgroup::{CapMode, GuestCgroups, Mounts, PortCgroup, PortCgroupError};
 use crate::sockets::{serve_admin, serve_control};
 use resex_backend::cap::signal;
 use resex_backend::lever::Vf;
@@ -162,7 +162,7 @@ pub struct EmbeddedHost {
     hca_thread: HcaThread,
     /// The port thread's own cgroup (after `hca_thread`: removed once the thread has exited),
     /// or why it has none.
-    port_cgroup: Result<PortCgroup, String>,
+    port_cgroup: Result<PortCgroup, PortCgroupError>,
     mounts: Mounts,
     guests: Vec<RunningGuest>,
     next_id: u32,
@@ -231,13 +231,13 @@ impl EmbeddedHost {
         mounts: &Mounts,
         host_id: &str,
         thread: &HcaThread,
-    ) -> Result<PortCgroup, String> {
+    ) -> Result<PortCgroup, PortCgroupError> {
         if !cfg.port_cgroup || !cfg.realtime || cfg.cap_mode == CapMode::Sigstop {
-            return Err("not asked for".into());
+            return Err(PortCgroupError::NotAsked);
         }
         let tid = thread
             .tid(Duration::from_secs(1))
-            .ok_or("the port thread did not start")?;
+            .ok_or(PortCgroupError::NoThread)?;
         let r = PortCgroup::setup(mounts, &format!("resex-{host_id}"), tid, PORT_WEIGHT);
         match &r {
             Ok(g) => tracing::info!(
