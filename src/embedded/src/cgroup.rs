@@ -192,6 +192,28 @@ impl PortCgroup {
         Ok(port)
     }
 
+    /// [`Self::setup`] for softhca's port thread once it has said its id (a second at most);
+    /// logs where it went or why not.
+    pub fn for_thread(
+        mounts: &Mounts,
+        group: &str,
+        thread: &resex_softhca::HcaThread,
+        weight: u32,
+    ) -> Result<Self, PortCgroupError> {
+        let tid = thread
+            .tid(std::time::Duration::from_secs(1))
+            .ok_or(PortCgroupError::NoThread)?;
+        let r = Self::setup(mounts, group, tid, weight);
+        match &r {
+            Ok(g) => tracing::info!(
+                "softhca's port thread in {} (weight {weight})",
+                g.dir().display()
+            ),
+            Err(e) => tracing::info!("softhca's port thread keeps the host's cgroup: {e}"),
+        }
+        r
+    }
+
     /// The group's directory.
     pub fn dir(&self) -> &Path {
         &self.dir

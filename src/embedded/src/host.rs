@@ -225,7 +225,7 @@ impl EmbeddedHost {
         })
     }
 
-    /// softhca's port thread's cgroup when the host runs real-time (else why not).
+    /// softhca's port thread's cgroup when asked for and the host runs real-time with cgroups.
     fn port_cgroup(
         cfg: &HostConfig,
         mounts: &Mounts,
@@ -235,18 +235,7 @@ impl EmbeddedHost {
         if !cfg.port_cgroup || !cfg.realtime || cfg.cap_mode == CapMode::Sigstop {
             return Err(PortCgroupError::NotAsked);
         }
-        let tid = thread
-            .tid(Duration::from_secs(1))
-            .ok_or(PortCgroupError::NoThread)?;
-        let r = PortCgroup::setup(mounts, &format!("resex-{host_id}"), tid, PORT_WEIGHT);
-        match &r {
-            Ok(g) => tracing::info!(
-                "softhca's port thread in {} (weight {PORT_WEIGHT})",
-                g.dir().display()
-            ),
-            Err(e) => tracing::info!("softhca's port thread keeps the host's cgroup: {e}"),
-        }
-        r
+        PortCgroup::for_thread(mounts, &format!("resex-{host_id}"), thread, PORT_WEIGHT)
     }
 
     /// Whether softhca's port thread has a cgroup of its own.

@@ -95,6 +95,7 @@ impl SoftHca {
             st.link.forget(qpn);
         }
         st.cqs.retain(|_, c| c.guest != guest);
+        st.new_bells.retain(|(g, _)| *g != guest);
         st.mrs.remove_guest(guest);
     }
 
