@@ -5,11 +5,13 @@
 //! higher than that ([`combine`]); the admin's pin still wins over both. An allocation is valid
 //! until `until_ns` on the driver's clock: a host that stops hearing from the fleet (etcd lost,
 //! the coordinator gone) lifts every fleet ceiling by then at the latest, so nothing stays
-//! throttled by a stale decision. Each change is a [`TxIntent`] like any other (the journal
-//! records it, with [`TxCause::Fleet`] or [`TxCause::FleetLifted`]).
+//! throttled by a stale decision. The ceiling is the transmit [`crate::lever::Lever`]'s; each
+//! change is an intent like any other (the journal records it, with
+//! [`crate::lever::Cause::Fleet`] or [`crate::lever::Cause::FleetLifted`]).
 
 use crate::host::HostCore;
-use crate::output::{Intents, TxCause, TxIntent};
+use crate::lever::{tx_ceiling, LeverKind, Tx};
+use crate::output::Intents;
 use resex_common::TxLimit;
 use std::collections::HashMap;
 
@@ -64,42 +66,24 @@ impl HostCore {
         for i in 0..self.vms.len() {
             let id = self.vms[i].id;
             let new = want.get(self.vms[i].info.name.as_str()).copied();
-            let policy = self
-                .engine
-                .as_ref()
-                .and_then(|e| e.account(id))
-                .map_or(TxLimit::NONE, |a| a.tx);
+            let account = self.engine.as_ref().and_then(|e| e.account(id));
             let vm = &mut self.vms[i];
-            if vm.info.tx_lever.is_none() {
+            if !Tx::has(&vm.info) {
                 continue;
             }
             if new.is_some() {
                 done.applied += 1;
             }
-            if vm.tx_fleet == new {
-                continue;
+            let policy = Tx::of_account(account, &vm.info);
+            if let Some(i) = vm.levers.tx.set_ceiling(id, new.map(tx_ceiling), policy) {
+                intents.push(i);
             }
-            vm.tx_fleet = new;
-            if vm.tx_pinned.is_some() {
-                continue; // the admin's limit wins; the fleet's applies when it is lifted
-            }
-            let tx = combine(policy, new);
-            if tx == vm.tx {
-                continue;
-            }
-            let cause = if new.is_some() {
-                TxCause::Fleet
-            } else {
-                TxCause::FleetLifted
-            };
-            vm.tx = tx;
-            vm.tx_reason = Some(cause.to_string());
-            intents.tx.push(TxIntent { vm: id, tx, cause });
         }
-        // Bounded: one per VM at most between two steps.
-        self.pending_tx
+        // Bounded: one per VM and lever at most between two steps.
+        self.pending
+            .tx
             .retain(|p| !intents.tx.iter().any(|i| i.vm == p.vm));
-        self.pending_tx.extend_from_slice(&intents.tx);
+        self.pending.tx.extend_from_slice(&intents.tx);
         done.skipped = named - done.applied.min(named);
         (intents, done)
     }

@@ -1,8 +1,10 @@
-//! [`HostCore`]: the VM table, membership in pricing, the admin's pins, policy changes, and
+//! [`HostCore`]: the VM table, membership in pricing, the admin's pins (one path for every
+//! lever, [`crate::lever`]), policy changes, and
 //! the core's time base (which interval a time falls in).
 
 use crate::config::CoreConfig;
-use crate::output::{CapCause, CapIntent, Intents, StepOutput, TxCause, TxIntent};
+use crate::lever::{Intent, LeverKind};
+use crate::output::{Intents, StepOutput};
 use crate::vm::{Vm, VmInfo, VmView};
 use crate::CpuSample;
 use resex_common::{TxLimit, VmId};
@@ -73,8 +75,8 @@ pub struct HostCore {
     pub(crate) snapshot_at_ns: u64,
     /// When the fleet's ceilings lapse (None: no fleet allocation in force).
     pub(crate) fleet_until_ns: Option<u64>,
-    /// Transmit limits set between steps, for the next step's rows (the journal).
-    pub(crate) pending_tx: Vec<crate::output::TxIntent>,
+    /// Levers changed between steps (the fleet's), for the next step's rows (the journal).
+    pub(crate) pending: Intents,
 }
 
 impl std::fmt::Debug for HostCore {
@@ -106,7 +108,7 @@ impl HostCore {
             bits_since_snapshot: 0.0,
             snapshot_at_ns: 0,
             fleet_until_ns: None,
-            pending_tx: Vec::new(),
+            pending: Intents::default(),
         }
     }
 
@@ -255,48 +257,32 @@ impl HostCore {
         Ok(())
     }
 
-    /// The admin's cap: set (and kept whatever the policy decides) or, with `None`, lifted:
-    /// the policy's cap for the VM is in force again (its original setting when the policy
-    /// holds none). Returns what was done, for people, and the intent.
-    pub fn pin(&mut self, name: &str, pct: Option<f64>) -> Result<(String, CapIntent), CoreError> {
-        if let Some(p) = pct {
-            if !(p.is_finite() && p > 0.0) {
-                return Err(CoreError::BadCap(p));
-            }
+    /// The admin's value for one of the VM's levers (`resex cap`, `resex rate`): set, and kept
+    /// whatever the policy or the fleet decides; or, with `None`, lifted: the policy's value
+    /// (under the fleet's ceiling) is in force again, or the original setting when the policy
+    /// holds none. A VM without the lever is refused. Returns what was done, for people, and
+    /// the intent.
+    pub fn pin<K: LeverKind>(
+        &mut self,
+        name: &str,
+        set: Option<K::Set>,
+    ) -> Result<(String, Intent<K>), CoreError> {
+        if let Some(s) = &set {
+            K::check(s)?;
         }
         let id = self
             .find(name)
             .ok_or_else(|| CoreError::UnknownName(name.to_owned()))?;
-        let policy_cap = self
-            .engine
-            .as_ref()
-            .and_then(|e| e.account(id))
-            .map(|a| a.cap);
-        let vm = self.vm_mut(id)?;
-        let (cap, cause, msg) = match pct {
-            Some(p) => (
-                Some(p),
-                CapCause::Pinned,
-                format!("pinned at {p}% by the admin"),
-            ),
-            None => match policy_cap.filter(|&c| c < vm.info.full_cap() - 1e-9) {
-                Some(c) => (
-                    Some(c),
-                    CapCause::Unpinned,
-                    format!("unpinned by the admin: the policy's cap {c:.1}%"),
-                ),
-                None => (
-                    None,
-                    CapCause::Unpinned,
-                    "unpinned by the admin: original setting".to_owned(),
-                ),
-            },
-        };
-        vm.pinned = pct;
-        vm.cap = cap;
-        vm.cap_reason = Some(msg.clone());
+        let account = self.engine.as_ref().and_then(|e| e.account(id));
+        let i = self.index(id).ok_or(CoreError::UnknownVm(id))?;
+        let vm = &mut self.vms[i];
+        if !K::has(&vm.info) {
+            return Err(K::missing(name));
+        }
+        let policy = K::of_account(account, &vm.info);
+        let (msg, intent) = K::of_mut(&mut vm.levers).pin(id, set, policy);
         tracing::info!("{name}: {msg}");
-        Ok((msg, CapIntent { vm: id, cap, cause }))
+        Ok((msg, intent))
     }
 
     /// Switches policy (`None`: monitoring only). Every cap the core set goes back to its
@@ -306,24 +292,12 @@ impl HostCore {
     pub fn set_policy(&mut self, policy: Option<NamedPolicy>, now_ns: u64) -> Intents {
         let mut intents = Intents::default();
         for vm in &mut self.vms {
-            if vm.pinned.is_none() && vm.cap.take().is_some() {
-                vm.cap_reason = Some(CapCause::PolicyChanged.to_string());
-                intents.caps.push(CapIntent {
-                    vm: vm.id,
-                    cap: None,
-                    cause: CapCause::PolicyChanged,
-                });
-            }
             // The fleet's ceiling, if any, stays: it is not the policy's.
-            let keep = crate::fleet::combine(TxLimit::NONE, vm.tx_fleet);
-            if vm.tx_pinned.is_none() && vm.tx != keep {
-                vm.tx = keep;
-                vm.tx_reason = Some(TxCause::PolicyChanged.to_string());
-                intents.tx.push(TxIntent {
-                    vm: vm.id,
-                    tx: keep,
-                    cause: TxCause::PolicyChanged,
-                });
+            if let Some(i) = vm.levers.cap.reset(vm.id) {
+                intents.push(i);
+            }
+            if let Some(i) = vm.levers.tx.reset(vm.id) {
+                intents.push(i);
             }
         }
         let want_ns = match &policy {
@@ -365,81 +339,13 @@ impl HostCore {
         let mut intents = Intents::default();
         self.fleet_until_ns = None;
         for vm in &mut self.vms {
-            vm.pinned = None;
-            vm.tx_pinned = None;
-            vm.tx_fleet = None;
-            if vm.cap.take().is_some() {
-                intents.caps.push(CapIntent {
-                    vm: vm.id,
-                    cap: None,
-                    cause: CapCause::Shutdown,
-                });
+            if let Some(i) = vm.levers.cap.restore(vm.id) {
+                intents.push(i);
             }
-            if !vm.tx.is_none() {
-                vm.tx = TxLimit::NONE;
-                intents.tx.push(TxIntent {
-                    vm: vm.id,
-                    tx: TxLimit::NONE,
-                    cause: TxCause::Shutdown,
-                });
+            if let Some(i) = vm.levers.tx.restore(vm.id) {
+                intents.push(i);
             }
         }
         intents
-    }
-
-    /// The admin's transmit limit: set (and kept whatever the policy decides) or, with `None`,
-    /// lifted: the policy's limit for the VM is in force again (none when the policy holds
-    /// none). A VM without a rate lever is refused.
-    pub fn pin_tx(
-        &mut self,
-        name: &str,
-        tx: Option<TxLimit>,
-    ) -> Result<(String, TxIntent), CoreError> {
-        if let Some(t) = tx {
-            let bad_share = t.share_bps == Some(0)
-                || matches!((t.share_bps, t.max_bps), (Some(s), Some(m)) if s > m);
-            if bad_share || t.max_bps == Some(0) {
-                return Err(CoreError::BadTx(t));
-            }
-        }
-        let id = self
-            .find(name)
-            .ok_or_else(|| CoreError::UnknownName(name.to_owned()))?;
-        let policy_tx = self
-            .engine
-            .as_ref()
-            .and_then(|e| e.account(id))
-            .map_or(TxLimit::NONE, |a| a.tx);
-        let vm = self.vm_mut(id)?;
-        if vm.info.tx_lever.is_none() {
-            return Err(CoreError::NoTxLever(name.to_owned()));
-        }
-        let (limit, cause, msg) = match tx {
-            Some(t) => (
-                t,
-                TxCause::Pinned,
-                format!("transmit {t}, pinned by the admin"),
-            ),
-            None => (
-                crate::fleet::combine(policy_tx, vm.tx_fleet),
-                TxCause::Unpinned,
-                format!(
-                    "unpinned by the admin: transmit {}",
-                    crate::fleet::combine(policy_tx, vm.tx_fleet)
-                ),
-            ),
-        };
-        vm.tx_pinned = tx;
-        vm.tx = limit;
-        vm.tx_reason = Some(msg.clone());
-        tracing::info!("{name}: {msg}");
-        Ok((
-            msg,
-            TxIntent {
-                vm: id,
-                tx: limit,
-                cause,
-            },
-        ))
     }
 }

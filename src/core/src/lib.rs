@@ -13,9 +13,11 @@
 //! - [`rings`]: one VM's monitors: registrations installed, live rings attached at their
 //!   present position, the budgeted scan.
 //! - [`cpu`]: CPU percent from successive CPU-time samples.
-//! - [`output`]: a step's result: per-VM rows, [`CapIntent`]s and [`TxIntent`]s (the rate
-//!   lever: a VM's share and ceiling in its port's transmit scheduler).
+//! - [`output`]: a step's result: per-VM rows and [`Intents`] ([`CapIntent`]s, [`TxIntent`]s:
+//!   the rate lever is a VM's share and ceiling in its port's transmit scheduler).
 //! - [`fleet`]: the fleet coordinator's transmit ceilings over the local policy, with expiry.
+//! - [`lever`]: one type for every lever the core turns (a VM's CPU cap, its transmit limit):
+//!   the value in force, the admin's pin, the fleet's ceiling, why; one [`Intent`] type.
 //! - [`host`]: [`HostCore`]: the VM table, membership in pricing, pins, policy changes.
 //! - [`step`]: the step itself.
 //! - [`snapshot`]: the API's [`resex_api::Snapshot`] built from the core's state.
@@ -29,6 +31,7 @@ pub mod config;
 pub mod cpu;
 pub mod fleet;
 pub mod host;
+pub mod lever;
 pub mod output;
 pub mod rings;
 pub mod snapshot;
@@ -39,6 +42,7 @@ pub use config::{CoreConfig, LinkSpec};
 pub use cpu::CpuSample;
 pub use fleet::{FleetApplied, FleetCeilings};
 pub use host::{CoreError, HostCore, NamedPolicy};
+pub use lever::{Cap, Cause, Intent, Lever, LeverKind, Levers, Tx};
 pub use output::{CapCause, CapIntent, Intents, Priced, StepOutput, TxCause, TxIntent, VmRow};
 pub use resex_common::TxLimit;
 pub use resex_common::VmId;

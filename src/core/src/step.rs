@@ -9,7 +9,10 @@
 //! the admin pinned. No allocation once the VM set is stable (buffers are reused).
 
 use crate::host::{CoreError, HostCore};
-use crate::output::{CapCause, CapIntent, Priced, StepOutput, TxCause, TxIntent, VmRow};
+use crate::lever::{Cap, Intent, LeverKind, Tx};
+use crate::output::{Priced, StepOutput, VmRow};
+use crate::vm::Vm;
+use resex_common::VmId;
 use resex_ibmon::batch::{RINGS_AHEAD, STATE_AHEAD};
 use resex_ibmon::mailbox;
 use resex_pricing::{IntervalInput, VmUsage};
@@ -38,9 +41,8 @@ impl HostCore {
         self.out.interval = interval;
         self.out.rows.clear();
         self.out.intents.clear();
-        self.out.tx_intents.clear();
         let lapsed = self.expire_fleet(now_ns);
-        self.out.tx_intents.extend_from_slice(&lapsed.tx);
+        self.out.intents.tx.extend_from_slice(&lapsed.tx);
         self.usage.clear();
         let mut bits = 0.0;
         let n = self.vms.len();
@@ -109,12 +111,9 @@ impl HostCore {
         self.bits_since_snapshot += bits;
         self.out.link_util = link.utilisation(bits, self.interval_ns);
         self.price(interval);
-        // Limits changed between steps (the fleet's) show in this step's rows (the journal).
-        for i in self.pending_tx.drain(..) {
-            if let Ok(r) = self.out.rows.binary_search_by_key(&i.vm, |r| r.vm) {
-                self.out.rows[r].tx_set.get_or_insert(i);
-            }
-        }
+        // Levers changed between steps (the fleet's) show in this step's rows (the journal).
+        mark_pending(&mut self.out.rows, &mut self.pending.caps);
+        mark_pending(&mut self.out.rows, &mut self.pending.tx);
         Ok(&self.out)
     }
 
@@ -151,55 +150,47 @@ impl HostCore {
                 });
             }
         }
-        let mut r = 0;
-        for d in &out.decisions {
-            while r < self.vms.len() && self.vms[r].id < d.vm {
-                r += 1;
-            }
-            let Some(vm) = self.vms.get_mut(r).filter(|v| v.id == d.vm) else {
-                continue;
-            };
-            if vm.pinned.is_some() {
-                continue; // the admin's cap wins
-            }
-            let cap = (d.cap_pct < vm.info.full_cap() - 1e-9).then_some(d.cap_pct);
-            let intent = CapIntent {
-                vm: d.vm,
-                cap,
-                cause: CapCause::Policy(d.reason),
-            };
-            vm.cap = cap;
-            vm.cap_reason = Some(d.reason.to_string());
-            self.out.intents.push(intent);
-            // Rows and VMs are in the same order and of the same length.
-            if let Some(row) = self.out.rows.get_mut(r) {
-                row.cap_set = Some(intent);
-            }
+        let caps = out.decisions.iter().map(|d| (d.vm, d.cap_pct, d.reason));
+        decide::<Cap>(&mut self.vms, &mut self.out, caps);
+        let tx = out.tx_decisions.iter().map(|d| (d.vm, d.tx, d.reason));
+        decide::<Tx>(&mut self.vms, &mut self.out, tx);
+    }
+}
+
+/// The policy's decisions for one lever (in id order) into the VMs' levers, the step's intents
+/// and rows. The admin's pin wins; a VM without the lever has none to set.
+fn decide<K: LeverKind>(
+    vms: &mut [Vm],
+    out: &mut StepOutput,
+    decisions: impl Iterator<Item = (VmId, K::Set, K::Reason)>,
+) {
+    let mut r = 0;
+    for (id, set, reason) in decisions {
+        while r < vms.len() && vms[r].id < id {
+            r += 1;
         }
-        let mut r = 0;
-        for d in &out.tx_decisions {
-            while r < self.vms.len() && self.vms[r].id < d.vm {
-                r += 1;
-            }
-            let Some(vm) = self.vms.get_mut(r).filter(|v| v.id == d.vm) else {
-                continue;
-            };
-            if vm.tx_pinned.is_some() || vm.info.tx_lever.is_none() {
-                continue; // the admin's limit wins; a VM without a lever has none to set
-            }
-            // Under the fleet's ceiling, when one is in force.
-            let tx = crate::fleet::combine(d.tx, vm.tx_fleet);
-            let intent = TxIntent {
-                vm: d.vm,
-                tx,
-                cause: TxCause::Policy(d.reason),
-            };
-            vm.tx = tx;
-            vm.tx_reason = Some(d.reason.to_string());
-            self.out.tx_intents.push(intent);
-            if let Some(row) = self.out.rows.get_mut(r) {
-                row.tx_set = Some(intent);
-            }
+        let Some(vm) = vms.get_mut(r).filter(|v| v.id == id) else {
+            continue;
+        };
+        if !K::has(&vm.info) {
+            continue;
+        }
+        let Some(intent) = K::of_mut(&mut vm.levers).decide(id, set, reason, &vm.info) else {
+            continue;
+        };
+        out.intents.push(intent);
+        // Rows and VMs are in the same order and of the same length.
+        if let Some(row) = out.rows.get_mut(r) {
+            *K::slot(row) = Some(intent);
+        }
+    }
+}
+
+/// Changes made between steps into this step's rows (a change the step made itself stays).
+fn mark_pending<K: LeverKind>(rows: &mut [VmRow], pending: &mut Vec<Intent<K>>) {
+    for i in pending.drain(..) {
+        if let Ok(r) = rows.binary_search_by_key(&i.vm, |r| r.vm) {
+            K::slot(&mut rows[r]).get_or_insert(i);
         }
     }
 }

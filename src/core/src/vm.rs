@@ -1,6 +1,7 @@
 //! One VM as the core keeps it.
 
 use crate::cpu::CpuMeter;
+use crate::lever::Levers;
 use crate::rings::Rings;
 use resex_common::{LatencyReport, LogLimiter, NicTimes, TxLimit, VmId};
 use resex_guestmem::GuestMemory;
@@ -60,20 +61,8 @@ pub(crate) struct Vm {
     pub(crate) cpu: CpuMeter,
     pub(crate) learner: BaselineLearner,
     pub(crate) last_report: Option<LatencyReport>,
-    /// The cap the core decided (None: the original setting).
-    pub(crate) cap: Option<f64>,
-    /// The admin's pinned cap: policy decisions leave the VM alone.
-    pub(crate) pinned: Option<f64>,
-    /// Why the cap last changed.
-    pub(crate) cap_reason: Option<String>,
-    /// The transmit limit the core decided ([`TxLimit::NONE`]: the original setting).
-    pub(crate) tx: TxLimit,
-    /// The admin's pinned limit: policy decisions leave the VM's limit alone.
-    pub(crate) tx_pinned: Option<TxLimit>,
-    /// The fleet's ceiling, bits per second (over the policy's limit; see [`crate::fleet`]).
-    pub(crate) tx_fleet: Option<u64>,
-    /// Why the limit last changed.
-    pub(crate) tx_reason: Option<String>,
+    /// Its CPU cap and transmit limit: in force, pinned, the fleet's ceiling, why.
+    pub(crate) levers: Levers,
     pub(crate) registrations: u64,
     pub(crate) rejections: u64,
     pub(crate) last_error: Option<String>,
@@ -119,13 +108,7 @@ impl Vm {
             cpu: CpuMeter::default(),
             learner: BaselineLearner::default(),
             last_report: None,
-            cap: None,
-            pinned: None,
-            cap_reason: None,
-            tx: TxLimit::NONE,
-            tx_pinned: None,
-            tx_fleet: None,
-            tx_reason: None,
+            levers: Levers::default(),
             registrations: 0,
             rejections: 0,
             last_error: None,
@@ -199,17 +182,21 @@ impl<'a> VmView<'a> {
     pub fn total(&self) -> Counters {
         self.vm.rings.total()
     }
+    /// Its levers (in force, pinned, the fleet's ceiling, why).
+    pub fn levers(&self) -> &'a Levers {
+        &self.vm.levers
+    }
     /// The cap the core decided (None: the original setting).
     pub fn cap(&self) -> Option<f64> {
-        self.vm.cap
+        self.vm.levers.cap.value()
     }
     /// The admin's pinned cap.
     pub fn pinned(&self) -> Option<f64> {
-        self.vm.pinned
+        self.vm.levers.cap.pinned().flatten()
     }
     /// The transmit limit the core decided.
     pub fn tx(&self) -> TxLimit {
-        self.vm.tx
+        self.vm.levers.tx.value()
     }
     /// Queue pairs monitored.
     pub fn qps(&self) -> usize {

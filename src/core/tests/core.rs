@@ -5,7 +5,9 @@
 mod common;
 
 use common::{Guest, RAM};
-use resex_core::{CapCause, CoreConfig, CoreError, CpuSample, HostCore, LinkSpec, VmId, VmInfo};
+use resex_core::{
+    Cap, CapCause, CoreConfig, CoreError, CpuSample, HostCore, LinkSpec, Tx, VmId, VmInfo,
+};
 use resex_guestmem::GuestMemory;
 use resex_ibmon::Counters;
 use resex_pricing::PolicyConfig;
@@ -232,7 +234,7 @@ fn the_policy_cuts_caps_pins_win_and_a_policy_change_restores() {
         busy(&mut core, VmId(1), k);
         a.work(0, 1, 4096);
         let out = core.step(k * MS).unwrap();
-        if let Some(i) = out.intents.first() {
+        if let Some(i) = out.intents.caps.first() {
             cut = Some((k, *i));
             break;
         }
@@ -240,34 +242,34 @@ fn the_policy_cuts_caps_pins_win_and_a_policy_change_restores() {
     let (k, i) = cut.expect("a busy VM on a tiny budget is cut");
     assert_eq!(i.vm, VmId(1));
     assert!(matches!(i.cause, CapCause::Policy(_)));
-    assert!(i.cap.is_some_and(|c| c < 100.0));
-    assert_eq!(core.vm(VmId(1)).unwrap().cap(), i.cap);
+    assert!(i.value.is_some_and(|c| c < 100.0));
+    assert_eq!(core.vm(VmId(1)).unwrap().cap(), i.value);
     assert_eq!(core.last_output().rows[0].cap_set, Some(i));
     // The admin pins VM 1: later decisions leave it alone.
-    let (msg, pin) = core.pin("vm1", Some(55.0)).unwrap();
+    let (msg, pin) = core.pin::<Cap>("vm1", Some(55.0)).unwrap();
     assert!(msg.contains("55"), "{msg}");
-    assert_eq!(pin.cap, Some(55.0));
+    assert_eq!(pin.value, Some(55.0));
     for j in k + 1..k + 40 {
         busy(&mut core, VmId(1), j);
         a.work(0, 1, 4096);
         let out = core.step(j * MS).unwrap();
-        assert!(out.intents.iter().all(|i| i.vm != VmId(1)), "pinned");
+        assert!(out.intents.caps.iter().all(|i| i.vm != VmId(1)), "pinned");
     }
     assert_eq!(core.vm(VmId(1)).unwrap().cap(), Some(55.0));
     assert!(matches!(
-        core.pin("nobody", None),
+        core.pin::<Cap>("nobody", None),
         Err(CoreError::UnknownName(_))
     ));
     assert!(matches!(
-        core.pin("vm1", Some(-3.0)),
+        core.pin::<Cap>("vm1", Some(-3.0)),
         Err(CoreError::BadCap(_))
     ));
     // Unpinned: the policy's cap for it is back in force.
     let engine_cap = core.engine().unwrap().account(VmId(1)).unwrap().cap;
     assert!(engine_cap < 100.0);
-    let (msg, un) = core.pin("vm1", None).unwrap();
+    let (msg, un) = core.pin::<Cap>("vm1", None).unwrap();
     assert_eq!(
-        (un.cap, un.cause),
+        (un.value, un.cause),
         (Some(engine_cap), CapCause::Unpinned),
         "{msg}"
     );
@@ -278,7 +280,7 @@ fn the_policy_cuts_caps_pins_win_and_a_policy_change_restores() {
     assert!(restores.tx.is_empty());
     let r = restores.caps[0];
     assert_eq!(
-        (r.vm, r.cap, r.cause),
+        (r.vm, r.value, r.cause),
         (VmId(1), None, CapCause::PolicyChanged)
     );
     assert_eq!(core.policy_name(), "none");
@@ -361,15 +363,15 @@ fn transmit_limits_are_pinned_only_where_a_lever_exists_and_restored() {
         max_bps: Some(2_000_000_000),
         weight: None,
     };
-    let (msg, i) = core.pin_tx("vm1", Some(t)).unwrap();
+    let (msg, i) = core.pin::<Tx>("vm1", Some(t)).unwrap();
     assert_eq!(
-        (i.vm, i.tx, i.cause),
+        (i.vm, i.value, i.cause),
         (VmId(1), t, resex_core::TxCause::Pinned),
         "{msg}"
     );
     assert_eq!(core.vm(VmId(1)).unwrap().tx(), t);
     assert_eq!(
-        core.pin_tx("vm2", Some(t)).unwrap_err(),
+        core.pin::<Tx>("vm2", Some(t)).unwrap_err(),
         CoreError::NoTxLever("vm2".into())
     );
     let upside_down = resex_core::TxLimit {
@@ -378,7 +380,7 @@ fn transmit_limits_are_pinned_only_where_a_lever_exists_and_restored() {
         weight: None,
     };
     assert_eq!(
-        core.pin_tx("vm1", Some(upside_down)).unwrap_err(),
+        core.pin::<Tx>("vm1", Some(upside_down)).unwrap_err(),
         CoreError::BadTx(upside_down)
     );
     let snap = core.snapshot(0);
@@ -389,9 +391,9 @@ fn transmit_limits_are_pinned_only_where_a_lever_exists_and_restored() {
     assert!(core.set_policy(policy(GREEDY), 0).tx.is_empty());
     let end = core.restore_all();
     assert_eq!(end.tx.len(), 1);
-    assert!(end.tx[0].tx.is_none());
+    assert!(end.tx[0].value.is_none());
     // Unpinned without a policy limit: none.
-    core.pin_tx("vm1", Some(t)).unwrap();
-    let (_, un) = core.pin_tx("vm1", None).unwrap();
-    assert!(un.tx.is_none());
+    core.pin::<Tx>("vm1", Some(t)).unwrap();
+    let (_, un) = core.pin::<Tx>("vm1", None).unwrap();
+    assert!(un.value.is_none());
 }

@@ -6,7 +6,7 @@
 mod common;
 
 use common::{Guest, RAM};
-use resex_core::{CoreConfig, FleetCeilings, HostCore, TxCause, TxLimit, VmId, VmInfo};
+use resex_core::{CoreConfig, FleetCeilings, HostCore, Tx, TxCause, TxLimit, VmId, VmInfo};
 
 const MS: u64 = 1_000_000;
 
@@ -43,7 +43,7 @@ fn fleet_ceilings_apply_yield_to_pins_and_lapse() {
     assert_eq!((done.applied, done.skipped), (1, 2), "vm3 has no lever");
     assert_eq!(i.tx.len(), 1);
     assert_eq!(
-        (i.tx[0].vm, i.tx[0].tx, i.tx[0].cause),
+        (i.tx[0].vm, i.tx[0].value, i.tx[0].cause),
         (VmId(1), ceiling(400_000_000), TxCause::Fleet)
     );
     assert!(core.fleet_active());
@@ -51,17 +51,17 @@ fn fleet_ceilings_apply_yield_to_pins_and_lapse() {
     assert!(core.set_fleet(Some(alloc)).0.tx.is_empty());
     // The admin's pin wins; unpinned, the fleet's ceiling is back.
     let pin = ceiling(50_000_000);
-    core.pin_tx("vm1", Some(pin)).unwrap();
+    core.pin::<Tx>("vm1", Some(pin)).unwrap();
     assert_eq!(core.vm(VmId(1)).unwrap().tx(), pin);
-    let (_, un) = core.pin_tx("vm1", None).unwrap();
-    assert_eq!(un.tx, ceiling(400_000_000));
+    let (_, un) = core.pin::<Tx>("vm1", None).unwrap();
+    assert_eq!(un.value, ceiling(400_000_000));
     // A policy change keeps the fleet's ceiling (it is not the policy's).
     let out = core.set_policy(None, MS);
     assert!(out.tx.is_empty(), "{out:?}");
     assert_eq!(core.vm(VmId(1)).unwrap().tx(), ceiling(400_000_000));
     // The next step's row records the fleet's ceiling (the journal has it).
     let out = core.step(2 * MS).unwrap();
-    assert!(out.tx_intents.is_empty(), "set already, between steps");
+    assert!(out.intents.tx.is_empty(), "set already, between steps");
     assert_eq!(
         out.rows[0].tx_set.map(|i| i.cause),
         Some(TxCause::Fleet),
@@ -69,9 +69,9 @@ fn fleet_ceilings_apply_yield_to_pins_and_lapse() {
         out.rows[0]
     );
     let out = core.step(3 * MS).unwrap();
-    assert_eq!(out.tx_intents.len(), 1);
-    assert_eq!(out.tx_intents[0].cause, TxCause::FleetLifted);
-    assert!(out.tx_intents[0].tx.is_none());
+    assert_eq!(out.intents.tx.len(), 1);
+    assert_eq!(out.intents.tx[0].cause, TxCause::FleetLifted);
+    assert!(out.intents.tx[0].value.is_none());
     assert_eq!(
         out.rows[0].tx_set.map(|i| i.cause),
         Some(TxCause::FleetLifted)

@@ -100,9 +100,10 @@ impl DaemonHandle {
         move || shared.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
-    /// Pins (or with `None` unpins) a VM's transmit limit; what was done, or why not.
-    pub fn pin_tx(&self, vm: &str, tx: Option<resex_common::TxLimit>) -> Result<String, String> {
-        ask(&self.cmd, api::Admin::Rate(vm.to_owned(), tx))
+    /// The admin's pin (or unpin) of one of a VM's levers, as the API asks it; what was done,
+    /// or why not.
+    pub fn admin(&self, a: api::Admin) -> Result<String, String> {
+        ask(&self.cmd, a)
     }
 
     /// The fleet's per-VM ceilings (name, bits per second), in force for `valid` unless renewed;
@@ -198,11 +199,7 @@ pub fn lever_of(hv: &Arc<dyn Hypervisor>, cfg: &Config) -> Arc<dyn RateLever> {
 /// Sends an admin request to the loop and waits (5 s at most) for its answer.
 fn ask(cmd: &Sender<Command>, a: api::Admin) -> Result<String, String> {
     let (rtx, rrx) = mpsc::channel();
-    let c = match a {
-        api::Admin::Pin(vm, pct) => Command::Pin(vm, pct, rtx),
-        api::Admin::Rate(vm, tx) => Command::PinTx(vm, tx, rtx),
-    };
-    cmd.send(c)
+    cmd.send(Command::Admin(a, rtx))
         .map_err(|_| "the daemon is stopping".to_owned())?;
     rrx.recv_timeout(Duration::from_secs(5))
         .map_err(|_| "the control loop did not answer".to_owned())?

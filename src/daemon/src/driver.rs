@@ -5,14 +5,16 @@
 //! `snapshot_ms`, publishes the API snapshot. It reads no clock for anything the core
 //! decides: the same inputs at the same times give the same decisions as the lab's driver.
 
-use crate::actuator::{Act, CapSink, TxSink};
-use crate::api::Shared;
+use crate::actuator::{Act, CapSink, Sink, TxSink};
+use crate::api::{Admin, Shared};
 use crate::journal::{Journal, Row};
 use crate::registrar::RegEvent;
 use crate::sampler::Sample;
 use resex_api::Snapshot;
 use resex_common::{LatencyRecorder, LogLimiter, TxLimit, VmId};
-use resex_core::{CapIntent, CoreError, HostCore, Intents, NamedPolicy, StepOutput, TxIntent};
+use resex_core::{
+    Cap, CoreError, HostCore, Intent, Intents, LeverKind, NamedPolicy, StepOutput, Tx,
+};
 use std::collections::HashMap;
 use std::sync::mpsc::{Receiver, Sender};
 use std::sync::Arc;
@@ -21,10 +23,8 @@ use std::sync::Arc;
 pub enum Command {
     /// Switch policy (every cap is first put back to its original setting).
     Reload(Box<Option<NamedPolicy>>),
-    /// Pin (or unpin) a VM's cap; the answer goes back on the sender.
-    Pin(String, Option<f64>, Sender<Result<String, String>>),
-    /// Pin (or unpin) a VM's transmit limit; the answer goes back on the sender.
-    PinTx(String, Option<TxLimit>, Sender<Result<String, String>>),
+    /// Pin (or unpin) one of a VM's levers; the answer goes back on the sender.
+    Admin(Admin, Sender<Result<String, String>>),
     /// The fleet's ceilings (VM name, bits per second), valid this long from now; `None`: lift
     /// them (the fleet was lost, or the coordinator allocated nothing to this host).
     Fleet(Option<crate::control::FleetCeilings>),
@@ -65,6 +65,23 @@ pub struct Sinks {
     pub caps: Box<CapSink>,
     /// Transmit limits.
     pub tx: Box<TxSink>,
+}
+
+/// A lever the daemon actuates: the sink its changes go to (one path for every lever).
+trait Routed: LeverKind {
+    fn sink(s: &Sinks) -> &dyn Sink<Self::Set>;
+}
+
+impl Routed for Cap {
+    fn sink(s: &Sinks) -> &dyn Sink<f64> {
+        &*s.caps
+    }
+}
+
+impl Routed for Tx {
+    fn sink(s: &Sinks) -> &dyn Sink<TxLimit> {
+        &*s.tx
+    }
 }
 
 /// The driver.
@@ -122,11 +139,11 @@ impl Driver {
         self.shared = Some((shared, every_ns.max(1)));
     }
 
-    fn act(&self, i: &CapIntent) {
+    fn act<K: Routed>(&self, i: &Intent<K>) {
         let Some((key, name)) = self.keys.get(&i.vm) else {
             return;
         };
-        self.sinks.caps.act(match i.cap {
+        K::sink(&self.sinks).act(match K::to_set(i.value) {
             Some(value) => Act::Set {
                 key: key.clone(),
                 name: name.clone(),
@@ -136,28 +153,20 @@ impl Driver {
         });
     }
 
-    fn act_tx(&self, i: &TxIntent) {
-        let Some((key, name)) = self.keys.get(&i.vm) else {
-            return;
-        };
-        self.sinks.tx.act(if i.tx.is_none() {
-            Act::Restore { key: key.clone() }
-        } else {
-            Act::Set {
-                key: key.clone(),
-                name: name.clone(),
-                value: i.tx,
-            }
-        });
-    }
-
     fn act_all(&self, intents: &Intents) {
         for i in &intents.caps {
             self.act(i);
         }
         for i in &intents.tx {
-            self.act_tx(i);
+            self.act(i);
         }
+    }
+
+    /// The admin's pin (or unpin) of one lever, actuated; what was done, for people.
+    fn pin<K: Routed>(&mut self, name: &str, set: Option<K::Set>) -> Result<String, CoreError> {
+        let (msg, intent) = self.core.pin::<K>(name, set)?;
+        self.act(&intent);
+        Ok(msg)
     }
 
     /// Applies a policy now (its restores go to the actuators).
@@ -171,11 +180,11 @@ impl Driver {
         while let Ok(c) = self.inputs.cmds.try_recv() {
             match c {
                 Command::Reload(p) => self.set_policy(*p, now_ns),
-                Command::Pin(name, pct, reply) => {
-                    let r = self.core.pin(&name, pct).map(|(msg, intent)| {
-                        self.act(&intent);
-                        msg
-                    });
+                Command::Admin(a, reply) => {
+                    let r = match a {
+                        Admin::Pin(name, pct) => self.pin::<Cap>(&name, pct),
+                        Admin::Rate(name, tx) => self.pin::<Tx>(&name, tx),
+                    };
                     let _ = reply.send(r.map_err(|e| e.to_string()));
                 }
                 Command::Fleet(f) => {
@@ -195,13 +204,6 @@ impl Driver {
                         );
                     }
                     self.act_all(&intents);
-                }
-                Command::PinTx(name, tx, reply) => {
-                    let r = self.core.pin_tx(&name, tx).map(|(msg, intent)| {
-                        self.act_tx(&intent);
-                        msg
-                    });
-                    let _ = reply.send(r.map_err(|e| e.to_string()));
                 }
             }
         }
@@ -269,13 +271,7 @@ impl Driver {
         if !stepped {
             return None;
         }
-        let out = self.core_output();
-        for i in &out.intents {
-            self.act(i);
-        }
-        for i in &out.tx_intents {
-            self.act_tx(i);
-        }
+        self.act_all(&self.core_output().intents);
         self.write_journal();
         if let Some((_, every)) = &self.shared {
             if now_ns.saturating_sub(self.snap_at_ns) >= *every {
@@ -311,11 +307,11 @@ impl Driver {
                 priced: row.priced.map(|p| (p.balance, p.rate, p.cap)),
                 cap_set: row.cap_set.map(|c| {
                     (
-                        c.cap.unwrap_or_else(|| info.full_cap()),
+                        c.value.unwrap_or_else(|| info.full_cap()),
                         c.cause.to_string(),
                     )
                 }),
-                tx_set: row.tx_set.map(|t| (t.tx, t.cause.to_string())),
+                tx_set: row.tx_set.map(|t| (t.value, t.cause.to_string())),
             });
         }
         if out.interval.is_multiple_of(1000) {

@@ -5,6 +5,7 @@
 
 use resex_backend::memory::{MemDomain, MemoryBackend};
 use resex_common::TxLimit;
+use resex_daemon::api::Admin;
 use resex_daemon::config::Config;
 use resex_guestmem::VecMemory;
 use std::sync::Arc;
@@ -62,7 +63,7 @@ fn a_pinned_limit_reaches_the_lever_and_goes_back_when_the_daemon_stops() {
     eventually("the VM found", || !d.snapshot().vms.is_empty());
     let v = &d.snapshot().vms[0];
     assert_eq!(v.tx_lever.as_deref(), Some("a limit in memory"));
-    let msg = d.pin_tx("g", Some(PINNED)).unwrap();
+    let msg = d.admin(Admin::Rate("g".into(), Some(PINNED))).unwrap();
     assert!(msg.contains("pinned by the admin"), "{msg}");
     let lever = || *hv.domain("g").unwrap().tx.lock().unwrap();
     eventually("the limit set", || lever() == PINNED);
@@ -74,7 +75,7 @@ fn a_pinned_limit_reaches_the_lever_and_goes_back_when_the_daemon_stops() {
         d.snapshot().vms[0].tx_max_bps == Some(4_000_000_000)
     });
     assert!(d
-        .pin_tx("nobody", None)
+        .admin(Admin::Rate("nobody".into(), None))
         .unwrap_err()
         .contains("no VM named"));
     let run = d.stop();
@@ -210,9 +211,11 @@ fn the_config_names_the_vf_the_backend_does_not_know() {
         Some(&*format!("softhca vport {}", vport.0))
     );
     assert_eq!(lever("sriov"), None, "vf_lever = none");
-    let e = d.pin_tx("sriov", Some(PINNED)).unwrap_err();
+    let e = d
+        .admin(Admin::Rate("sriov".into(), Some(PINNED)))
+        .unwrap_err();
     assert!(e.contains("no rate lever for VM sriov"), "{e}");
-    d.pin_tx("g", Some(PINNED)).unwrap();
+    d.admin(Admin::Rate("g".into(), Some(PINNED))).unwrap();
     eventually("the limit in softhca", || {
         hca.tx_limit(vport).unwrap() == PINNED
     });

@@ -119,11 +119,11 @@ impl LabDriver {
         }
         let out = self.core.step(now_ns)?;
         let at = now_ns + self.delay_ns;
-        for i in &out.intents {
-            self.pending.push_back((at, i.vm, Action::Cap(i.cap)));
+        for i in &out.intents.caps {
+            self.pending.push_back((at, i.vm, Action::Cap(i.value)));
         }
-        for i in &out.tx_intents {
-            self.pending.push_back((at, i.vm, Action::Tx(i.tx)));
+        for i in &out.intents.tx {
+            self.pending.push_back((at, i.vm, Action::Tx(i.value)));
         }
         Ok(self.core.last_output())
     }
