@@ -5,6 +5,8 @@
 //!
 //! - [`wqe_cqe`]: the mlx5 WQE parser and CQE codec on arbitrary bytes.
 //! - [`monitor`]: IBMon's scan over guest memory and a layout both taken from the input.
+//! - [`attach`]: a host's hold on a VM's rings (`VmRings`): installing registrations, attaching
+//!   to fresh or live rings, re-attaching, scanning.
 //! - [`registration`]: the registration document, parsed and validated against RAM sizes.
 //! - [`mailbox`]: report decoding and the host's mailbox drain over fuzzed memory and layout.
 //! - [`channel`]: the agent channel's line framing, both directions.
@@ -16,6 +18,7 @@
 // Every address and size here is inside a guest RAM of at most 64 KiB, by construction.
 #![allow(clippy::cast_possible_truncation)]
 
+pub mod attach;
 pub mod channel;
 pub mod input;
 pub mod mailbox;
@@ -29,9 +32,10 @@ pub mod wqe_cqe;
 pub type Target = (&'static str, fn(&[u8]));
 
 /// Every target.
-pub const TARGETS: [Target; 6] = [
+pub const TARGETS: [Target; 7] = [
     ("wqe_cqe", wqe_cqe::run),
     ("monitor", monitor::run),
+    ("attach", attach::run),
     ("registration", registration::run),
     ("mailbox", mailbox::run),
     ("channel", channel::run),

@@ -27,20 +27,25 @@ pub const HEADER: usize = 48;
 
 /// Runs the target on one input.
 pub fn run(data: &[u8]) {
+    if let Some((reg, mem, budget)) = decode(data) {
+        scan(&reg, &mem, budget);
+    }
+}
+
+/// The registration, the guest memory and the scan budget an input describes (see the
+/// module's documentation); `None` for a document that does not parse.
+pub fn decode(data: &[u8]) -> Option<(Registration, VecMemory, u32)> {
     let mut input = Input::new(data);
     let mode = input.u8();
     let (reg, mem) = if mode & 1 == 0 {
         let n = usize::from(input.u16());
-        let Ok(reg) = Registration::parse(input.bytes(n)) else {
-            return;
-        };
+        let reg = Registration::parse(input.bytes(n)).ok()?;
         (reg, padded_memory(input.rest()))
     } else {
         let reg = built(&mut Input::new(input.bytes(HEADER)));
         (reg, tiled_memory(input.rest(), RAM))
     };
-    let budget = 1 + u32::from(mode >> 1) * 8;
-    scan(&reg, &mem, budget);
+    Some((reg, mem, 1 + u32::from(mode >> 1) * 8))
 }
 
 /// Validates `reg` against [`RAM`] and scans `mem` with it.

@@ -19,7 +19,7 @@ pub type Seed = (String, Vec<u8>);
 pub fn seeds(target: &str) -> Vec<Seed> {
     match target {
         "wqe_cqe" => wqe_cqe(),
-        "monitor" => monitor(),
+        "monitor" | "attach" => monitor(),
         "registration" => registration(),
         "mailbox" => mailbox(),
         "channel" => channel(),
@@ -255,25 +255,35 @@ fn synth_guest(cfg: &SynthConfig, ram: usize, rounds: usize) -> Option<(Registra
 
 fn monitor() -> Vec<Seed> {
     let mut out = Vec::new();
+    let mut guests = Vec::new();
     for (name, cfg) in synth_configs() {
         for rounds in [1, 3] {
-            let Some((reg, mut image)) = synth_guest(&cfg, monitor::RAM, rounds) else {
-                continue;
-            };
-            let json = reg.to_json();
-            let Ok(n) = u16::try_from(json.len()) else {
-                continue;
-            };
-            while image.last() == Some(&0) {
-                image.pop();
+            if let Some((reg, image)) = synth_guest(&cfg, monitor::RAM, rounds) {
+                guests.push((format!("synth-{name}-{rounds}"), reg, image));
             }
-            // Even mode byte: the document form; budget 1 + 8 * 40.
-            let mut b = vec![80];
-            b.extend_from_slice(&n.to_le_bytes());
-            b.extend_from_slice(json.as_bytes());
-            b.extend_from_slice(&image);
-            out.push(named(format!("synth-{name}-{rounds}"), b));
         }
+    }
+    // Two QPs on one send CQ (the second registered later makes a host re-attach).
+    if let Some((name, mut reg, image)) = guests.last().cloned() {
+        if let [a, b, ..] = &mut reg.qps[..] {
+            b.send_cq = a.send_cq.clone();
+            guests.push((format!("{name}-one-cq"), reg, image));
+        }
+    }
+    for (name, reg, mut image) in guests {
+        let json = reg.to_json();
+        let Ok(n) = u16::try_from(json.len()) else {
+            continue;
+        };
+        while image.last() == Some(&0) {
+            image.pop();
+        }
+        // Even mode byte: the document form; budget 1 + 8 * 40.
+        let mut b = vec![80];
+        b.extend_from_slice(&n.to_le_bytes());
+        b.extend_from_slice(json.as_bytes());
+        b.extend_from_slice(&image);
+        out.push(named(name, b));
     }
     // The built form: a header, then a small image of valid-looking CQEs and WQEs.
     let mut image = Vec::new();

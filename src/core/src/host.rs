@@ -232,10 +232,7 @@ impl HostCore {
     ) -> Result<(), CoreError> {
         let limits = self.cfg.limits;
         let vm = self.vm_mut(id)?;
-        if let Err(e) = vm
-            .rings
-            .install(&vm.info.name, doc, layout, vm.info.ram_size, &limits)
-        {
+        if let Err(e) = vm.rings.install(doc, layout, vm.info.ram_size, &limits) {
             vm.rejections += 1;
             vm.last_error = Some(e.to_string());
             return Err(e.into());

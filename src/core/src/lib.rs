@@ -10,8 +10,6 @@
 //!
 //! - [`config`]: [`CoreConfig`] and the link the utilisation is measured against.
 //! - [`vm`]: what the driver tells the core about a VM ([`VmInfo`]) and what the core keeps.
-//! - [`rings`]: one VM's monitors: registrations installed, live rings attached at their
-//!   present position, the budgeted scan.
 //! - [`cpu`]: CPU percent from successive CPU-time samples.
 //! - [`output`]: a step's result: per-VM rows and [`Intents`] ([`CapIntent`]s, [`TxIntent`]s:
 //!   the rate lever is a VM's share and ceiling in its port's transmit scheduler).
@@ -33,7 +31,6 @@ pub mod fleet;
 pub mod host;
 pub mod lever;
 pub mod output;
-pub mod rings;
 pub mod snapshot;
 pub mod step;
 pub mod vm;

@@ -88,7 +88,15 @@ impl HostCore {
                 bad_reports: vm.bad_reports,
                 rejected_registrations: vm.rejections,
                 last_error: vm.last_error.clone(),
-                late_qps: vm.rings.late.clone(),
+                late_qps: vm
+                    .rings
+                    .late()
+                    .iter()
+                    .map(|q| resex_api::LateQp {
+                        qpn: q.qpn,
+                        missed_completions: q.missed_completions,
+                    })
+                    .collect(),
             });
             self.vms[i].at_snapshot = Some((total, cpu_now));
         }

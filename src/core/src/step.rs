@@ -1,7 +1,7 @@
 //! The step: scan every VM, drain its mailbox, build usage, measure the link, price, decide.
 //!
-//! Per VM, in id order: its monitors are scanned (the VM two places ahead is prefetched
-//! meanwhile, so the cache misses of different VMs overlap), its mailbox drained (following the
+//! Per VM, in id order: its rings are scanned (`resex_ibmon::scan_all`, which prefetches a few
+//! VMs ahead, so the cache misses of different VMs overlap), its mailbox drained (following the
 //! guest's writer, one status byte a tick; every block every [`FULL_DRAIN_EVERY`] ticks), its
 //! CPU percent taken from its last samples. The link's utilisation is
 //! the bits the monitors counted (payload plus headers) over the link's capacity in the
@@ -12,9 +12,10 @@ use crate::host::{CoreError, HostCore};
 use crate::lever::{Cap, Intent, LeverKind, Tx};
 use crate::output::{Priced, StepOutput, VmRow};
 use crate::vm::Vm;
+use resex_common::LatencyReport;
 use resex_common::VmId;
-use resex_ibmon::batch::{RINGS_AHEAD, STATE_AHEAD};
 use resex_ibmon::mailbox;
+use resex_ibmon::scan_all;
 use resex_pricing::{IntervalInput, VmUsage};
 
 /// Every this many intervals a VM's whole mailbox is looked at; the ticks between follow the
@@ -45,69 +46,31 @@ impl HostCore {
         self.out.intents.tx.extend_from_slice(&lapsed.tx);
         self.usage.clear();
         let mut bits = 0.0;
-        let n = self.vms.len();
-        for i in 0..n {
-            // scan_all's pipeline (a VM here has several monitors and a mailbox, so the core
-            // runs it itself): monitor state STATE_AHEAD VMs ahead, guest lines RINGS_AHEAD.
-            if let Some(ahead) = self.vms.get(i + STATE_AHEAD) {
-                if let Some(m) = &ahead.mem {
-                    ahead.rings.prefetch_state(&**m);
-                }
-            }
-            if let Some(ahead) = self.vms.get(i + RINGS_AHEAD) {
-                if let Some(m) = &ahead.mem {
-                    ahead.rings.prefetch(&**m);
-                }
-            }
-            let vm = &mut self.vms[i];
+        let (rows, usage) = (&mut self.out.rows, &mut self.usage);
+        // One pass of ibmon's pipeline over every VM's rings; the rest of a VM's interval
+        // (mailbox, CPU, NIC times) right after its scan.
+        scan_all(&mut self.vms, budget, |vm, delta| {
             let mut row = VmRow {
                 vm: vm.id,
                 cpu_pct: vm.cpu.pct(),
-                delta: Default::default(),
+                delta: delta.unwrap_or_default(),
                 report: None,
                 priced: None,
                 cap_set: None,
                 tx_set: None,
             };
-            if let Some(mem) = &vm.mem {
-                row.delta = vm.rings.scan(&vm.info.name, &**mem, budget);
-                if let Some(mb) = &vm.rings.mailbox {
-                    // Each tick the block the writer fills next; every FULL_DRAIN_EVERY ticks
-                    // (each VM on its own tick) every block, for reports written out of turn.
-                    let d = if (interval + u64::from(vm.id.0)).is_multiple_of(FULL_DRAIN_EVERY) {
-                        mailbox::drain_all(&**mem, mb, &mut vm.mailbox_next)
-                    } else {
-                        mailbox::drain_next(&**mem, mb, &mut vm.mailbox_next)
-                    };
-                    vm.reports += u64::from(d.valid);
-                    if d.bad > 0 {
-                        vm.bad_reports += u64::from(d.bad);
-                        if let Some(k) = vm.log_mailbox.hit() {
-                            tracing::warn!(
-                                "{}: {} mailbox blocks refused [{k}]",
-                                vm.info.name,
-                                d.bad
-                            );
-                        }
-                    }
-                    if let Some(r) = d.report {
-                        vm.take_report(r);
-                    }
-                    row.report = d.report;
-                }
-            }
+            row.report = vm.drain_mailbox(interval);
             bits += link.bits(&row.delta);
-            let nic = vm.nic.take_interval();
-            self.usage.push(VmUsage {
+            usage.push(VmUsage {
                 vm: vm.id,
                 cpu_pct: row.cpu_pct,
                 mtus: row.delta.mtus,
                 bytes: row.delta.tx_bytes,
                 report: row.report,
-                nic,
+                nic: vm.nic.take_interval(),
             });
-            self.out.rows.push(row);
-        }
+            rows.push(row);
+        });
         self.bits_since_snapshot += bits;
         self.out.link_util = link.utilisation(bits, self.interval_ns);
         self.price(interval);
@@ -154,6 +117,31 @@ impl HostCore {
         decide::<Cap>(&mut self.vms, &mut self.out, caps);
         let tx = out.tx_decisions.iter().map(|d| (d.vm, d.tx, d.reason));
         decide::<Tx>(&mut self.vms, &mut self.out, tx);
+    }
+}
+
+impl Vm {
+    /// Drains the VM's latency mailbox, if it has one: each tick the block the guest's writer
+    /// fills next; every [`FULL_DRAIN_EVERY`] ticks (each VM on its own tick) every block, for
+    /// reports written out of turn. Returns the reports merged.
+    fn drain_mailbox(&mut self, interval: u64) -> Option<LatencyReport> {
+        let (mem, mb) = (self.mem.as_deref()?, self.rings.mailbox()?);
+        let d = if (interval + u64::from(self.id.0)).is_multiple_of(FULL_DRAIN_EVERY) {
+            mailbox::drain_all(mem, mb, &mut self.mailbox_next)
+        } else {
+            mailbox::drain_next(mem, mb, &mut self.mailbox_next)
+        };
+        self.reports += u64::from(d.valid);
+        if d.bad > 0 {
+            self.bad_reports += u64::from(d.bad);
+            if let Some(k) = self.log_mailbox.hit() {
+                tracing::warn!("{}: {} mailbox blocks refused [{k}]", self.info.name, d.bad);
+            }
+        }
+        if let Some(r) = d.report {
+            self.take_report(r);
+        }
+        d.report
     }
 }
 

@@ -2,10 +2,9 @@
 
 use crate::cpu::CpuMeter;
 use crate::lever::Levers;
-use crate::rings::Rings;
 use resex_common::{LatencyReport, LogLimiter, NicTimes, TxLimit, VmId};
 use resex_guestmem::GuestMemory;
-use resex_ibmon::Counters;
+use resex_ibmon::{Counters, ScanTarget, VmRings};
 use resex_pricing::{BaselineLearner, VmSpec};
 use std::sync::Arc;
 
@@ -57,7 +56,7 @@ pub(crate) struct Vm {
     pub(crate) id: VmId,
     pub(crate) info: VmInfo,
     pub(crate) mem: Option<Arc<dyn GuestMemory>>,
-    pub(crate) rings: Rings,
+    pub(crate) rings: VmRings,
     pub(crate) cpu: CpuMeter,
     pub(crate) learner: BaselineLearner,
     pub(crate) last_report: Option<LatencyReport>,
@@ -100,11 +99,12 @@ impl NicMeter {
 
 impl Vm {
     pub(crate) fn new(id: VmId, info: VmInfo) -> Self {
+        let rings = VmRings::new(info.name.as_str());
         Self {
             id,
             info,
             mem: None,
-            rings: Rings::default(),
+            rings,
             cpu: CpuMeter::default(),
             learner: BaselineLearner::default(),
             last_report: None,
@@ -154,6 +154,16 @@ impl Vm {
         } else {
             "waiting"
         }
+    }
+}
+
+/// What the core's step scans of a VM: its rings, once its memory is known.
+impl ScanTarget for Vm {
+    type Memory = dyn GuestMemory;
+    type Rings = VmRings;
+    fn parts(&mut self) -> Option<(&mut VmRings, &(dyn GuestMemory + 'static))> {
+        let mem = self.mem.as_deref()?;
+        Some((&mut self.rings, mem))
     }
 }
 
@@ -208,11 +218,11 @@ impl<'a> VmView<'a> {
     }
     /// Monitors attached at the rings' present position (the rings were already live).
     pub fn attached_live(&self) -> u64 {
-        self.vm.rings.attached_live
+        self.vm.rings.attached_live()
     }
     /// The QPs of those monitors, with what they missed.
-    pub fn late_qps(&self) -> &[resex_api::LateQp] {
-        &self.vm.rings.late
+    pub fn late_qps(&self) -> &[resex_ibmon::LateQp] {
+        self.vm.rings.late()
     }
     /// Its learned quiet latency.
     pub fn baseline(&self) -> Option<resex_pricing::Baseline> {

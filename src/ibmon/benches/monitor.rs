@@ -77,8 +77,9 @@ struct Vm {
 
 impl ScanTarget for Vm {
     type Memory = FileMemory;
-    fn parts(&mut self) -> (&mut VmMonitor, &FileMemory) {
-        (&mut self.mon, &self.mem)
+    type Rings = VmMonitor;
+    fn parts(&mut self) -> Option<(&mut VmMonitor, &FileMemory)> {
+        Some((&mut self.mon, &self.mem))
     }
 }
 

@@ -1,6 +1,6 @@
 //! One host tick over many VMs: [`scan_all`] scans them in order while bringing in, a few VMs
 //! ahead, what the next scans will read, so that the cache and TLB misses of different VMs
-//! overlap instead of queueing.
+//! overlap instead of queueing. The host core calls it once per tick over its VMs' [`VmRings`].
 //!
 //! The pipeline has three stages, each a few VMs behind the one before: the monitor's own
 //! packed state and the memory object ([`VmMonitor::prefetch_state`], [`STATE_AHEAD`] VMs
@@ -9,6 +9,8 @@
 //! than the TLB holds, so a translation fetched too early is gone before it is used.
 
 use crate::monitor::{ScanOutcome, VmMonitor};
+use crate::rings::VmRings;
+use crate::Counters;
 use resex_guestmem::{prefetch_host, GuestMemory};
 use std::ops::Deref;
 
@@ -18,14 +20,57 @@ pub const STATE_AHEAD: usize = 4;
 /// How many VMs ahead of the scan [`scan_all`] prefetches the guest lines a scan reads first.
 pub const RINGS_AHEAD: usize = 2;
 
-/// A VM as a host holds it for its tick: a monitor and the guest memory it reads. The memory
+/// What a host scans per VM: one [`VmMonitor`], or a VM's [`VmRings`] (its monitors, with
+/// attachment).
+pub trait Scan {
+    /// What a scan returns.
+    type Outcome;
+    /// Brings in the scanner's own state (the pipeline's first stage).
+    fn prefetch_state(&self);
+    /// Brings in the guest lines the next scan reads first (the second stage).
+    fn prefetch<M: GuestMemory + ?Sized>(&self, mem: &M);
+    /// Scans with a budget of `budget` entries.
+    fn scan<M: GuestMemory + ?Sized>(&mut self, mem: &M, budget: u32) -> Self::Outcome;
+}
+
+impl Scan for VmMonitor {
+    type Outcome = ScanOutcome;
+    fn prefetch_state(&self) {
+        VmMonitor::prefetch_state(self);
+    }
+    fn prefetch<M: GuestMemory + ?Sized>(&self, mem: &M) {
+        VmMonitor::prefetch(self, mem);
+    }
+    fn scan<M: GuestMemory + ?Sized>(&mut self, mem: &M, budget: u32) -> ScanOutcome {
+        VmMonitor::scan(self, mem, budget)
+    }
+}
+
+impl Scan for VmRings {
+    /// What was counted since the last scan.
+    type Outcome = Counters;
+    fn prefetch_state(&self) {
+        VmRings::prefetch_state(self);
+    }
+    fn prefetch<M: GuestMemory + ?Sized>(&self, mem: &M) {
+        VmRings::prefetch(self, mem);
+    }
+    fn scan<M: GuestMemory + ?Sized>(&mut self, mem: &M, budget: u32) -> Counters {
+        VmRings::scan(self, mem, budget)
+    }
+}
+
+/// A VM as a host holds it for its tick: what it scans and the guest memory it reads. The memory
 /// may be a trait object (`Memory = dyn GuestMemory`, as backends return it).
 pub trait ScanTarget {
     /// The guest memory type (`dyn GuestMemory` for a host that holds trait objects).
     type Memory: GuestMemory + ?Sized;
+    /// What is scanned.
+    type Rings: Scan;
 
-    /// The monitor and the memory it scans.
-    fn parts(&mut self) -> (&mut VmMonitor, &Self::Memory);
+    /// The scanner and the memory it scans (`None`: nothing to scan yet, e.g. memory not
+    /// mapped).
+    fn parts(&mut self) -> Option<(&mut Self::Rings, &Self::Memory)>;
 }
 
 /// `(memory, monitor)` pairs, e.g. `(Arc<dyn GuestMemory>, VmMonitor)`.
@@ -35,33 +80,34 @@ where
     P::Target: GuestMemory,
 {
     type Memory = P::Target;
+    type Rings = VmMonitor;
 
-    fn parts(&mut self) -> (&mut VmMonitor, &P::Target) {
-        (&mut self.1, &*self.0)
+    fn parts(&mut self) -> Option<(&mut VmMonitor, &P::Target)> {
+        Some((&mut self.1, &*self.0))
     }
 }
 
+/// The outcome of a target's scan (`None`: it had nothing to scan).
+pub type Outcome<T> = Option<<<T as ScanTarget>::Rings as Scan>::Outcome>;
+
 /// Scans every VM once, in order, with a budget of `budget` entries each, prefetching ahead
 /// (see the module documentation); `after` is called with each VM and its outcome right after
-/// its scan (for reading [`VmMonitor::total`], which costs nothing). Allocates nothing.
+/// its scan (for reading totals, draining a mailbox, building a row). Allocates nothing.
 pub fn scan_all<T: ScanTarget>(
     vms: &mut [T],
     budget: u32,
-    mut after: impl FnMut(&mut T, ScanOutcome),
+    mut after: impl FnMut(&mut T, Outcome<T>),
 ) {
     for i in 0..vms.len() {
-        if let Some(v) = vms.get_mut(i + STATE_AHEAD) {
-            let (mon, mem) = v.parts();
-            mon.prefetch_state();
+        if let Some((rings, mem)) = vms.get_mut(i + STATE_AHEAD).and_then(ScanTarget::parts) {
+            rings.prefetch_state();
             prefetch_host(mem);
         }
-        if let Some(v) = vms.get_mut(i + RINGS_AHEAD) {
-            let (mon, mem) = v.parts();
-            mon.prefetch(mem);
+        if let Some((rings, mem)) = vms.get_mut(i + RINGS_AHEAD).and_then(ScanTarget::parts) {
+            rings.prefetch(mem);
         }
         let v = &mut vms[i];
-        let (mon, mem) = v.parts();
-        let out = mon.scan(mem, budget);
+        let out = v.parts().map(|(rings, mem)| rings.scan(mem, budget));
         after(v, out);
     }
 }
@@ -111,7 +157,7 @@ mod tests {
             .collect();
         let mut seen = Vec::new();
         scan_all(&mut all, 1000, |(_, mon), out| {
-            seen.push((mon.total().wqes, out));
+            seen.push((mon.total().wqes, out.unwrap()));
         });
         for (i, (mem, mon)) in each.iter_mut().enumerate() {
             let out = mon.scan(&**mem, 1000);

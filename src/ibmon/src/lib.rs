@@ -6,6 +6,8 @@
 //! - [`counters`]: the per-QP counts ([`Counters`]).
 //! - [`cq`] and [`sq`]: the cursors that walk one CQ and one SQ.
 //! - [`monitor`]: [`VmMonitor`], all of one VM's cursors, scanned with a bounded budget.
+//! - [`rings`]: [`VmRings`], one VM's rings as a host holds them: its registrations' monitors,
+//!   attachment to fresh or live rings, the budgeted scan.
 //! - [`batch`]: [`scan_all`], one host tick over many VMs, prefetching a few VMs ahead.
 //! - [`mailbox`]: draining a guest's latency mailbox (status bytes, validation, merge).
 //! - [`state`]: cursors saved to and restored from JSON, so that consecutive scans of a live
@@ -23,12 +25,14 @@ mod hot;
 pub mod mailbox;
 pub mod monitor;
 pub mod registry;
+pub mod rings;
 pub mod sq;
 pub mod state;
 pub mod synth;
 
-pub use batch::{scan_all, ScanTarget};
+pub use batch::{scan_all, Scan, ScanTarget};
 pub use counters::Counters;
 pub use monitor::{ScanOutcome, VmMonitor, DEFAULT_SCAN_BUDGET};
 pub use registry::{Layout, Limits, RegistrationError};
+pub use rings::{LateQp, VmRings};
 pub use state::{MonitorState, StateError};

@@ -1,4 +1,7 @@
-//! One VM's rings: the monitors its registrations created, and the budgeted scan.
+//! [`VmRings`]: one VM's guest rings as a host holds them: the monitors its registrations
+//! created, attachment (to fresh rings or to rings already live), the budgeted scan, and the
+//! prefetch stages [`crate::batch::scan_all`] runs a few VMs ahead. A host (`resex_core`) calls
+//! only this; guest bytes are parsed in this crate alone.
 //!
 //! Registrations arrive again whenever the guest creates queue pairs. QPs already monitored
 //! keep their cursors; new QPs get a monitor of their own, starting from the indices the guest
@@ -20,13 +23,12 @@
 //! the next batch are counted. Only a QP whose last CQE is gone resynchronises on its next one
 //! (losing the unsignalled WQEs before it, never inventing any).
 
-use resex_api::LateQp;
-use resex_guestmem::GuestMemory;
-use resex_ibmon::cq::{ahead, peek_at, INDEX_MASK};
-use resex_ibmon::registry::{
+use crate::cq::{ahead, peek_at, INDEX_MASK};
+use crate::registry::{
     validate, CqLayout, Layout, Limits, MailboxLayout, RegistrationError, SqLayout,
 };
-use resex_ibmon::{Counters, VmMonitor};
+use crate::{Counters, VmMonitor};
+use resex_guestmem::GuestMemory;
 use resex_mlx5::consts::cqe_op;
 use resex_mlx5::dbrec::{read_cq_ci, read_sq_pi};
 use resex_mlx5::wqe::CtrlSeg;
@@ -44,21 +46,36 @@ struct Watch {
     from_now: bool,
 }
 
-/// One VM's monitors.
+/// A queue pair counted from the present position instead of from its start.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LateQp {
+    /// Its QP number.
+    pub qpn: u32,
+    /// Completions its send CQ had delivered before counting began (the CQ's consumer index
+    /// past the start the registration gave; a CQ shared by several QPs counts theirs too), if
+    /// the guest's doorbell record could be read.
+    pub missed_completions: Option<u64>,
+}
+
+/// One VM's rings (see the module's documentation).
 #[derive(Default)]
-pub(crate) struct Rings {
+pub struct VmRings {
+    /// The VM's name, in log lines.
+    name: String,
     watches: Vec<Watch>,
     known: HashMap<u32, QpRegistration>,
-    /// The mailbox, once registered.
-    pub(crate) mailbox: Option<MailboxLayout>,
+    mailbox: Option<MailboxLayout>,
     retired: Counters,
     prev_total: Counters,
-    /// Re-attachments that may have lost counts (a new QP on a monitored CQ).
-    pub(crate) reattached: u64,
-    /// Monitors started at the rings' present position because they were already live.
-    pub(crate) attached_live: u64,
-    /// The QPs of those monitors (at most [`MAX_LATE`], the first ones).
-    pub(crate) late: Vec<LateQp>,
+    reattached: u64,
+    attached_live: u64,
+    late: Vec<LateQp>,
+}
+
+impl std::fmt::Debug for VmRings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "VmRings({}: {} QPs)", self.name, self.known.len())
+    }
 }
 
 /// At most this many late QPs are remembered per VM (a guest registers as many QPs as its
@@ -130,7 +147,7 @@ fn wqe_bbs<M: GuestMemory + ?Sized>(mem: &M, sq: &SqLayout, w: u16, qpn: u32) ->
 }
 
 /// Starts `mon` at the guest's present position (see the module's documentation).
-fn attach_now(mon: &mut VmMonitor, mem: &dyn GuestMemory) {
+fn attach_now<M: GuestMemory + ?Sized>(mon: &mut VmMonitor, mem: &M) {
     let layout = mon.layout();
     let mut st = mon.state();
     for (c, cq) in st.cqs.iter_mut().zip(&layout.cqs) {
@@ -159,18 +176,45 @@ fn attach_now(mon: &mut VmMonitor, mem: &dyn GuestMemory) {
     let _ = mon.restore(&st);
 }
 
-impl Rings {
+impl VmRings {
+    /// No ring yet; `name` names the VM in log lines.
+    pub fn new(name: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            ..Self::default()
+        }
+    }
+
     /// Queue pairs monitored.
-    pub(crate) fn qps(&self) -> usize {
+    pub fn qps(&self) -> usize {
         self.known.len()
+    }
+
+    /// The latency mailbox, once registered.
+    pub fn mailbox(&self) -> Option<&MailboxLayout> {
+        self.mailbox.as_ref()
+    }
+
+    /// Re-attachments that may have lost counts (a new QP on a CQ already monitored).
+    pub fn reattached(&self) -> u64 {
+        self.reattached
+    }
+
+    /// Monitors started at the rings' present position because they were already live.
+    pub fn attached_live(&self) -> u64 {
+        self.attached_live
+    }
+
+    /// The QPs of those monitors (at most [`MAX_LATE`], the first ones).
+    pub fn late(&self) -> &[LateQp] {
+        &self.late
     }
 
     /// Installs a registration with its validation against the VM's RAM (`full`). Only the
     /// QPs new to this VM are validated again, as a document of their own, to give them a
     /// monitor.
-    pub(crate) fn install(
+    pub fn install(
         &mut self,
-        name: &str,
         doc: &Registration,
         full: Layout,
         ram_size: u64,
@@ -200,7 +244,10 @@ impl Rings {
             self.mailbox = full.mailbox.clone();
             let mon = VmMonitor::new(full);
             self.reattached += 1;
-            tracing::info!("{name}: rings re-attached from their present position");
+            tracing::info!(
+                "{}: rings re-attached from their present position",
+                self.name
+            );
             self.watches.push(Watch {
                 cq_dbrecs: doc.qps.iter().flat_map(cq_dbrecs).collect(),
                 mon,
@@ -231,24 +278,25 @@ impl Rings {
         Ok(())
     }
 
-    /// Brings in the monitors' own state (first stage of `resex_ibmon::scan_all`'s pipeline).
-    pub(crate) fn prefetch_state(&self, mem: &dyn GuestMemory) {
+    /// Brings in the monitors' own state (the first stage of [`crate::batch::scan_all`]).
+    pub fn prefetch_state(&self) {
         for w in &self.watches {
             w.mon.prefetch_state();
         }
-        resex_guestmem::prefetch_host(mem);
     }
 
-    /// Brings in what the next [`Self::scan`] reads first (see `VmMonitor::prefetch`).
-    pub(crate) fn prefetch(&self, mem: &dyn GuestMemory) {
+    /// Brings in what the next [`Self::scan`] reads first (see [`VmMonitor::prefetch`]).
+    pub fn prefetch<M: GuestMemory + ?Sized>(&self, mem: &M) {
         for w in &self.watches {
             w.mon.prefetch(mem);
         }
     }
 
-    /// Scans every monitor (the budget split between them) and returns what happened since
-    /// the last scan.
-    pub(crate) fn scan(&mut self, name: &str, mem: &dyn GuestMemory, budget: u32) -> Counters {
+    /// Scans every monitor (the budget split between them, at least 64 entries each) and
+    /// returns what happened since the last scan. A monitor's first scan attaches it: from the
+    /// registration's start indices, or from the present position when the rings are a lap or
+    /// more past them.
+    pub fn scan<M: GuestMemory + ?Sized>(&mut self, mem: &M, budget: u32) -> Counters {
         let n = u32::try_from(self.watches.len()).unwrap_or(u32::MAX).max(1);
         let each = (budget / n).max(64);
         let mut total = self.retired;
@@ -262,7 +310,10 @@ impl Rings {
                     self.late.extend(late_qps(w.mon.layout(), mem, room));
                     attach_now(&mut w.mon, mem);
                     self.attached_live += 1;
-                    tracing::info!("{name}: attached to rings already in use: counting starts now");
+                    tracing::info!(
+                        "{}: attached to rings already in use: counting starts now",
+                        self.name
+                    );
                 }
             }
             w.mon.scan(mem, each);
@@ -274,7 +325,7 @@ impl Rings {
     }
 
     /// Everything counted so far.
-    pub(crate) fn total(&self) -> Counters {
+    pub fn total(&self) -> Counters {
         self.prev_total
     }
 }
