@@ -24,7 +24,10 @@ pub mod clock;
 pub mod local;
 pub mod opts;
 pub mod server;
-pub mod size;
+/// Byte sizes as people write them (the scenario format's too: `resex_common::size`).
+pub mod size {
+    pub use resex_common::size::*;
+}
 pub mod wire;
 
 use resex_common::LatencySummary;

@@ -102,7 +102,7 @@ pub fn scenario_policy(
 
 /// The daemon's view of the embedded host's link (softhca's model of the scenario's port).
 pub fn scenario_link(s: &Scenario) -> resex_daemon::config::LinkConfig {
-    let l = s.link_config();
+    let l = resex_lab::link_of(s);
     resex_daemon::config::LinkConfig::of(l.bits_per_sec, l.header_bytes)
 }
 

@@ -114,7 +114,7 @@ fn detect_cmd(a: &DetectArgs) -> Result<()> {
         std::fs::write(path, serde_json::to_string(&r.traffic)?)
             .with_context(|| format!("writing {}", path.display()))?;
     }
-    let bits = s.link_config().bits_per_sec;
+    let bits = resex_lab::link_of(&s).bits_per_sec;
     let (rows, found) = rows(&r, bits);
     let names: Vec<String> = found.iter().map(|(n, _)| n.clone()).collect();
     #[allow(clippy::cast_precision_loss)]

@@ -11,14 +11,19 @@
 //!   [`LatencySummary`].
 //! - [`limiter`]: [`LogLimiter`], clock-free rate limiting of logs a guest can trigger.
 //! - [`rng`]: xorshift64, the seeded randomness of deterministic runs.
+//! - [`size`]: byte sizes as people write them (`64KiB`); [`polling`]: how a transport waits
+//!   ([`Polling`]), a word of the scenario format and of BenchEx's options.
 
 #![forbid(unsafe_code)]
 
 pub mod limiter;
+pub mod polling;
 pub mod recorder;
 pub mod rng;
+pub mod size;
 mod types;
 
 pub use limiter::LogLimiter;
+pub use polling::Polling;
 pub use recorder::{LatencyRecorder, LatencySummary};
 pub use types::{deserialize_bits, parse_bits, BitsError, LatencyReport, NicTimes, TxLimit, VmId};

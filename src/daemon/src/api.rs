@@ -22,8 +22,22 @@ pub enum Admin {
     Rate(String, Option<resex_common::TxLimit>),
 }
 
+/// Why an [`Admin`] request was not done.
+#[derive(Debug, thiserror::Error)]
+pub enum AdminError {
+    /// The core refused it (no such VM, a bad value, no rate lever).
+    #[error(transparent)]
+    Refused(#[from] resex_core::CoreError),
+    /// The daemon is stopping.
+    #[error("the daemon is stopping")]
+    Stopping,
+    /// The control loop did not answer in time.
+    #[error("the control loop did not answer")]
+    NoAnswer,
+}
+
 /// Carries an [`Admin`] request to the loop: answers what was done, or why not.
-pub type PinFn = Arc<dyn Fn(Admin) -> Result<String, String> + Send + Sync>;
+pub type PinFn = Arc<dyn Fn(Admin) -> Result<String, AdminError> + Send + Sync>;
 
 fn current(s: &Shared) -> Arc<Snapshot> {
     s.read().unwrap_or_else(|p| p.into_inner()).clone()
@@ -61,17 +75,20 @@ fn serve(
                 return Ok(());
             }
             Ok(req @ (Request::Pin { .. } | Request::Rate { .. })) => {
-                let answer = match req {
-                    Request::Pin { pct: Some(p), .. } if !(p.is_finite() && p > 0.0) => {
-                        Err(format!("pct {p} must be a positive percent of one CPU"))
-                    }
-                    Request::Pin { vm, pct } => pin(Admin::Pin(vm, pct)),
-                    Request::Rate { vm, tx } => pin(Admin::Rate(vm, tx)),
-                    _ => unreachable!("matched above"),
+                // The core checks the values (a cap must be a positive percent).
+                let admin = match req {
+                    Request::Rate { vm, tx } => Admin::Rate(vm, tx),
+                    Request::Pin { vm, pct } => Admin::Pin(vm, pct),
+                    Request::Status | Request::Subscribe { .. } => continue, // matched above
                 };
-                match answer {
+                match pin(admin) {
                     Ok(ok) => serde_json::to_writer(&mut w, &PinAnswer { ok })?,
-                    Err(error) => serde_json::to_writer(&mut w, &ErrorAnswer { error })?,
+                    Err(e) => serde_json::to_writer(
+                        &mut w,
+                        &ErrorAnswer {
+                            error: e.to_string(),
+                        },
+                    )?,
                 }
                 w.write_all(b"\n")?;
             }

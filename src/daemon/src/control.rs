@@ -102,7 +102,7 @@ impl DaemonHandle {
 
     /// The admin's pin (or unpin) of one of a VM's levers, as the API asks it; what was done,
     /// or why not.
-    pub fn admin(&self, a: api::Admin) -> Result<String, String> {
+    pub fn admin(&self, a: api::Admin) -> Result<String, api::AdminError> {
         ask(&self.cmd, a)
     }
 
@@ -197,12 +197,12 @@ pub fn lever_of(hv: &Arc<dyn Hypervisor>, cfg: &Config) -> Arc<dyn RateLever> {
 }
 
 /// Sends an admin request to the loop and waits (5 s at most) for its answer.
-fn ask(cmd: &Sender<Command>, a: api::Admin) -> Result<String, String> {
+fn ask(cmd: &Sender<Command>, a: api::Admin) -> Result<String, api::AdminError> {
     let (rtx, rrx) = mpsc::channel();
     cmd.send(Command::Admin(a, rtx))
-        .map_err(|_| "the daemon is stopping".to_owned())?;
+        .map_err(|_| api::AdminError::Stopping)?;
     rrx.recv_timeout(Duration::from_secs(5))
-        .map_err(|_| "the control loop did not answer".to_owned())?
+        .map_err(|_| api::AdminError::NoAnswer)?
 }
 
 /// The admin function the API calls.

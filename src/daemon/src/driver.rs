@@ -6,7 +6,7 @@
 //! decides: the same inputs at the same times give the same decisions as the lab's driver.
 
 use crate::actuator::{Act, CapSink, Sink, TxSink};
-use crate::api::{Admin, Shared};
+use crate::api::{Admin, AdminError, Shared};
 use crate::journal::{Journal, Row};
 use crate::registrar::RegEvent;
 use crate::sampler::Sample;
@@ -24,7 +24,7 @@ pub enum Command {
     /// Switch policy (every cap is first put back to its original setting).
     Reload(Box<Option<NamedPolicy>>),
     /// Pin (or unpin) one of a VM's levers; the answer goes back on the sender.
-    Admin(Admin, Sender<Result<String, String>>),
+    Admin(Admin, Sender<Result<String, AdminError>>),
     /// The fleet's ceilings (VM name, bits per second), valid this long from now; `None`: lift
     /// them (the fleet was lost, or the coordinator allocated nothing to this host).
     Fleet(Option<crate::control::FleetCeilings>),
@@ -185,7 +185,7 @@ impl Driver {
                         Admin::Pin(name, pct) => self.pin::<Cap>(&name, pct),
                         Admin::Rate(name, tx) => self.pin::<Tx>(&name, tx),
                     };
-                    let _ = reply.send(r.map_err(|e| e.to_string()));
+                    let _ = reply.send(r.map_err(AdminError::from));
                 }
                 Command::Fleet(f) => {
                     let c = f.map(|(vms, valid)| resex_core::FleetCeilings {

@@ -77,6 +77,7 @@ fn a_pinned_limit_reaches_the_lever_and_goes_back_when_the_daemon_stops() {
     assert!(d
         .admin(Admin::Rate("nobody".into(), None))
         .unwrap_err()
+        .to_string()
         .contains("no VM named"));
     let run = d.stop();
     assert_eq!(run.restored_tx, 1, "{run:?}");
@@ -213,7 +214,8 @@ fn the_config_names_the_vf_the_backend_does_not_know() {
     assert_eq!(lever("sriov"), None, "vf_lever = none");
     let e = d
         .admin(Admin::Rate("sriov".into(), Some(PINNED)))
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("no rate lever for VM sriov"), "{e}");
     d.admin(Admin::Rate("g".into(), Some(PINNED))).unwrap();
     eventually("the limit in softhca", || {

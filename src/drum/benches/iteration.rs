@@ -2,7 +2,7 @@
 //! (n = 1e4 hosts, m = 5e3 applications: 5e7 variables; target <= 2 s per iteration on two cores
 //! and <= 4 GiB).
 //!
-//! `cargo bench -p resex-drum --bench iteration [-- --quick] [-- --rho R] [-- --adaptive]`
+//! `cargo bench -p resex-drum --features lab --bench iteration [-- --quick] [-- --rho R] [-- --adaptive]`
 //! (rho fixed at R, by default the paper's 1e-3; `--adaptive`: residual balancing from R, by
 //! default from `experiment::ADAPTIVE_START`, as `resex lab drum` runs) prints one line per
 //! size: the first iteration (cold: every z solved from its bound), the mean of the next five,

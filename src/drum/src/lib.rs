@@ -12,9 +12,9 @@
 //! - [`zstep`]: the z-step for one application (Theorem 3); [`zhost`]: for one host.
 //! - [`uupdate`]: the u-update; [`penalty`]: rho fixed or moved by residual balancing; [`host`]: Algorithm 1 (one host, parallel over applications);
 //!   [`coordinator`]: Algorithm 2 (sum and broadcast); [`message`]: what they exchange.
-//! - [`dual`]: the dual-decomposition baseline; [`reference`]: the optimum, certified by a
-//!   Lagrangian dual bound; [`fleet`]: n hosts in one process; [`experiment`]: the paper's
-//!   simulations.
+//! - Feature `lab` (the lab's, never resexd's): `dual`, the dual-decomposition baseline;
+//!   `reference`, the optimum, certified by a Lagrangian dual bound; `fleet`, n hosts in one
+//!   process; `experiment`, the paper's simulations.
 //! - [`network`]: DRUM across hosts: per-link prices over shared fabric links (the fleet
 //!   coordinator's step).
 //!
@@ -35,7 +35,7 @@
 //!    hosts, not sum ([`uupdate`]).
 //! 6. Stopping: primal residual and objective change, both reported ([`coordinator`]).
 //! 7. The baseline solves the same problem (4) with the same shared price; the paper's
-//!    baseline solved problem (1), without the CQ ([`dual`]).
+//!    baseline solved problem (1), without the CQ (`dual`, feature `lab`).
 //! 8. Not in the paper: utility weights per application, `w_j x^(1-alpha) / (1-alpha)`, for
 //!    the resex policy's classes of VMs ([`host::Solver::update`]); the baseline and the
 //!    reference solve the unweighted model only.
@@ -46,9 +46,12 @@
 #![cfg_attr(test, allow(clippy::cast_possible_truncation))]
 
 pub mod coordinator;
+#[cfg(feature = "lab")]
 pub mod dual;
 pub mod error;
+#[cfg(feature = "lab")]
 pub mod experiment;
+#[cfg(feature = "lab")]
 pub mod fleet;
 mod fused;
 pub mod host;
@@ -58,6 +61,7 @@ pub mod network;
 mod num;
 pub mod params;
 pub mod penalty;
+#[cfg(feature = "lab")]
 pub mod reference;
 mod topk;
 pub mod utility;

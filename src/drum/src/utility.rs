@@ -7,7 +7,7 @@
 //! is not concave (the proof's "sup maintains concavity" holds for convex functions). So the
 //! problem is not convex; for a fixed selection T it is. What we do about it: the x-step picks
 //! T exactly for its own subproblem (see [`crate::xstep`]), and the reference (see
-//! [`crate::reference`]) certifies its answer with a Lagrangian dual bound, which holds without
+//! `reference`, feature `lab`) certifies its answer with a Lagrangian dual bound, which holds without
 //! convexity.
 
 /// `phi(x) = x^(1-alpha) / (1-alpha)`, the alpha-fair utility of rate x >= 0.

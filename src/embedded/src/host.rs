@@ -175,9 +175,10 @@ impl std::fmt::Debug for EmbeddedHost {
     }
 }
 
-/// The link a scenario asks for.
+/// The link a scenario asks for: its preset, with the rate and base latency overridden (the
+/// scenario loader refuses unknown presets).
 pub fn link_of(s: &Scenario) -> LinkConfig {
-    s.link_config()
+    LinkConfig::preset_with(&s.link.preset, s.link.gbps, s.link.base_latency_us).unwrap_or_default()
 }
 
 impl EmbeddedHost {

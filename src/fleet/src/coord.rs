@@ -13,10 +13,11 @@
 //! ([`CoordState::fence`]). A coordinator deposed between two of its checks (its key deleted,
 //! another host elected) has its writes refused, and its session ends.
 
-use crate::alloc::{Allocation, Planner, RoundReport};
+use crate::alloc::{Allocation, RoundReport};
 use crate::config::FleetConfig;
 use crate::error::FleetError;
 use crate::keys;
+use crate::plan::Planner;
 use crate::record::HostSummary;
 use crate::topology::Topology;
 use etcd_client::{Client, Compare, CompareOp, GetOptions, PutOptions, Txn, TxnOp};

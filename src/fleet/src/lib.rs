@@ -7,8 +7,10 @@
 //! - [`config`]: the `[fleet]` section (endpoints, host name, lease TTL, publish period, auth and
 //!   TLS passed through).
 //! - [`topology`]: the shared fabric links the coordinator allocates over (`PREFIX/topology`).
-//! - [`alloc`]: the coordinator's round: DRUM over those links from the hosts' summaries, one
-//!   allocation (per-VM ceilings with an expiry) per host.
+//! - [`alloc`]: what the coordinator hands out: one allocation (per-VM ceilings with an expiry)
+//!   per host, and each round's report.
+//! - `plan` (feature `coordinator`, on with `etcd`): the coordinator's round: DRUM over those
+//!   links from the hosts' summaries (the only module that links the solver).
 //! - [`status`]: the fleet view from what etcd holds (hosts, leader, lease ages, top
 //!   aggressors), pure.
 //! - [`error`]: why the fleet cannot be reached or used.
@@ -28,6 +30,8 @@ pub mod alloc;
 pub mod config;
 pub mod error;
 pub mod keys;
+#[cfg(feature = "coordinator")]
+pub mod plan;
 pub mod record;
 pub mod status;
 pub mod topology;
@@ -41,9 +45,11 @@ pub mod local;
 #[cfg(feature = "etcd")]
 pub mod member;
 
-pub use alloc::{Allocation, Planner, RoundReport};
+pub use alloc::{Allocation, RoundReport};
 pub use config::FleetConfig;
 pub use error::FleetError;
+#[cfg(feature = "coordinator")]
+pub use plan::Planner;
 pub use record::{HostRecord, HostSummary, PeriodRates, VmSummary};
 pub use status::{FleetStatus, HostStatus};
 pub use topology::Topology;

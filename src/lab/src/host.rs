@@ -155,7 +155,7 @@ impl LabHost {
                 crate::server::MAX_CHUNKS
             )));
         }
-        let link = scenario.link_config();
+        let link = crate::link_of(scenario);
         let hca = SoftHca::new(link, 2);
         let path_mtu = link.mtu;
         let max_buf = scenario

@@ -32,4 +32,24 @@ pub mod transport;
 pub mod vcpu;
 
 pub use host::{LabConfig, LabError, LabHost};
+
+/// The link a scenario asks for: its preset, with the rate and base latency overridden (the
+/// scenario loader refuses unknown presets).
+pub fn link_of(s: &resex_scenario::Scenario) -> resex_softhca::LinkConfig {
+    resex_softhca::LinkConfig::preset_with(&s.link.preset, s.link.gbps, s.link.base_latency_us)
+        .unwrap_or_default()
+}
 pub use result::{HostResult, LabResult, Series, VmResult, VmSeries, VmTraffic};
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_preset_a_scenario_may_name_is_a_link_softhca_knows() {
+        for p in resex_scenario::LINK_PRESETS {
+            assert!(resex_softhca::LinkConfig::preset(p).is_some(), "{p}");
+        }
+        assert!(resex_softhca::LinkConfig::preset_with("nope", None, None).is_none());
+        let l = resex_softhca::LinkConfig::preset_with("100g", Some(25.0), Some(2.0)).unwrap();
+        assert_eq!((l.bits_per_sec, l.base_latency_ns), (25_000_000_000, 2000));
+    }
+}

@@ -41,7 +41,7 @@ impl<'de> Deserialize<'de> for Size {
         }
         match Raw::deserialize(d)? {
             Raw::N(n) => Ok(Size(n)),
-            Raw::S(s) => benchex::size::parse_size(&s)
+            Raw::S(s) => resex_common::size::parse_size(&s)
                 .map(Size)
                 .map_err(serde::de::Error::custom),
         }
@@ -84,6 +84,10 @@ pub struct Scenario {
 fn default_duration() -> f64 {
     20.0
 }
+
+/// The link presets a scenario may name (softhca's `LinkConfig::preset` knows each; a test in
+/// the lab holds that).
+pub const LINK_PRESETS: [&str; 2] = ["testbed", "100g"];
 
 /// The link.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
@@ -268,7 +272,7 @@ pub struct Workload {
     /// a CPU cap then bounds the VM's I/O) or "adaptive" (sleep after 200 us, for many guests
     /// on few CPUs).
     #[serde(default)]
-    pub polling: resex_shim::transport::Polling,
+    pub polling: resex_common::Polling,
 }
 
 fn default_compute() -> u32 {
@@ -313,20 +317,6 @@ fn valid_name(s: &str) -> bool {
 }
 
 impl Scenario {
-    /// The link the scenario asks for: its preset, with the rate and base latency overridden.
-    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-    pub fn link_config(&self) -> resex_softhca::LinkConfig {
-        // The loader refuses unknown presets.
-        let mut l = resex_softhca::LinkConfig::preset(&self.link.preset).unwrap_or_default();
-        if let Some(g) = self.link.gbps {
-            l.bits_per_sec = (g * 1e9) as u64;
-        }
-        if let Some(us) = self.link.base_latency_us {
-            l.base_latency_ns = (us * 1000.0) as u64;
-        }
-        l
-    }
-
     /// Parses and validates scenario text.
     pub fn from_toml(text: &str) -> Result<Scenario, ScenarioError> {
         let s: Scenario = toml::from_str(text).map_err(|e| ScenarioError::Parse(e.to_string()))?;
@@ -363,7 +353,7 @@ impl Scenario {
                 self.duration_s
             )));
         }
-        if resex_softhca::LinkConfig::preset(&self.link.preset).is_none() {
+        if !LINK_PRESETS.contains(&self.link.preset.as_str()) {
             return Err(bad(format!(
                 "link preset `{}` is unknown (testbed, 100g)",
                 self.link.preset

@@ -43,6 +43,24 @@ impl LinkConfig {
         }
     }
 
+    /// A preset with its data rate (Gb/s) and base latency (us) overridden where given, as a
+    /// scenario's `[link]` asks; `None` for an unknown preset.
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    pub fn preset_with(
+        name: &str,
+        gbps: Option<f64>,
+        base_latency_us: Option<f64>,
+    ) -> Option<Self> {
+        let mut l = Self::preset(name)?;
+        if let Some(g) = gbps {
+            l.bits_per_sec = (g * 1e9) as u64;
+        }
+        if let Some(us) = base_latency_us {
+            l.base_latency_ns = (us * 1000.0) as u64;
+        }
+        Some(l)
+    }
+
     /// The ResEx paper's testbed: 8 Gb/s data rate (10 Gb/s SDR 4x after 8b/10b), 1 KiB MTU.
     pub fn resex_testbed() -> Self {
         Self {

@@ -36,7 +36,7 @@ fn wire_factor(len: u64, mtu: u64, header: u64) -> f64 {
 
 /// Every guest's entitlement, Mb/s, as the host assigns it ([`resex_pricing::entitlement::split`]).
 pub fn entitlements(s: &Scenario) -> Vec<f64> {
-    let link = s.link_config().bits_per_sec as f64;
+    let link = crate::link_of(s).bits_per_sec as f64;
     resex_pricing::entitlement::split(s.guests.iter().map(|g| g.entitlement.map(|e| e.0)), link)
         .into_iter()
         .map(|b| b / 1e6)
@@ -56,7 +56,7 @@ pub fn demand(s: &Scenario, g: &GuestSpec) -> Option<f64> {
 /// A phase's offered load on the wire, Mb/s (`None`: a closed loop).
 fn phase_demand(s: &Scenario, g: &GuestSpec, buffer: u64, rate: f64) -> Option<f64> {
     let w = &g.benchex;
-    let l = s.link_config();
+    let l = crate::link_of(s);
     let message = if w.chunk.0 > 0 { w.chunk.0 } else { buffer };
     let wire = wire_factor(message, u64::from(l.mtu), u64::from(l.header_bytes));
     (rate > 0.0).then(|| rate * f64::from(w.clients) * buffer as f64 * 8.0 / 1e6 * wire)
@@ -76,7 +76,7 @@ pub fn owed_over(s: &Scenario, g: &GuestSpec, entitled: f64, from_s: f64, to_s: 
 
 /// Every guest's line for a run.
 pub fn rows(s: &Scenario, r: &LabResult, start_s: f64) -> Vec<OwedRow> {
-    let l = s.link_config();
+    let l = crate::link_of(s);
     let wire = wire_factor(
         u64::from(l.mtu),
         u64::from(l.mtu),

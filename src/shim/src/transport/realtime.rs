@@ -6,39 +6,7 @@ use super::{BlockReceiver, BlockSender, Message};
 use crate::ShimError;
 use std::time::{Duration, Instant};
 
-/// How a transport waits for the device.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Polling {
-    /// Busy-poll (spinning, then yielding) for the whole wait, as RDMA applications do and as
-    /// the ResEx paper's BenchEx does: the VM's I/O rate then follows its CPU share, which is
-    /// what makes a CPU cap an I/O lever.
-    #[default]
-    Spin,
-    /// Poll hot for [`HOT_POLL`], then sleep between polls: many guests can share a few CPUs,
-    /// but a CPU cap no longer bounds a VM's I/O as tightly.
-    Adaptive,
-}
-
-impl std::fmt::Display for Polling {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Self::Spin => "spin",
-            Self::Adaptive => "adaptive",
-        })
-    }
-}
-
-impl std::str::FromStr for Polling {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "spin" => Ok(Self::Spin),
-            "adaptive" => Ok(Self::Adaptive),
-            _ => Err(format!("polling must be spin or adaptive, not {s:?}")),
-        }
-    }
-}
+pub use resex_common::Polling;
 
 /// How long [`spin`] polls hot (spinning, then yielding) before it starts to sleep between
 /// polls: longer than a small message's round trip, so latency-critical waits never sleep,

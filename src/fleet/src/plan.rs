@@ -1,0 +1,262 @@
+//! The coordinator's round (pure, feature `coordinator`): from the topology and every host's summary, DRUM's
+//! allocation over the shared links ([`resex_drum::network`]), and one [`Allocation`] per host
+//! (`PREFIX/alloc/HOST`): a ceiling for each of its VMs that crosses a congested link, valid
+//! for a while. A host applies its allocation over its local policy and lifts it when it lapses
+//! or when the fleet is lost.
+//!
+//! **Demand.** The fleet sees rates, not queues: a VM's demand is its measured rate with room
+//! to grow (`headroom`, at least `min_demand_mbps`); a VM held at 90% or more of its ceiling
+//! asks for `probe` times that ceiling, so a ceiling that has become too tight opens again
+//! within a few rounds.
+//!
+//! **Where the per-host step runs.** Algorithm 2 has each host compute its x from the
+//! broadcast prices. Here the hosts publish their inputs (their VMs' rates and classes, in the
+//! summary they write anyway) and the coordinator runs the per-host steps
+//! ([`resex_drum::network::host_step`]) over them, in one process: one etcd round per
+//! allocation instead of one per iteration (a round of 200 iterations through etcd would take
+//! minutes). The prices persist between rounds (a warm start).
+
+use crate::alloc::{Allocation, RoundReport, VmAlloc, MAX_DEMAND_MBPS, MAX_ROUND_VMS};
+use crate::error::FleetError;
+use crate::record::HostSummary;
+use crate::topology::Topology;
+use resex_drum::network::{self, NetApp, NetHost, NetProblem, NetStopping, Prices};
+use serde::{Deserialize, Serialize};
+
+/// The coordinator's state between rounds (the warm start).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Planner {
+    /// The link prices.
+    pub prices: Prices,
+    /// Rounds done.
+    pub round: u64,
+    /// The links the prices are for (a new topology starts them again).
+    links: Vec<String>,
+}
+
+fn demand(t: &Topology, tx_mbps: f64, ceiling: Option<f64>) -> f64 {
+    let tx = if tx_mbps.is_finite() {
+        tx_mbps.clamp(0.0, MAX_DEMAND_MBPS)
+    } else {
+        0.0
+    };
+    let d = match ceiling {
+        Some(c) if c.is_finite() && c > 0.0 && tx >= 0.9 * c => c.min(MAX_DEMAND_MBPS) * t.probe,
+        _ => (tx * t.headroom).max(t.min_demand_mbps),
+    };
+    d.min(MAX_DEMAND_MBPS)
+}
+
+impl Planner {
+    /// One round over the hosts' summaries: every host crossing a link gets an allocation
+    /// (an empty one lifts what it had).
+    pub fn round(
+        &mut self,
+        t: &Topology,
+        summaries: &[HostSummary],
+        coordinator: &str,
+        at_unix_ms: u64,
+    ) -> Result<(Vec<Allocation>, RoundReport), FleetError> {
+        let names: Vec<String> = t.links.iter().map(|l| l.name.clone()).collect();
+        if names != self.links {
+            self.prices = Prices::default();
+            self.links = names;
+        }
+        self.round += 1;
+        let paths = t.paths();
+        let mut p = NetProblem {
+            capacity: t.links.iter().map(|l| l.capacity_mbps).collect(),
+            hosts: Vec::new(),
+            alpha: t.alpha,
+        };
+        let mut who = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        let mut vms = 0usize;
+        for s in summaries {
+            let Some(path) = paths.get(s.host.as_str()) else {
+                continue;
+            };
+            // One summary per host; bounded work per round.
+            if !seen.insert(s.host.as_str()) || vms + s.vms.len() > MAX_ROUND_VMS {
+                continue;
+            }
+            vms += s.vms.len();
+            let apps = s
+                .vms
+                .iter()
+                .map(|v| NetApp {
+                    weight: if v.lat_p99_us.is_some() {
+                        t.weights.reporting
+                    } else {
+                        t.weights.bulk
+                    },
+                    demand: demand(t, v.tx_mbps, v.tx_max_mbps),
+                })
+                .collect();
+            p.hosts.push(NetHost {
+                links: path.clone(),
+                apps,
+            });
+            who.push(s);
+        }
+        let sol = network::solve(&p, &mut self.prices, NetStopping::default())
+            .map_err(|e| FleetError::Invalid(format!("allocation: {e}")))?;
+        let mut allocs = Vec::with_capacity(who.len());
+        let mut rep = RoundReport {
+            round: self.round,
+            hosts: who.len(),
+            iterations: sol.iterations,
+            converged: sol.converged,
+            max_overload: sol.max_overload,
+            congested: self.prices.u.iter().filter(|u| **u > 0.0).count(),
+            ..RoundReport::default()
+        };
+        for ((s, h), x) in who.iter().zip(&p.hosts).zip(&sol.x) {
+            rep.vms += s.vms.len();
+            let congested = h.links.iter().any(|&l| self.prices.u[l] > 0.0);
+            let vms: Vec<VmAlloc> = if congested {
+                s.vms
+                    .iter()
+                    .zip(x)
+                    .map(|(v, x)| VmAlloc {
+                        vm: v.name.clone(),
+                        max_mbps: x.max(0.001),
+                    })
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            rep.allocations += vms.len();
+            allocs.push(Allocation {
+                host: s.host.clone(),
+                coordinator: coordinator.into(),
+                round: self.round,
+                at_unix_ms,
+                valid_ms: t.valid_s * 1000,
+                vms,
+            });
+        }
+        Ok((allocs, rep))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::VmSummary;
+
+    fn vm(name: &str, tx: f64, reporting: bool, ceiling: Option<f64>) -> VmSummary {
+        VmSummary {
+            name: name.into(),
+            tx_mbps: tx,
+            cpu_pct: 0.0,
+            cap_pct: None,
+            tx_share_mbps: None,
+            tx_max_mbps: ceiling,
+            lat_p99_us: reporting.then_some(50.0),
+            intf_pct: None,
+        }
+    }
+
+    fn summary(host: &str, vms: Vec<VmSummary>) -> HostSummary {
+        HostSummary {
+            host: host.into(),
+            at_unix_ms: 0,
+            policy: String::new(),
+            link_util: 0.0,
+            vms,
+        }
+    }
+
+    fn topo() -> Topology {
+        Topology::from_toml(
+            "[[link]]\nname = \"up\"\ncapacity_mbps = 1000\nhosts = [\"a\", \"b\"]\n",
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn a_congested_uplink_is_shared_by_class_and_a_quiet_one_left_alone() {
+        let t = topo();
+        let mut pl = Planner::default();
+        // Two bulk senders at 900 Mb/s each on one 1000 Mb/s uplink, a reporting VM at 20.
+        let s = vec![
+            summary(
+                "a",
+                vec![
+                    vm("bulk-a", 900.0, false, None),
+                    vm("rep", 20.0, true, None),
+                ],
+            ),
+            summary("b", vec![vm("bulk-b", 900.0, false, None)]),
+            summary("elsewhere", vec![vm("x", 5000.0, false, None)]),
+        ];
+        let (allocs, rep) = pl.round(&t, &s, "a", 1).unwrap();
+        assert_eq!((rep.hosts, rep.vms, rep.congested), (2, 3, 1), "{rep:?}");
+        assert!(rep.max_overload <= 1.0 + 1e-12);
+        let a = &allocs[0];
+        assert_eq!(a.valid_ms, 5000);
+        let get = |al: &Allocation, n: &str| al.vms.iter().find(|v| v.vm == n).unwrap().max_mbps;
+        // The reporting VM keeps its demand (24 Mb/s); the bulk VMs split the rest.
+        assert!((get(a, "rep") - 24.0).abs() < 0.1, "{allocs:?}");
+        assert!((get(a, "bulk-a") - 488.0).abs() < 2.0, "{allocs:?}");
+        assert!(
+            (get(&allocs[1], "bulk-b") - 488.0).abs() < 2.0,
+            "{allocs:?}"
+        );
+        // Quiet: the same hosts far under the link: empty allocations lift the ceilings.
+        let quiet = vec![
+            summary("a", vec![vm("bulk-a", 100.0, false, Some(488.0))]),
+            summary("b", vec![vm("bulk-b", 100.0, false, Some(488.0))]),
+        ];
+        let (allocs, rep) = pl.round(&t, &quiet, "a", 2).unwrap();
+        assert_eq!(rep.round, 2);
+        assert_eq!(rep.congested, 0, "{rep:?}");
+        assert!(allocs.iter().all(|a| a.vms.is_empty()), "{allocs:?}");
+    }
+
+    #[test]
+    fn a_vm_pressed_against_its_ceiling_asks_for_more() {
+        let t = topo();
+        assert_eq!(demand(&t, 95.0, Some(100.0)), 150.0);
+        assert_eq!(demand(&t, 50.0, Some(100.0)), 60.0);
+        assert_eq!(demand(&t, 1.0, None), 10.0);
+        assert_eq!(demand(&t, f64::NAN, None), 10.0);
+        assert_eq!(demand(&t, 1.7e308, None), MAX_DEMAND_MBPS);
+        assert_eq!(demand(&t, 1e308, Some(1e308)), MAX_DEMAND_MBPS);
+    }
+
+    #[test]
+    fn hostile_allocations_are_refused() {
+        let ok = Allocation {
+            host: "a".into(),
+            coordinator: "b".into(),
+            round: 1,
+            at_unix_ms: 0,
+            valid_ms: 1000,
+            vms: vec![VmAlloc {
+                vm: "v".into(),
+                max_mbps: 10.0,
+            }],
+        };
+        let v = serde_json::to_vec(&ok).unwrap();
+        assert_eq!(Allocation::parse("k", &v).unwrap(), ok);
+        assert_eq!(ok.ceilings_bps(), [("v".to_string(), 10_000_000)]);
+        for bad in [
+            Allocation {
+                valid_ms: 0,
+                ..ok.clone()
+            },
+            Allocation {
+                vms: vec![VmAlloc {
+                    vm: "v".into(),
+                    max_mbps: -1.0,
+                }],
+                ..ok.clone()
+            },
+        ] {
+            assert!(Allocation::parse("k", &serde_json::to_vec(&bad).unwrap()).is_err());
+        }
+        assert!(Allocation::parse("k", b"[]").is_err());
+    }
+}
