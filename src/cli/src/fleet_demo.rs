@@ -180,7 +180,6 @@ fn start_host(i: usize, url: &str, ttl: i64, root: &std::path::Path) -> Result<D
         version: env!("CARGO_PKG_VERSION").into(),
     };
     let snap = d.snapshots();
-    let sink = d.fleet_sink();
     let n = name.clone();
     let member = Member::start_with(
         fcfg,
@@ -189,9 +188,7 @@ fn start_host(i: usize, url: &str, ttl: i64, root: &std::path::Path) -> Result<D
             let mut rates = PeriodRates::default();
             move || rates.summary(&n, &snap(), unix_ms())
         },
-        move |a: Option<&resex_fleet::Allocation>| {
-            sink(a.map(|a| (a.ceilings_bps(), Duration::from_millis(a.valid_ms))));
-        },
+        d.fleet_sink(),
     )?;
     Ok(DemoHost {
         name,

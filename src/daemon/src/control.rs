@@ -25,8 +25,26 @@ use std::time::{Duration, Instant};
 
 pub use resex_core::NamedPolicy;
 
-/// The fleet's ceilings for this host: (VM name, bits per second), and how long they hold.
-pub type FleetCeilings = (Vec<(String, u64)>, Duration);
+/// The fleet's ceilings for this host as the loop takes them: (VM name, bits per second), and
+/// how long they hold from when the loop applies them (the core's `FleetCeilings` carry the
+/// deadline on the loop's clock).
+#[derive(Debug, Clone, PartialEq)]
+pub struct FleetGrant {
+    /// (VM name, ceiling in bits per second).
+    pub vms: Vec<(String, u64)>,
+    /// How long they hold unless renewed.
+    pub valid: Duration,
+}
+
+impl FleetGrant {
+    /// The grant in a host's allocation from the coordinator.
+    pub fn of(a: &resex_fleet::Allocation) -> Self {
+        Self {
+            vms: a.ceilings_bps(),
+            valid: Duration::from_millis(a.valid_ms),
+        }
+    }
+}
 
 /// What the daemon runs with.
 #[derive(Debug, Clone)]
@@ -106,20 +124,21 @@ impl DaemonHandle {
         ask(&self.cmd, a)
     }
 
-    /// The fleet's per-VM ceilings (name, bits per second), in force for `valid` unless renewed;
-    /// `None` lifts them (the local policy alone). Does not wait for the loop.
-    pub fn fleet_ceilings(&self, c: Option<FleetCeilings>) {
+    /// The fleet's per-VM ceilings (name, bits per second), in force for their `valid` unless
+    /// renewed; `None` lifts them (the local policy alone). Does not wait for the loop.
+    pub fn fleet_ceilings(&self, c: Option<FleetGrant>) {
         let _ = self.cmd.send(Command::Fleet(c));
     }
 
-    /// A sender of fleet ceilings that outlives this borrow (the fleet member's).
-    pub fn fleet_sink(&self) -> impl Fn(Option<FleetCeilings>) + Send + 'static {
+    /// Where a fleet member hands this host's allocations (`None`: lift them), outliving this
+    /// borrow.
+    pub fn fleet_sink(&self) -> impl FnMut(Option<&resex_fleet::Allocation>) + Send + 'static {
         let cmd = Mutex::new(self.cmd.clone());
-        move |c| {
+        move |a| {
             let _ = cmd
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
-                .send(Command::Fleet(c));
+                .send(Command::Fleet(a.map(FleetGrant::of)));
         }
     }
 

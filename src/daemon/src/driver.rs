@@ -27,7 +27,7 @@ pub enum Command {
     Admin(Admin, Sender<Result<String, AdminError>>),
     /// The fleet's ceilings (VM name, bits per second), valid this long from now; `None`: lift
     /// them (the fleet was lost, or the coordinator allocated nothing to this host).
-    Fleet(Option<crate::control::FleetCeilings>),
+    Fleet(Option<crate::control::FleetGrant>),
 }
 
 /// Where the driver's inputs come from.
@@ -188,10 +188,10 @@ impl Driver {
                     let _ = reply.send(r.map_err(AdminError::from));
                 }
                 Command::Fleet(f) => {
-                    let c = f.map(|(vms, valid)| resex_core::FleetCeilings {
-                        vms,
+                    let c = f.map(|g| resex_core::FleetCeilings {
+                        vms: g.vms,
                         until_ns: now_ns
-                            .saturating_add(u64::try_from(valid.as_nanos()).unwrap_or(u64::MAX)),
+                            .saturating_add(u64::try_from(g.valid.as_nanos()).unwrap_or(u64::MAX)),
                     });
                     let lifting = c.is_none();
                     let (intents, done) = self.core.set_fleet(c);

@@ -93,15 +93,7 @@ fn join_fleet(
     let snap = d.snapshots();
     // The coordinator's allocation for this host: ceilings over the local policy until it
     // lapses; lifted at once when the fleet is lost.
-    let sink = d.fleet_sink();
-    let on_alloc = move |a: Option<&resex_fleet::Allocation>| {
-        sink(a.map(|a| {
-            (
-                a.ceilings_bps(),
-                std::time::Duration::from_millis(a.valid_ms),
-            )
-        }));
-    };
+    let on_alloc = d.fleet_sink();
     let m = Member::spawn_with(
         f,
         record,
