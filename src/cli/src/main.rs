@@ -13,18 +13,6 @@ mod host;
 mod ibmon;
 mod kvm;
 mod lab;
-mod lab_compare;
-mod lab_drum;
-mod lab_drum_plot;
-mod lab_fabric;
-mod lab_mlcompat;
-mod lab_mlcompat_paper;
-mod lab_mlcompat_place;
-mod lab_mlcompat_plot;
-mod lab_plot;
-mod lab_tradeoff;
-mod lab_transport;
-mod lab_transport_plot;
 mod price;
 mod top;
 

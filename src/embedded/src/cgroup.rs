@@ -19,17 +19,20 @@ pub enum CapMode {
     Sigstop,
 }
 
+/// A word that names no cap mechanism.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown cap mechanism `{0}` (auto, cgroup-v2, cgroup-v1, sigstop)")]
+pub struct UnknownCapMode(pub String);
+
 impl std::str::FromStr for CapMode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownCapMode;
+    fn from_str(s: &str) -> Result<Self, UnknownCapMode> {
         match s {
             "auto" => Ok(CapMode::Auto),
             "cgroup-v2" => Ok(CapMode::CgroupV2),
             "cgroup-v1" => Ok(CapMode::CgroupV1),
             "sigstop" => Ok(CapMode::Sigstop),
-            o => Err(format!(
-                "unknown cap mechanism `{o}` (auto, cgroup-v2, cgroup-v1, sigstop)"
-            )),
+            o => Err(UnknownCapMode(o.to_owned())),
         }
     }
 }

@@ -229,7 +229,7 @@ mod tests {
         for k in Kind::ALL {
             assert_eq!(k.name().parse::<Kind>().unwrap(), k);
         }
-        let e = "tcp".parse::<Kind>().unwrap_err();
+        let e = "tcp".parse::<Kind>().unwrap_err().to_string();
         assert!(
             e.contains("status_byte, sliding_window, cpwr or hipower"),
             "{e}"

@@ -89,17 +89,18 @@ impl Kind {
     }
 }
 
+/// A word that names no transport.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the transport must be status_byte, sliding_window, cpwr or hipower, not {0:?}")]
+pub struct UnknownKind(pub String);
+
 impl std::str::FromStr for Kind {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownKind;
+    fn from_str(s: &str) -> Result<Self, UnknownKind> {
         Kind::ALL
             .into_iter()
             .find(|k| k.name() == s)
-            .ok_or_else(|| {
-                format!(
-                    "the transport must be status_byte, sliding_window, cpwr or hipower, not {s:?}"
-                )
-            })
+            .ok_or_else(|| UnknownKind(s.to_owned()))
     }
 }
 

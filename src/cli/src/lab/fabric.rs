@@ -100,7 +100,7 @@ pub fn run(a: &FabricArgs) -> Result<()> {
             .policy
             .as_deref()
             .filter(|p| *p != "none")
-            .map(|p| crate::lab_compare::load_policy(p, &a.policies, None))
+            .map(|p| super::compare::load_policy(p, &a.policies, None))
             .transpose()?;
         let h = run_on_hosts(&spec, &opts, &HostsOptions { policy }, show)?;
         (h.fabric, h.hosts)
@@ -139,7 +139,7 @@ pub fn run(a: &FabricArgs) -> Result<()> {
     if let Some(path) = &a.svg {
         let runs = vec![(spec.name.clone(), &r)];
         let window = r.duration_s * 1e3;
-        crate::lab_mlcompat_plot::utilisation(&runs, window, path)?;
+        super::mlcompat_plot::utilisation(&runs, window, path)?;
     }
     if a.json {
         println!(

@@ -21,7 +21,7 @@ pub struct MlcompatArgs {
     #[command(subcommand)]
     pub cmd: Option<MlcompatCmd>,
     #[command(flatten)]
-    pub experiment: crate::lab_mlcompat_paper::ExperimentArgs,
+    pub experiment: super::mlcompat_paper::ExperimentArgs,
 }
 
 /// The congestion-compatibility tools.
@@ -30,7 +30,7 @@ pub enum MlcompatCmd {
     /// Find each VM's period, duty cycle and demand from its traffic alone (no guest help).
     Detect(DetectArgs),
     /// Advise which jobs should share which link (compatible ones together), vs round-robin.
-    Place(crate::lab_mlcompat_place::PlaceArgs),
+    Place(super::mlcompat_place::PlaceArgs),
 }
 
 /// Options of `resex lab mlcompat detect`.
@@ -94,9 +94,9 @@ pub struct Row {
 
 pub fn run(a: &MlcompatArgs) -> Result<()> {
     match &a.cmd {
-        None => crate::lab_mlcompat_paper::run(&a.experiment),
+        None => super::mlcompat_paper::run(&a.experiment),
         Some(MlcompatCmd::Detect(d)) => detect_cmd(d),
-        Some(MlcompatCmd::Place(p)) => crate::lab_mlcompat_place::run(p),
+        Some(MlcompatCmd::Place(p)) => super::mlcompat_place::run(p),
     }
 }
 

@@ -2,7 +2,7 @@
 //! status-byte paper's Figs. 10, 12-15 and 18 and HiPower's one-to-one, broadcast and gather
 //! experiments, as a table, JSON and SVG plots.
 
-use crate::lab::emit;
+use super::emit::emit;
 use anyhow::{anyhow, Result};
 use clap::Args;
 use resex_lab::transport::{run, Config, Results, Testbed};
@@ -68,7 +68,7 @@ pub fn transport(a: &TransportArgs) -> Result<()> {
         eprint!("\r\x1b[K");
     }
     if let Some(dir) = &a.plot {
-        for p in crate::lab_transport_plot::all(&r, dir)? {
+        for p in super::transport_plot::all(&r, dir)? {
             eprintln!("lab transport: wrote {}", p.display());
         }
     }

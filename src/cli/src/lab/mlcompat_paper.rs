@@ -163,7 +163,7 @@ pub fn run(a: &ExperimentArgs) -> Result<()> {
                 .map(|(s, r)| (format!("{s:?}"), r))
                 .collect();
             let window = row.alone_ms.iter().copied().fold(0.0, f64::max) * 6.0;
-            crate::lab_mlcompat_plot::utilisation(&labelled, window, &path)?;
+            super::mlcompat_plot::utilisation(&labelled, window, &path)?;
             if !a.json {
                 writeln!(out, "  wrote {}", path.display())?;
             }

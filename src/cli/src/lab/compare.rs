@@ -1,13 +1,54 @@
 //! `resex lab compare`: policies side by side on the same scenarios, as one table.
 
-use crate::lab::CompareArgs;
 use anyhow::{bail, Context, Result};
+use clap::Args;
 use resex_lab::compare::{CompareConfig, CompareRow};
 use resex_lab::LabConfig;
 use resex_pricing::PolicyConfig;
 use resex_scenario::Scenario;
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
+
+/// Options of `resex lab compare`.
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// Scenarios (default: every .toml in tools/scenarios/compare, by name).
+    pub scenarios: Vec<PathBuf>,
+    /// Policies to compare: names under --policies or files.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "freemarket,ioshares-paper,ioshares,governor-cpu,governor"
+    )]
+    pub policy: Vec<String>,
+    /// Directory of policy files.
+    #[arg(long, default_value = "policies")]
+    pub policies: PathBuf,
+    /// Set every policy's `caps.floor_pct` to this (the same floor for all).
+    #[arg(long, value_name = "PCT")]
+    pub floor: Option<f64>,
+    /// Virtual seconds per run.
+    #[arg(long, default_value_t = 10.0)]
+    pub duration: f64,
+    /// Seed.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// The convergence band: the victim's mean within (1 + this) x its base.
+    #[arg(long, default_value_t = 0.10)]
+    pub within: f64,
+    /// Print the rows as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Write the trade-off plot (victim latency against the aggressors' work kept, one point
+    /// per policy and scenario) as DIR/tradeoff.svg.
+    #[arg(long, value_name = "DIR")]
+    pub plot: Option<PathBuf>,
+    /// Also rerun each scenario under each policy with each guest's agent off, on and lying
+    /// (3x its latency): what running the agent or lying gains a guest and costs the others
+    /// (two more runs per guest and policy).
+    #[arg(long)]
+    pub gaming: bool,
+}
 
 /// The default scenarios: every `.toml` in `tools/scenarios/compare`, by name.
 fn default_scenarios() -> Result<Vec<PathBuf>> {
@@ -91,12 +132,12 @@ pub fn compare(a: &CompareArgs) -> Result<()> {
         eprintln!();
     }
     if let Some(dir) = &a.plot {
-        let path = crate::lab_tradeoff::tradeoff(&rows, dir)?;
+        let path = super::tradeoff::tradeoff(&rows, dir)?;
         if tty {
             eprintln!("plot: {}", path.display());
         }
     }
-    crate::lab::emit(a.json, &rows, |out| table(out, &rows, a))
+    super::emit::emit(a.json, &rows, |out| table(out, &rows, a))
 }
 
 fn table(out: &mut dyn Write, rows: &[CompareRow], a: &CompareArgs) -> std::io::Result<()> {

@@ -1,7 +1,7 @@
 //! `resex lab drum`: the DRUM paper's simulations (ADMM, the dual-decomposition baseline, the
 //! certified optimum) as a table, JSON, and SVG convergence plots.
 
-use crate::lab::emit;
+use super::emit::emit;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use resex_drum::experiment::{run, Config, Outcome, Progress};
@@ -127,7 +127,7 @@ pub fn drum(a: &DrumArgs) -> Result<()> {
         o.peak_rss_mib = resex_rt::peak_rss_mib();
         if let Some(dir) = &a.plot {
             let path = dir.join(format!("drum-n{n}-m{m}.svg"));
-            crate::lab_drum_plot::convergence(&o, &path)?;
+            super::drum_plot::convergence(&o, &path)?;
             if tty {
                 eprint!("\r\x1b[K");
             }
