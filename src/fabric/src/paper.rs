@@ -215,19 +215,28 @@ pub fn circle_config() -> resex_mlcompat::CircleConfig {
     }
 }
 
+/// Why a group of jobs has no compatibility score.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CompatError {
+    /// A job that is no preset.
+    #[error("no preset {0}")]
+    NoPreset(String),
+    /// The circle cannot hold them.
+    #[error(transparent)]
+    Circle(#[from] resex_mlcompat::CircleError),
+}
+
 /// The compatibility score of `jobs` on the link's circle, or why there is none.
-pub fn compat_score(jobs: &[&str]) -> Result<f64, String> {
+pub fn compat_score(jobs: &[&str]) -> Result<f64, CompatError> {
     let circle: Vec<_> = jobs
         .iter()
         .map(|j| {
             resex_mlcompat::preset::preset(j)
                 .map(|p| p.job(LINK_BPS))
-                .ok_or_else(|| format!("no preset {j}"))
+                .ok_or_else(|| CompatError::NoPreset((*j).to_owned()))
         })
         .collect::<Result<_, _>>()?;
-    resex_mlcompat::compatibility(&circle, &circle_config())
-        .map(|c| c.score)
-        .map_err(|e| e.to_string())
+    Ok(resex_mlcompat::compatibility(&circle, &circle_config())?.score)
 }
 
 /// Runs `jobs` under every scheme: the row and the four runs (in [`Scheme::ALL`]'s order).
@@ -265,10 +274,11 @@ pub fn group_with<E: From<FabricError>>(
     let fair = means(&runs[0]);
     let unfair = means(&runs[1]);
     let adaptive = means(&runs[2]);
+    let score = compat_score(jobs);
     let row = Row {
         jobs: jobs.iter().map(|j| (*j).to_string()).collect(),
-        compat_score: compat_score(jobs).ok(),
-        compat_error: compat_score(jobs).err(),
+        compat_score: score.as_ref().ok().copied(),
+        compat_error: score.err().map(|e| e.to_string()),
         alone_ms: runs[0].jobs.iter().map(|j| j.alone_ms).collect(),
         unfair_speedup: ratio(&fair, &unfair),
         adaptive_speedup: ratio(&fair, &adaptive),

@@ -124,21 +124,26 @@ pub fn bytes_per_sec(bits: Option<u64>) -> u64 {
     bits.map_or(0, |b| (b / 8 + u64::from(b % 8 >= 4)).max(1))
 }
 
+/// A rate the legacy VF rate (whole Mbit/s in a `u32`) cannot say.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum LegacyRateError {
+    /// Under half a Mbit/s: it would round to 0, which lifts the limit.
+    #[error("{} is below 1 Mbit/s, the legacy VF rate's unit", fmt_bits(*.0))]
+    BelowUnit(u64),
+    /// Over `u32::MAX` Mbit/s.
+    #[error("{} is beyond the legacy VF rate's range", fmt_bits(*.0))]
+    BeyondRange(u64),
+}
+
 /// The legacy unit from ours: bits/s to whole Mbit/s, rounded to the nearest; `None` is 0.
 /// Below 0.5 Mbit/s cannot be said (0 would lift the limit) and is refused.
-pub fn mbit_per_sec(bits: Option<u64>) -> Result<u32, String> {
+pub fn mbit_per_sec(bits: Option<u64>) -> Result<u32, LegacyRateError> {
     let Some(b) = bits else { return Ok(0) };
     let m = b / 1_000_000 + u64::from(b % 1_000_000 >= 500_000);
     match u32::try_from(m) {
-        Ok(0) => Err(format!(
-            "{} is below 1 Mbit/s, the legacy VF rate's unit",
-            fmt_bits(b)
-        )),
+        Ok(0) => Err(LegacyRateError::BelowUnit(b)),
         Ok(m) => Ok(m),
-        Err(_) => Err(format!(
-            "{} is beyond the legacy VF rate's range",
-            fmt_bits(b)
-        )),
+        Err(_) => Err(LegacyRateError::BeyondRange(b)),
     }
 }
 
