@@ -47,7 +47,7 @@ pub fn serve_admin(
                                 if let Some(tx) = set {
                                     hca.set_tx_limit(g, tx, clock.now_ns());
                                 }
-                                hca.tx_limit(g).ok_or_else(|| format!("no vport {vport}"))
+                                hca.tx_limit(g).ok_or(hca_admin::NoVport(vport))
                             };
                             if let Err(e) =
                                 hca_admin::serve(&mut BufReader::new(r), &mut w, &mut handle)

@@ -94,19 +94,27 @@ pub fn ask(
     }
 }
 
-/// Server side: answers requests with `handle` until the client goes away. A malformed line
-/// is answered with an error and the session goes on.
-pub fn serve(
+/// A vport the HCA does not have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("no vport {0}")]
+pub struct NoVport(pub u32);
+
+/// Server side: answers requests with `handle` until the client goes away; what `handle`
+/// refuses goes back as its error's text. A malformed line is answered with an error and the
+/// session goes on.
+pub fn serve<E: std::fmt::Display>(
     r: &mut dyn BufRead,
     w: &mut dyn Write,
-    handle: &mut dyn FnMut(&AdminRequest) -> Result<TxLimit, String>,
+    handle: &mut dyn FnMut(&AdminRequest) -> Result<TxLimit, E>,
 ) -> Result<(), AdminError> {
     loop {
         let answer = match read_line::<AdminRequest>(r) {
             Ok(None) => return Ok(()),
             Ok(Some(req)) => match handle(&req) {
                 Ok(tx) => AdminAnswer::Tx { tx },
-                Err(error) => AdminAnswer::Error { error },
+                Err(e) => AdminAnswer::Error {
+                    error: e.to_string(),
+                },
             },
             Err(AdminError::Io(e)) => return Err(AdminError::Io(e)),
             Err(e) => AdminAnswer::Error {
@@ -142,8 +150,8 @@ mod tests {
                 set = *tx;
                 Ok(*tx)
             }
-            AdminRequest::GetTx { vport } => Err(format!("no vport {vport}")),
-            AdminRequest::SetTx { .. } => Err("?".into()),
+            AdminRequest::GetTx { vport } => Err(NoVport(*vport)),
+            AdminRequest::SetTx { vport, .. } => Err(NoVport(*vport)),
         })
         .unwrap();
         assert_eq!(set, t);
