@@ -43,6 +43,20 @@ fn current(s: &Shared) -> Arc<Snapshot> {
     s.read().unwrap_or_else(|p| p.into_inner()).clone()
 }
 
+/// Writes an admin request's answer: what was done, or why not.
+fn answer(w: &mut dyn Write, r: Result<String, AdminError>) -> std::io::Result<()> {
+    match r {
+        Ok(ok) => serde_json::to_writer(&mut *w, &PinAnswer { ok })?,
+        Err(e) => serde_json::to_writer(
+            &mut *w,
+            &ErrorAnswer {
+                error: e.to_string(),
+            },
+        )?,
+    }
+    w.write_all(b"\n")
+}
+
 fn serve(
     stream: UnixStream,
     shared: Shared,
@@ -74,24 +88,9 @@ fn serve(
                 }
                 return Ok(());
             }
-            Ok(req @ (Request::Pin { .. } | Request::Rate { .. })) => {
-                // The core checks the values (a cap must be a positive percent).
-                let admin = match req {
-                    Request::Rate { vm, tx } => Admin::Rate(vm, tx),
-                    Request::Pin { vm, pct } => Admin::Pin(vm, pct),
-                    Request::Status | Request::Subscribe { .. } => continue, // matched above
-                };
-                match pin(admin) {
-                    Ok(ok) => serde_json::to_writer(&mut w, &PinAnswer { ok })?,
-                    Err(e) => serde_json::to_writer(
-                        &mut w,
-                        &ErrorAnswer {
-                            error: e.to_string(),
-                        },
-                    )?,
-                }
-                w.write_all(b"\n")?;
-            }
+            // The core checks the values (a cap must be a positive percent).
+            Ok(Request::Pin { vm, pct }) => answer(&mut w, pin(Admin::Pin(vm, pct)))?,
+            Ok(Request::Rate { vm, tx }) => answer(&mut w, pin(Admin::Rate(vm, tx)))?,
             Err(e) => {
                 serde_json::to_writer(
                     &mut w,
