@@ -5,7 +5,7 @@
 //! guest's writer, one status byte a tick; every block every [`FULL_DRAIN_EVERY`] ticks), its
 //! CPU percent taken from its last samples. The link's utilisation is
 //! the bits the monitors counted (payload plus headers) over the link's capacity in the
-//! interval. Every VM's usage goes to the engine; its cap decisions become intents, except for VMs
+//! interval. Every VM's usage goes to the engine (when there is a policy); its cap decisions become intents, except for VMs
 //! the admin pinned. No allocation once the VM set is stable (buffers are reused).
 
 use crate::host::{CoreError, HostCore};
@@ -46,6 +46,8 @@ impl HostCore {
         self.out.intents.tx.extend_from_slice(&lapsed.tx);
         self.usage.clear();
         let mut bits = 0.0;
+        // Usage is the engine's input: none is built without a policy.
+        let priced = self.engine.is_some();
         let (rows, usage) = (&mut self.out.rows, &mut self.usage);
         // One pass of ibmon's pipeline over every VM's rings; the rest of a VM's interval
         // (mailbox, CPU, NIC times) right after its scan.
@@ -61,14 +63,17 @@ impl HostCore {
             };
             row.report = vm.drain_mailbox(interval);
             bits += link.bits(&row.delta);
-            usage.push(VmUsage {
-                vm: vm.id,
-                cpu_pct: row.cpu_pct,
-                mtus: row.delta.mtus,
-                bytes: row.delta.tx_bytes,
-                report: row.report,
-                nic: vm.nic.take_interval(),
-            });
+            let nic = vm.nic.take_interval();
+            if priced {
+                usage.push(VmUsage {
+                    vm: vm.id,
+                    cpu_pct: row.cpu_pct,
+                    mtus: row.delta.mtus,
+                    bytes: row.delta.tx_bytes,
+                    report: row.report,
+                    nic,
+                });
+            }
             rows.push(row);
         });
         self.bits_since_snapshot += bits;

@@ -3,7 +3,7 @@
 use crate::cpu::CpuMeter;
 use crate::lever::Levers;
 use resex_common::{LatencyReport, LogLimiter, NicTimes, TxLimit, VmId};
-use resex_guestmem::GuestMemory;
+use resex_guestmem::{prefetch_host_bytes, GuestMemory};
 use resex_ibmon::{Counters, ScanTarget, VmRings};
 use resex_pricing::{BaselineLearner, VmSpec};
 use std::sync::Arc;
@@ -51,13 +51,20 @@ impl VmInfo {
     }
 }
 
-/// One VM.
+/// One VM. In declaration order (`repr(C)`): what a step reads for every VM first, up to the
+/// hot head of its rings ([`Vm::HOT_BYTES`], which the scan prefetches a few VMs ahead), then
+/// what only the admin, snapshots and pricing read.
+#[repr(C)]
 pub(crate) struct Vm {
     pub(crate) id: VmId,
-    pub(crate) info: VmInfo,
+    /// The mailbox block the guest's writer fills next (where the host looks each tick).
+    pub(crate) mailbox_next: u32,
     pub(crate) mem: Option<Arc<dyn GuestMemory>>,
-    pub(crate) rings: VmRings,
     pub(crate) cpu: CpuMeter,
+    /// What the NIC measured of its work requests (where the driver can read it).
+    pub(crate) nic: NicMeter,
+    pub(crate) rings: VmRings,
+    pub(crate) info: VmInfo,
     pub(crate) learner: BaselineLearner,
     pub(crate) last_report: Option<LatencyReport>,
     /// Its CPU cap and transmit limit: in force, pinned, the fleet's ceiling, why.
@@ -70,12 +77,8 @@ pub(crate) struct Vm {
     /// Requests, count x mean and count x p99 over all reports (ns).
     pub(crate) lat_totals: (u64, f64, f64),
     pub(crate) log_mailbox: LogLimiter,
-    /// The mailbox block the guest's writer fills next (where the host looks each tick).
-    pub(crate) mailbox_next: u32,
     /// Counters and CPU sample at the last snapshot.
     pub(crate) at_snapshot: Option<(Counters, Option<crate::CpuSample>)>,
-    /// What the NIC measured of its work requests (where the driver can read it).
-    pub(crate) nic: NicMeter,
 }
 
 /// A VM's NIC times: the driver's cumulative samples into deltas per interval.
@@ -165,6 +168,15 @@ impl ScanTarget for Vm {
         let mem = self.mem.as_deref()?;
         Some((&mut self.rings, mem))
     }
+
+    fn prefetch_target(&self) {
+        prefetch_host_bytes(self, Vm::HOT_BYTES);
+    }
+}
+
+impl Vm {
+    /// The head of the struct a step reads for every VM.
+    const HOT_BYTES: usize = std::mem::offset_of!(Vm, rings) + VmRings::HOT_BYTES;
 }
 
 /// A read-only view of one VM.

@@ -14,6 +14,10 @@ use crate::Counters;
 use resex_guestmem::{prefetch_host, GuestMemory};
 use std::ops::Deref;
 
+/// How many VMs ahead of the scan [`scan_all`] prefetches the host's own per-VM struct
+/// ([`ScanTarget::prefetch_target`]).
+pub const TARGET_AHEAD: usize = 6;
+
 /// How many VMs ahead of the scan [`scan_all`] prefetches each monitor's own state.
 pub const STATE_AHEAD: usize = 4;
 
@@ -71,18 +75,25 @@ pub trait ScanTarget {
     /// The scanner and the memory it scans (`None`: nothing to scan yet, e.g. memory not
     /// mapped).
     fn parts(&mut self) -> Option<(&mut Self::Rings, &Self::Memory)>;
+
+    /// Brings in the lines of the target that the next stages read, without reading any (the
+    /// pipeline's stage zero): for a host whose per-VM struct is too large for the hardware's
+    /// own prefetcher to run ahead of. Nothing by default.
+    fn prefetch_target(&self) {}
 }
 
-/// `(memory, monitor)` pairs, e.g. `(Arc<dyn GuestMemory>, VmMonitor)`.
-impl<P> ScanTarget for (P, VmMonitor)
+/// `(memory, scanner)` pairs, e.g. `(Arc<dyn GuestMemory>, VmMonitor)` or
+/// `(Arc<dyn GuestMemory>, VmRings)`.
+impl<P, R> ScanTarget for (P, R)
 where
     P: Deref,
     P::Target: GuestMemory,
+    R: Scan,
 {
     type Memory = P::Target;
-    type Rings = VmMonitor;
+    type Rings = R;
 
-    fn parts(&mut self) -> Option<(&mut VmMonitor, &P::Target)> {
+    fn parts(&mut self) -> Option<(&mut R, &P::Target)> {
         Some((&mut self.1, &*self.0))
     }
 }
@@ -99,6 +110,9 @@ pub fn scan_all<T: ScanTarget>(
     mut after: impl FnMut(&mut T, Outcome<T>),
 ) {
     for i in 0..vms.len() {
+        if let Some(v) = vms.get(i + TARGET_AHEAD) {
+            v.prefetch_target();
+        }
         if let Some((rings, mem)) = vms.get_mut(i + STATE_AHEAD).and_then(ScanTarget::parts) {
             rings.prefetch_state();
             prefetch_host(mem);

@@ -6,7 +6,7 @@ use crate::hot::{Ram, ViaTrait};
 use crate::registry::Layout;
 use crate::sq::{Last, SqCursor, SqRing};
 use resex_common::LogLimiter;
-use resex_guestmem::{prefetch_host, GuestMemory};
+use resex_guestmem::{prefetch_host_lines, GuestMemory};
 use resex_mlx5::consts::cqe_op;
 use resex_mlx5::dbrec::read_cq_ci;
 
@@ -184,11 +184,11 @@ impl VmMonitor {
     /// walked a send queue, the SQ cursors and the counters. A host that scans many VMs calls
     /// it a few VMs ahead of [`Self::prefetch`] ([`crate::scan_all`] does).
     pub fn prefetch_state(&self) {
-        prefetch_host(&*self.cqs);
-        prefetch_host(&*self.pages);
+        prefetch_host_lines(&*self.cqs);
+        prefetch_host_lines(&*self.pages);
         if self.walked != 0 {
-            prefetch_host(&*self.qps);
-            prefetch_host(&*self.counters);
+            prefetch_host_lines(&*self.qps);
+            prefetch_host_lines(&*self.counters);
         }
     }
 

@@ -34,16 +34,19 @@ use resex_mlx5::dbrec::{read_cq_ci, read_sq_pi};
 use resex_mlx5::wqe::CtrlSeg;
 use resex_mlx5::SEND_WQE_BB;
 use resex_proto::{QpRegistration, Registration};
+use smallvec::SmallVec;
 use std::collections::{HashMap, HashSet};
 
+/// In declaration order (`repr(C)`): what a tick reads first, the CQ set (attach only) last.
+#[repr(C)]
 struct Watch {
-    cq_dbrecs: HashSet<u64>,
     mon: VmMonitor,
     /// Not scanned yet: decide at the first scan whether to count from the registration's
     /// start indices or from the present position.
     fresh: bool,
     /// Start at the present position whatever the indices (a re-attachment).
     from_now: bool,
+    cq_dbrecs: HashSet<u64>,
 }
 
 /// A queue pair counted from the present position instead of from its start.
@@ -57,16 +60,20 @@ pub struct LateQp {
     pub missed_completions: Option<u64>,
 }
 
-/// One VM's rings (see the module's documentation).
+/// One VM's rings (see the module's documentation). In declaration order (`repr(C)`): what a
+/// tick reads, up to [`VmRings::HOT_BYTES`], before what only attaching and reports read.
 #[derive(Default)]
+#[repr(C)]
 pub struct VmRings {
-    /// The VM's name, in log lines.
-    name: String,
-    watches: Vec<Watch>,
-    known: HashMap<u32, QpRegistration>,
-    mailbox: Option<MailboxLayout>,
     retired: Counters,
     prev_total: Counters,
+    mailbox: Option<MailboxLayout>,
+    /// One watch per registration that brought new QPs; the first inline (most VMs have
+    /// one), so a tick reaches the monitor without following a pointer.
+    watches: SmallVec<[Watch; 1]>,
+    /// The VM's name, in log lines.
+    name: String,
+    known: HashMap<u32, QpRegistration>,
     reattached: u64,
     attached_live: u64,
     late: Vec<LateQp>,
@@ -177,6 +184,10 @@ fn attach_now<M: GuestMemory + ?Sized>(mon: &mut VmMonitor, mem: &M) {
 }
 
 impl VmRings {
+    /// The head of the struct a tick reads (for [`resex_guestmem::prefetch_host_bytes`]): up to
+    /// the end of the first watch's monitor and flags.
+    pub const HOT_BYTES: usize = std::mem::offset_of!(VmRings, name);
+
     /// No ring yet; `name` names the VM in log lines.
     pub fn new(name: impl Into<String>) -> Self {
         Self {
@@ -278,7 +289,7 @@ impl VmRings {
         Ok(())
     }
 
-    /// Brings in the monitors' own state (the first stage of [`crate::batch::scan_all`]).
+    /// Brings in each monitor's own state (see [`VmMonitor::prefetch_state`]).
     pub fn prefetch_state(&self) {
         for w in &self.watches {
             w.mon.prefetch_state();
