@@ -6,7 +6,7 @@
 //! waits (the registration's start indices still let a host that comes later count from the
 //! start, until the rings lap).
 
-use crate::session::Event;
+use crate::event::Event;
 use resex_shim::ShimError;
 use resex_shim::{Buffer, CompletionQueue, Mr, Provider, QpInit, QueuePair};
 use std::collections::HashSet;

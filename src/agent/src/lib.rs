@@ -6,12 +6,14 @@
 //!
 //! - reports go through `resex_shim::mailbox`, the guest's end of the mailbox.
 //! - [`session`], the control channel: sessions, registration, re-registration.
+//! - [`event`], what wakes a session.
 //! - [`gate`], registration before use: a new QP is registered before the application posts.
 //! - [`Agent`]: both, with a reporting thread.
 //! - [`vm`], inside a real VM: virtio-serial ports for the channel and the HCA.
 //! - [`cli`], the `resex-agent` command line (the agent with BenchEx's server as the workload).
 
 pub mod cli;
+pub mod event;
 pub mod gate;
 pub mod session;
 pub mod vm;

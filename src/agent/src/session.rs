@@ -12,6 +12,7 @@ use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::event::Event;
 use crate::gate::Gate;
 use std::collections::VecDeque;
 
@@ -77,16 +78,6 @@ pub struct ChannelStatus {
 
 /// Produces the current registration document.
 pub type DocFn = Arc<dyn Fn() -> Registration + Send + Sync>;
-
-/// What wakes a session: a message from the host (or the stream's end), or a QP that was just
-/// created and waits to be registered ([`crate::gate`]).
-#[derive(Debug)]
-pub enum Event {
-    /// What the reader read.
-    Host(Result<Option<HostMsg>, resex_proto::channel::LineError>),
-    /// Register now if the rings changed.
-    Nudge,
-}
 
 /// The QPNs a document names.
 fn qpns(d: &Registration) -> Vec<u32> {

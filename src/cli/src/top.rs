@@ -78,10 +78,10 @@ fn top_fleet(a: &TopArgs) -> Result<()> {
     };
     // Fail at once, in one line, when etcd is not there at all.
     let mut conn = Some(Fleet::connect(&cfg)?);
-    let fetch = move || -> Result<FleetFrame, String> {
+    let fetch = move || -> Result<FleetFrame, resex_fleet::FleetError> {
         let f = match &mut conn {
             Some(f) => f,
-            None => conn.insert(Fleet::connect(&cfg).map_err(|e| e.to_string())?),
+            None => conn.insert(Fleet::connect(&cfg)?),
         };
         let r = (|| {
             let status = f.status()?;
@@ -94,10 +94,7 @@ fn top_fleet(a: &TopArgs) -> Result<()> {
                 round,
             })
         })();
-        r.map_err(|e| {
-            conn = None;
-            e.to_string()
-        })
+        r.inspect_err(|_| conn = None)
     };
     resex_top::fleet::run(
         a.endpoints.join(","),

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 /// `header_bytes` on the wire.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct LinkSpec {
+pub struct HostLink {
     /// The port's rate, bits per second.
     pub bits_per_sec: u64,
     /// Bytes on the wire per packet besides its payload (headers, CRCs).
@@ -16,7 +16,7 @@ pub struct LinkSpec {
     pub header_bytes: u32,
 }
 
-impl Default for LinkSpec {
+impl Default for HostLink {
     /// 8 Gb/s with 58 header bytes: the ResEx paper's testbed (softhca's `testbed` preset).
     fn default() -> Self {
         Self {
@@ -26,7 +26,7 @@ impl Default for LinkSpec {
     }
 }
 
-impl LinkSpec {
+impl HostLink {
     /// Bits on the wire for what a monitor counted (payload and one header per packet sent).
     pub fn bits(&self, c: &Counters) -> f64 {
         (c.tx_bytes as f64 + c.tx_packets as f64 * f64::from(self.header_bytes)) * 8.0
@@ -51,7 +51,7 @@ pub struct CoreConfig {
     /// The step's length when no policy sets one (a policy's `ledger.interval_ms` wins), ns.
     pub interval_ns: u64,
     /// The host's link.
-    pub link: LinkSpec,
+    pub link: HostLink,
     /// Limits on registration documents (checked again for QPs added to a live VM).
     pub limits: Limits,
 }
@@ -61,7 +61,7 @@ impl Default for CoreConfig {
         Self {
             scan_budget: DEFAULT_SCAN_BUDGET,
             interval_ns: 1_000_000,
-            link: LinkSpec::default(),
+            link: HostLink::default(),
             limits: Limits::default(),
         }
     }
@@ -73,7 +73,7 @@ mod tests {
 
     #[test]
     fn utilisation_counts_payload_and_headers_against_the_rate() {
-        let link = LinkSpec {
+        let link = HostLink {
             bits_per_sec: 8_000_000_000,
             header_bytes: 58,
         };
@@ -86,7 +86,7 @@ mod tests {
         assert_eq!(bits, 8_000_000.0);
         assert!((link.utilisation(bits, 1_000_000) - 1.0).abs() < 1e-12);
         assert_eq!(
-            LinkSpec {
+            HostLink {
                 bits_per_sec: 0,
                 header_bytes: 0
             }

@@ -10,9 +10,9 @@
 //! [`crate::lever::Cause::Fleet`] or [`crate::lever::Cause::FleetLifted`]).
 
 use crate::host::HostCore;
+pub use crate::lever::combine;
 use crate::lever::{tx_ceiling, LeverKind, Tx};
 use crate::output::Intents;
-use resex_common::TxLimit;
 use std::collections::HashMap;
 
 /// The fleet's ceilings for this host's VMs, by name, valid until `until_ns`.
@@ -31,20 +31,6 @@ pub struct FleetApplied {
     pub applied: usize,
     /// Named VMs this host does not have, or that have no rate lever.
     pub skipped: usize,
-}
-
-/// The local policy's limit under the fleet's ceiling.
-#[must_use]
-pub fn combine(policy: TxLimit, fleet: Option<u64>) -> TxLimit {
-    let Some(f) = fleet else {
-        return policy;
-    };
-    let max = policy.max_bps.map_or(f, |m| m.min(f)).max(1);
-    TxLimit {
-        share_bps: policy.share_bps.map(|s| s.min(max)),
-        max_bps: Some(max),
-        weight: policy.weight,
-    }
 }
 
 impl HostCore {
@@ -109,6 +95,7 @@ impl HostCore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use resex_common::TxLimit;
 
     #[test]
     fn the_fleet_lowers_the_ceiling_and_the_share_under_it() {

@@ -9,9 +9,8 @@
 //! levers (what "original" is, how a value sits under a ceiling, what the actuator is told) is
 //! the [`LeverKind`]. A third lever is one more kind, not a third copy of the rules.
 
-use crate::host::CoreError;
-use crate::output::{Intents, VmRow};
-use crate::vm::VmInfo;
+use crate::error::CoreError;
+use crate::info::VmInfo;
 use resex_common::{TxLimit, VmId};
 use resex_pricing::{Account, CapReason, TxReason};
 use std::fmt;
@@ -50,8 +49,6 @@ pub trait LeverKind: Copy + PartialEq + fmt::Debug + 'static {
     fn of(l: &Levers) -> &Lever<Self>;
     /// The same, to change.
     fn of_mut(l: &mut Levers) -> &mut Lever<Self>;
-    /// A step row's change of this lever.
-    fn slot(row: &mut VmRow) -> &mut Option<Intent<Self>>;
     /// The intents of this kind.
     fn intents(i: &mut Intents) -> &mut Vec<Intent<Self>>;
 }
@@ -294,9 +291,6 @@ impl LeverKind for Cap {
     fn of_mut(l: &mut Levers) -> &mut Lever<Self> {
         &mut l.cap
     }
-    fn slot(row: &mut VmRow) -> &mut Option<Intent<Self>> {
-        &mut row.cap_set
-    }
     fn intents(i: &mut Intents) -> &mut Vec<Intent<Self>> {
         &mut i.caps
     }
@@ -326,7 +320,7 @@ impl LeverKind for Tx {
         (!v.is_none()).then_some(v)
     }
     fn under(v: TxLimit, ceiling: Option<TxLimit>) -> TxLimit {
-        crate::fleet::combine(v, ceiling.and_then(|c| c.max_bps))
+        combine(v, ceiling.and_then(|c| c.max_bps))
     }
     fn check(t: &TxLimit) -> Result<(), CoreError> {
         let bad_share = t.share_bps == Some(0)
@@ -355,9 +349,6 @@ impl LeverKind for Tx {
     fn of_mut(l: &mut Levers) -> &mut Lever<Self> {
         &mut l.tx
     }
-    fn slot(row: &mut VmRow) -> &mut Option<Intent<Self>> {
-        &mut row.tx_set
-    }
     fn intents(i: &mut Intents) -> &mut Vec<Intent<Self>> {
         &mut i.tx
     }
@@ -366,6 +357,48 @@ impl LeverKind for Tx {
 /// A ceiling of `bps` bits per second, as a transmit limit.
 pub fn tx_ceiling(bps: u64) -> TxLimit {
     TxLimit::new(None, Some(bps))
+}
+
+/// What to actuate: a step's changes, or those outside a step (a policy change, the fleet, the
+/// host stopping).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Intents {
+    /// Caps.
+    pub caps: Vec<Intent<Cap>>,
+    /// Transmit limits.
+    pub tx: Vec<Intent<Tx>>,
+}
+
+impl Intents {
+    /// True when there is nothing to do.
+    pub fn is_empty(&self) -> bool {
+        self.caps.is_empty() && self.tx.is_empty()
+    }
+
+    /// Forgets them all (the buffers are kept).
+    pub fn clear(&mut self) {
+        self.caps.clear();
+        self.tx.clear();
+    }
+
+    /// Adds one.
+    pub fn push<K: LeverKind>(&mut self, i: Intent<K>) {
+        K::intents(self).push(i);
+    }
+}
+
+/// The local policy's limit under the fleet's ceiling.
+#[must_use]
+pub fn combine(policy: TxLimit, fleet: Option<u64>) -> TxLimit {
+    let Some(f) = fleet else {
+        return policy;
+    };
+    let max = policy.max_bps.map_or(f, |m| m.min(f)).max(1);
+    TxLimit {
+        share_bps: policy.share_bps.map(|s| s.min(max)),
+        max_bps: Some(max),
+        weight: policy.weight,
+    }
 }
 
 #[cfg(test)]

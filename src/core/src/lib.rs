@@ -9,7 +9,9 @@
 //! resexd would do on the same trace (a test feeds one trace through both drivers).
 //!
 //! - [`config`]: [`CoreConfig`] and the link the utilisation is measured against.
-//! - [`vm`]: what the driver tells the core about a VM ([`VmInfo`]) and what the core keeps.
+//! - [`info`]: what the driver tells the core about a VM ([`VmInfo`]).
+//! - [`vm`]: what the core keeps of a VM.
+//! - [`error`]: what the core refuses ([`CoreError`]).
 //! - [`cpu`]: CPU percent from successive CPU-time samples.
 //! - [`output`]: a step's result: per-VM rows and [`Intents`] ([`CapIntent`]s, [`TxIntent`]s:
 //!   the rate lever is a VM's share and ceiling in its port's transmit scheduler).
@@ -27,20 +29,24 @@
 
 pub mod config;
 pub mod cpu;
+pub mod error;
 pub mod fleet;
 pub mod host;
+pub mod info;
 pub mod lever;
 pub mod output;
 pub mod snapshot;
 pub mod step;
 pub mod vm;
 
-pub use config::{CoreConfig, LinkSpec};
+pub use config::{CoreConfig, HostLink};
 pub use cpu::CpuSample;
+pub use error::CoreError;
 pub use fleet::{FleetApplied, FleetCeilings};
-pub use host::{CoreError, HostCore, NamedPolicy};
+pub use host::{HostCore, NamedPolicy};
+pub use info::VmInfo;
 pub use lever::{Cap, Cause, Intent, Lever, LeverKind, Levers, Tx};
 pub use output::{CapCause, CapIntent, Intents, Priced, StepOutput, TxCause, TxIntent, VmRow};
 pub use resex_common::TxLimit;
 pub use resex_common::VmId;
-pub use vm::{VmInfo, VmView};
+pub use vm::VmView;

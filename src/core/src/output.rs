@@ -1,5 +1,6 @@
 //! What a step returns: one row per VM and the lever changes to actuate.
 
+pub use crate::lever::Intents;
 use crate::lever::{Cap, Cause, Intent, LeverKind, Tx};
 use resex_common::{LatencyReport, VmId};
 use resex_ibmon::Counters;
@@ -13,34 +14,6 @@ pub type CapIntent = Intent<Cap>;
 pub type TxCause = Cause<TxReason>;
 /// A transmit limit to set on a VM's port (`value`; `TxLimit::NONE`: the original setting).
 pub type TxIntent = Intent<Tx>;
-
-/// What to actuate: a step's changes, or those outside a step (a policy change, the fleet, the
-/// host stopping).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Intents {
-    /// Caps.
-    pub caps: Vec<CapIntent>,
-    /// Transmit limits.
-    pub tx: Vec<TxIntent>,
-}
-
-impl Intents {
-    /// True when there is nothing to do.
-    pub fn is_empty(&self) -> bool {
-        self.caps.is_empty() && self.tx.is_empty()
-    }
-
-    /// Forgets them all (the buffers are kept).
-    pub fn clear(&mut self) {
-        self.caps.clear();
-        self.tx.clear();
-    }
-
-    /// Adds one.
-    pub fn push<K: LeverKind>(&mut self, i: Intent<K>) {
-        K::intents(self).push(i);
-    }
-}
 
 /// A VM's line in the pricing engine after a step.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -85,4 +58,22 @@ pub struct StepOutput {
     pub rows: Vec<VmRow>,
     /// Caps and transmit limits to set, each in id order.
     pub intents: Intents,
+}
+
+/// Where a step's row shows a change of one lever.
+pub(crate) trait RowSlot: LeverKind {
+    /// A step row's change of this lever.
+    fn slot(row: &mut VmRow) -> &mut Option<Intent<Self>>;
+}
+
+impl RowSlot for Cap {
+    fn slot(row: &mut VmRow) -> &mut Option<Intent<Self>> {
+        &mut row.cap_set
+    }
+}
+
+impl RowSlot for Tx {
+    fn slot(row: &mut VmRow) -> &mut Option<Intent<Self>> {
+        &mut row.tx_set
+    }
 }

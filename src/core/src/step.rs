@@ -8,9 +8,10 @@
 //! interval. Every VM's usage goes to the engine (when there is a policy); its cap decisions become intents, except for VMs
 //! the admin pinned. No allocation once the VM set is stable (buffers are reused).
 
-use crate::host::{CoreError, HostCore};
-use crate::lever::{Cap, Intent, LeverKind, Tx};
-use crate::output::{Priced, StepOutput, VmRow};
+use crate::error::CoreError;
+use crate::host::HostCore;
+use crate::lever::{Cap, Intent, Tx};
+use crate::output::{Priced, RowSlot, StepOutput, VmRow};
 use crate::vm::Vm;
 use resex_common::LatencyReport;
 use resex_common::VmId;
@@ -152,7 +153,7 @@ impl Vm {
 
 /// The policy's decisions for one lever (in id order) into the VMs' levers, the step's intents
 /// and rows. The admin's pin wins; a VM without the lever has none to set.
-fn decide<K: LeverKind>(
+fn decide<K: RowSlot>(
     vms: &mut [Vm],
     out: &mut StepOutput,
     decisions: impl Iterator<Item = (VmId, K::Set, K::Reason)>,
@@ -180,7 +181,7 @@ fn decide<K: LeverKind>(
 }
 
 /// Changes made between steps into this step's rows (a change the step made itself stays).
-fn mark_pending<K: LeverKind>(rows: &mut [VmRow], pending: &mut Vec<Intent<K>>) {
+fn mark_pending<K: RowSlot>(rows: &mut [VmRow], pending: &mut Vec<Intent<K>>) {
     for i in pending.drain(..) {
         if let Ok(r) = rows.binary_search_by_key(&i.vm, |r| r.vm) {
             K::slot(&mut rows[r]).get_or_insert(i);

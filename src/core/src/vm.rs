@@ -1,55 +1,13 @@
 //! One VM as the core keeps it.
 
 use crate::cpu::CpuMeter;
+use crate::info::VmInfo;
 use crate::lever::Levers;
 use resex_common::{LatencyReport, LogLimiter, NicTimes, TxLimit, VmId};
 use resex_guestmem::{prefetch_host_bytes, GuestMemory};
 use resex_ibmon::{Counters, ScanTarget, VmRings};
 use resex_pricing::{BaselineLearner, VmSpec};
 use std::sync::Arc;
-
-/// What the driver tells the core about a VM when it appears (from the backend or the
-/// scenario).
-#[derive(Debug, Clone, PartialEq)]
-pub struct VmInfo {
-    /// Name shown to people (the domain's name).
-    pub name: String,
-    /// Virtual CPUs.
-    pub vcpus: u32,
-    /// Guest RAM size, bytes: registrations are validated against it.
-    pub ram_size: u64,
-    /// Weight of its share of the link (1 unless configured).
-    pub weight: f64,
-    /// Its own SLA threshold (fraction), when configured.
-    pub sla_threshold: Option<f64>,
-    /// How its caps are enforced, for people.
-    pub cap_mechanism: String,
-    /// Its rate lever, for people (`None`: the VM has none: no VF, no scheduler).
-    pub tx_lever: Option<String>,
-    /// What the admin grants it (default: an equal split of the link, the policy's floor).
-    pub entitlement: resex_pricing::Entitlement,
-}
-
-impl VmInfo {
-    /// A VM with weight 1, the policy's SLA and no mechanism named.
-    pub fn new(name: impl Into<String>, vcpus: u32, ram_size: u64) -> Self {
-        Self {
-            name: name.into(),
-            vcpus,
-            ram_size,
-            weight: 1.0,
-            sla_threshold: None,
-            cap_mechanism: String::new(),
-            tx_lever: None,
-            entitlement: resex_pricing::Entitlement::default(),
-        }
-    }
-
-    /// The cap that means "uncapped": 100 x vCPUs.
-    pub fn full_cap(&self) -> f64 {
-        100.0 * f64::from(self.vcpus.max(1))
-    }
-}
 
 /// One VM. In declaration order (`repr(C)`): what a step reads for every VM first, up to the
 /// hot head of its rings ([`Vm::HOT_BYTES`], which the scan prefetches a few VMs ahead), then

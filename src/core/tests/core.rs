@@ -6,7 +6,7 @@ mod common;
 
 use common::{Guest, RAM};
 use resex_core::{
-    Cap, CapCause, CoreConfig, CoreError, CpuSample, HostCore, LinkSpec, Tx, VmId, VmInfo,
+    Cap, CapCause, CoreConfig, CoreError, CpuSample, HostCore, HostLink, Tx, VmId, VmInfo,
 };
 use resex_guestmem::GuestMemory;
 use resex_ibmon::Counters;
@@ -66,7 +66,7 @@ fn counts_exactly_what_each_guest_completed_interval_by_interval() {
 #[test]
 fn link_utilisation_is_the_counted_bits_over_the_link_rate() {
     let mut g = Guest::new(3);
-    let link = LinkSpec {
+    let link = HostLink {
         bits_per_sec: 8_000_000_000,
         header_bytes: 58,
     };

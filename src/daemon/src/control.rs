@@ -23,28 +23,8 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+pub use crate::driver::FleetGrant;
 pub use resex_core::NamedPolicy;
-
-/// The fleet's ceilings for this host as the loop takes them: (VM name, bits per second), and
-/// how long they hold from when the loop applies them (the core's `FleetCeilings` carry the
-/// deadline on the loop's clock).
-#[derive(Debug, Clone, PartialEq)]
-pub struct FleetGrant {
-    /// (VM name, ceiling in bits per second).
-    pub vms: Vec<(String, u64)>,
-    /// How long they hold unless renewed.
-    pub valid: Duration,
-}
-
-impl FleetGrant {
-    /// The grant in a host's allocation from the coordinator.
-    pub fn of(a: &resex_fleet::Allocation) -> Self {
-        Self {
-            vms: a.ceilings_bps(),
-            valid: Duration::from_millis(a.valid_ms),
-        }
-    }
-}
 
 /// What the daemon runs with.
 #[derive(Debug, Clone)]

@@ -18,6 +18,7 @@ use resex_core::{
 use std::collections::HashMap;
 use std::sync::mpsc::{Receiver, Sender};
 use std::sync::Arc;
+use std::time::Duration;
 
 /// What the admin asks of the loop.
 pub enum Command {
@@ -27,7 +28,28 @@ pub enum Command {
     Admin(Admin, Sender<Result<String, AdminError>>),
     /// The fleet's ceilings (VM name, bits per second), valid this long from now; `None`: lift
     /// them (the fleet was lost, or the coordinator allocated nothing to this host).
-    Fleet(Option<crate::control::FleetGrant>),
+    Fleet(Option<FleetGrant>),
+}
+
+/// The fleet's ceilings for this host as the loop takes them: (VM name, bits per second), and
+/// how long they hold from when the loop applies them (the core's `FleetCeilings` carry the
+/// deadline on the loop's clock).
+#[derive(Debug, Clone, PartialEq)]
+pub struct FleetGrant {
+    /// (VM name, ceiling in bits per second).
+    pub vms: Vec<(String, u64)>,
+    /// How long they hold unless renewed.
+    pub valid: Duration,
+}
+
+impl FleetGrant {
+    /// The grant in a host's allocation from the coordinator.
+    pub fn of(a: &resex_fleet::Allocation) -> Self {
+        Self {
+            vms: a.ceilings_bps(),
+            valid: Duration::from_millis(a.valid_ms),
+        }
+    }
 }
 
 /// Where the driver's inputs come from.

@@ -4,6 +4,8 @@
 #![allow(clippy::cast_possible_truncation)]
 
 use crate::cgroup::{CapMode, GuestCgroups, Mounts, PortCgroup, PortCgroupError};
+use crate::error::io;
+pub use crate::error::HostError;
 use crate::sockets::{serve_admin, serve_control};
 use resex_backend::cap::signal;
 use resex_backend::lever::Vf;
@@ -74,43 +76,6 @@ pub struct HostConfig {
     /// [`crate::cgroup::PortCgroup`]). Off by default: it ends the port's hold-ups, and the
     /// demo's story then rests on the CPU interference alone (see docs/guide.md).
     pub port_cgroup: bool,
-}
-
-/// What stops the host.
-#[derive(Debug, thiserror::Error)]
-pub enum HostError {
-    /// A file, socket or process could not be set up.
-    #[error("{what}: {source}")]
-    Io {
-        /// What.
-        what: String,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// Guest memory.
-    #[error(transparent)]
-    Mem(#[from] resex_guestmem::MemError),
-    /// Publishing the domain.
-    #[error(transparent)]
-    Backend(#[from] resex_backend::BackendError),
-    /// A scenario setting only the lab can honour.
-    #[error("guest `{0}`: report_scale (a lying guest), benchex.chunk (replies in chunks) and turns (a workload that changes) are lab-only settings; run it with `resex lab run`")]
-    LabOnly(String),
-    /// A guest died.
-    #[error("guest `{name}` exited ({status}); its log: {log}")]
-    GuestExited {
-        /// Guest.
-        name: String,
-        /// Exit status.
-        status: String,
-        /// Its log file.
-        log: String,
-    },
-}
-
-pub(crate) fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> HostError {
-    let what = what.into();
-    move |source| HostError::Io { what, source }
 }
 
 /// One process on the HCA: its RAM, its control socket server, the child.

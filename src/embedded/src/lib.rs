@@ -8,6 +8,7 @@
 //! processes.
 //!
 //! - [`cgroup`], per-guest cgroups and the cap mode.
+//! - [`error`], [`HostError`]: what stops the host.
 //! - [`sockets`], the admin and per-guest control sockets softhca is reached by.
 //! - [`host`], [`host::EmbeddedHost`]: start, stage, watch and stop the guests.
 //! - [`benchex_local`], `benchex local`: BenchEx's server and clients in one process on an
@@ -15,6 +16,7 @@
 
 pub mod benchex_local;
 pub mod cgroup;
+pub mod error;
 pub mod host;
 pub mod sockets;
 

@@ -1,7 +1,7 @@
 //! The embedded host's Unix sockets: softhca's admin path (the rate lever) and each guest's
 //! control path (`hca_wire`), each served by a thread per connection until stopped.
 
-use crate::host::{io, HostError};
+use crate::error::{io, HostError};
 use resex_proto::hca_admin::{self, AdminRequest};
 use resex_proto::hca_wire;
 use resex_softhca::mr::GuestId;

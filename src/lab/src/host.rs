@@ -6,7 +6,7 @@
 use crate::driver::{Action, DriverError, LabDriver};
 use crate::guest::{Build, Guest, HEAP};
 use crate::result::{HostResult, LabResult, Series, VmResult, VmSeries, VmTraffic};
-use resex_core::{CoreConfig, LinkSpec};
+use resex_core::{CoreConfig, HostLink};
 use resex_guestmem::{GuestMemory, VecMemory};
 use resex_pricing::PolicyConfig;
 use resex_scenario::Scenario;
@@ -119,8 +119,8 @@ impl std::fmt::Debug for LabHost {
 const PAGE: u64 = 4096;
 
 /// The core's view of the scenario's link.
-pub fn core_link(link: &LinkConfig) -> LinkSpec {
-    LinkSpec {
+pub fn core_link(link: &LinkConfig) -> HostLink {
+    HostLink {
         bits_per_sec: link.bits_per_sec,
         header_bytes: link.header_bytes,
     }

@@ -6,14 +6,16 @@
 pub use crate::drum::config::{ClassWeights, DrumConfig, RateAs};
 use serde::{Deserialize, Serialize};
 
+pub(crate) mod bounds;
 mod governor;
 mod ioshares;
 mod progress;
 
+pub use bounds::ConfigError;
+pub(crate) use bounds::{check, finite_in};
 pub use governor::GovernorConfig;
 pub use ioshares::{IoSharesConfig, IoSharesMode};
 pub use progress::ProgressConfig;
-use thiserror::Error;
 
 /// Which algorithm a policy file selects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
@@ -196,48 +198,6 @@ pub struct PolicyConfig {
     /// from a file: on a host every policy is held to the entitlements.
     #[serde(skip)]
     pub as_published: bool,
-}
-
-/// A policy file that cannot be used.
-#[derive(Debug, Error, PartialEq)]
-pub enum ConfigError {
-    /// Not TOML, an unknown key, or a value of the wrong type.
-    #[error("{0}")]
-    Parse(String),
-    /// A value outside its allowed range.
-    #[error("`{key}` = {value} is out of range: allowed {allowed}")]
-    OutOfRange {
-        /// Dotted path of the key.
-        key: &'static str,
-        /// The value given.
-        value: String,
-        /// The allowed range, for people.
-        allowed: &'static str,
-    },
-    /// Keys that do not fit together.
-    #[error("{0}")]
-    Inconsistent(String),
-}
-
-pub(crate) fn check<T: PartialOrd + std::fmt::Display + Copy>(
-    key: &'static str,
-    value: T,
-    ok: bool,
-    allowed: &'static str,
-) -> Result<(), ConfigError> {
-    if ok {
-        Ok(())
-    } else {
-        Err(ConfigError::OutOfRange {
-            key,
-            value: value.to_string(),
-            allowed,
-        })
-    }
-}
-
-pub(crate) fn finite_in(v: f64, lo: f64, hi: f64) -> bool {
-    v.is_finite() && v >= lo && v <= hi
 }
 
 impl PolicyConfig {

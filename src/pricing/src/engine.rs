@@ -1,10 +1,12 @@
 //! The engine: the VM set, the ledger and a policy, stepped one interval at a time.
 
 use crate::config::PolicyConfig;
+use crate::config::PolicyKind;
+use crate::entitlement;
 use crate::ledger::{Account, Allotter, EpochClock};
-use crate::policy::{build, Ctx, Policy};
-use crate::types::{CapDecision, IntervalInput, StepOutput, TxDecision, VmId, VmRow, VmSpec};
-use crate::{entitlement, evidence};
+use crate::policy::{Ctx, Policy};
+use crate::types::{CapDecision, IntervalInput, EngineOutput, TxDecision, VmId, AccountRow, VmSpec};
+use crate::{freemarket::FreeMarket, governor::Governor, ioshares::IoShares};
 use thiserror::Error;
 
 /// Input the engine refuses (the caller's bug or a corrupt trace; nothing is changed).
@@ -65,7 +67,7 @@ pub struct Engine {
     /// Total weight the current epoch's shares were computed over.
     epoch_weight: f64,
     last: Option<u64>,
-    out: StepOutput,
+    out: EngineOutput,
     /// Account index of each usage entry of the interval being filled (reused).
     slots: Vec<usize>,
     /// The host link's rate, bits per second.
@@ -92,7 +94,7 @@ impl Engine {
             accounts: Vec::new(),
             epoch_weight: 0.0,
             last: None,
-            out: StepOutput::default(),
+            out: EngineOutput::default(),
             slots: Vec::new(),
             link_bps: 0.0,
             header_bytes: 0,
@@ -262,7 +264,7 @@ impl Engine {
     }
 
     /// Prices one interval. On error nothing changes.
-    pub fn step(&mut self, input: &IntervalInput<'_>) -> Result<&StepOutput, PricingError> {
+    pub fn step(&mut self, input: &IntervalInput<'_>) -> Result<&EngineOutput, PricingError> {
         let i = input.interval;
         if let Some(last) = self.last {
             if i <= last {
@@ -305,7 +307,7 @@ impl Engine {
             link_bps: self.link_bps(),
         };
         if !self.cfg.as_published {
-            evidence::observe(&mut self.accounts, link_util);
+            observe(&mut self.accounts, link_util);
         }
         self.policy.price(&ctx, &mut self.accounts);
         for acc in &mut self.accounts {
@@ -364,7 +366,7 @@ impl Engine {
         self.out.interval = i;
         self.out.link_util = link_util;
         self.out.rows.clear();
-        self.out.rows.extend(self.accounts.iter().map(|a| VmRow {
+        self.out.rows.extend(self.accounts.iter().map(|a| AccountRow {
             vm: a.id(),
             allotment: a.allotment,
             balance: a.balance,
@@ -422,6 +424,44 @@ fn as_ceilings(
         acc.tx_proposal = Some((tx, why));
         if !lever.cpu() {
             acc.proposal = Some((acc.max_cap, reason));
+        }
+    }
+}
+
+/// The policy a configuration selects.
+fn build(cfg: &PolicyConfig) -> Box<dyn Policy> {
+    match cfg.policy {
+        PolicyKind::Freemarket => Box::new(FreeMarket),
+        PolicyKind::Ioshares => Box::new(IoShares::new(
+            cfg.ioshares.clone().unwrap_or_default(),
+            cfg.intervals_per_actuation(),
+            cfg.ledger.interval_ms,
+        )),
+        PolicyKind::Drum => Box::new(crate::drum::Drum::new(
+            cfg.drum.clone().unwrap_or_default(),
+            cfg.lever(),
+            cfg.intervals_per_actuation(),
+        )),
+        PolicyKind::Progress => Box::new(crate::progress::Progress::new(
+            cfg.progress.clone().unwrap_or_default(),
+        )),
+        PolicyKind::Governor => Box::new(
+            Governor::new(
+                cfg.governor.clone().unwrap_or_default(),
+                cfg.ledger.interval_ms,
+            )
+            .with_lever(cfg.lever(), cfg.intervals_per_actuation()),
+        ),
+    }
+}
+
+/// One interval of every account: evidence gathered, and this interval's reports judged
+/// (and discounted where the host contradicts them) before the policy sees them.
+fn observe(accounts: &mut [Account], util: f64) {
+    for a in accounts.iter_mut() {
+        a.evidence.observe(a.nic, util);
+        if let Some(r) = a.report {
+            a.report = Some(a.evidence.judge(&r));
         }
     }
 }

@@ -31,6 +31,7 @@
 use crate::config::Lever;
 use crate::ledger::Account;
 use crate::types::{CapReason, TxLimit, TxReason};
+pub use crate::types::{Entitled, Entitlement};
 
 /// Time constant of the smoothed transmit rate, seconds.
 pub const RATE_MEMORY_S: f64 = 0.1;
@@ -50,54 +51,6 @@ const GUARD_HEADROOM: f64 = 1.25;
 /// The guard cap decays towards the floor by this factor per period while the VM sends well
 /// above its entitlement (so a policy may bite again).
 const GUARD_DECAY: f64 = 0.98;
-
-/// What the admin configured for a VM (`None`: the default).
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct Entitlement {
-    /// Guaranteed transmit rate, bits per second (default: an equal split of the link).
-    pub tx_bps: Option<u64>,
-    /// CPU floor, percent of one CPU (default: the policy's `caps.floor_pct`).
-    pub cpu_floor_pct: Option<f64>,
-}
-
-/// A VM's entitlement in force and what the host measured against it.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct Entitled {
-    /// Guaranteed transmit rate in force, bits per second.
-    pub tx_bps: f64,
-    /// CPU floor in force, percent of one CPU.
-    pub cpu_floor_pct: f64,
-    /// Transmit rate on the wire, bits per second, smoothed over about [`RATE_MEMORY_S`].
-    pub rate_bps: f64,
-    /// The last actuation period's rate, bits per second.
-    pub period_bps: f64,
-    /// Sending above its entitlement: the only state in which ceilings and caps apply.
-    pub excess: bool,
-    /// The lowest cap the guard allows while it is in excess, percent (learned).
-    pub guard_cap: f64,
-    /// Wire bits of the actuation period so far.
-    bits: f64,
-    /// The policy's last transmit limit and reason (what it would set without the guard).
-    policy_tx: Option<(TxLimit, TxReason)>,
-}
-
-impl Entitled {
-    /// Counts one interval's traffic: `bytes` and `packets` as the monitor counted them (a
-    /// trace without bytes: `packets` full packets of `path_mtu`).
-    pub(crate) fn count(&mut self, bytes: u64, packets: u64, path_mtu: u32, header_bytes: u32) {
-        let payload = if bytes == 0 {
-            packets as f64 * f64::from(path_mtu)
-        } else {
-            bytes as f64
-        };
-        self.bits += (payload + packets as f64 * f64::from(header_bytes)) * 8.0;
-    }
-
-    /// True when the VM sent within its entitlement (no ceiling or cap may apply).
-    pub fn within(&self) -> bool {
-        !self.excess
-    }
-}
 
 /// Every VM's entitlement in force, bits/s, from what is configured (`None`: the default): the
 /// configured rate, or an equal split of what the configured rates leave of `link_bps`.

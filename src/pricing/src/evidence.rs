@@ -21,7 +21,6 @@
 //! host sees delayed keeps its whole report.
 
 use crate::baseline::BaselineLearner;
-use crate::ledger::Account;
 use crate::types::LatencyReport;
 use resex_common::NicTimes;
 use serde::Serialize;
@@ -82,7 +81,7 @@ pub struct Evidence {
 
 impl Evidence {
     /// One interval: the NIC's times for it (if measured) and the link's utilisation.
-    fn observe(&mut self, nic: Option<NicTimes>, link_util: f64) {
+    pub(crate) fn observe(&mut self, nic: Option<NicTimes>, link_util: f64) {
         if let Some(t) = nic {
             self.measured = true;
             self.nic = self.nic.plus(&t);
@@ -106,7 +105,7 @@ impl Evidence {
     }
 
     /// A report arrived: the verdict, and the report as the host credits it.
-    fn judge(&mut self, r: &LatencyReport) -> LatencyReport {
+    pub(crate) fn judge(&mut self, r: &LatencyReport) -> LatencyReport {
         let host = if self.measured {
             Some(self.close_period().unwrap_or(0.0))
         } else {
@@ -148,17 +147,6 @@ impl Evidence {
             p50_ns: r.p50_ns * k,
             p99_ns: r.p99_ns * k,
             p999_ns: r.p999_ns * k,
-        }
-    }
-}
-
-/// One interval of every account: evidence gathered, and this interval's reports judged
-/// (and discounted where the host contradicts them) before the policy sees them.
-pub(crate) fn observe(accounts: &mut [Account], util: f64) {
-    for a in accounts.iter_mut() {
-        a.evidence.observe(a.nic, util);
-        if let Some(r) = a.report {
-            a.report = Some(a.evidence.judge(&r));
         }
     }
 }

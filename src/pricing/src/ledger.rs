@@ -73,7 +73,7 @@ pub struct Account {
     /// The policy's proposed transmit limit at an actuation boundary, and why.
     pub tx_proposal: Option<(TxLimit, TxReason)>,
     /// Its entitlement in force and its rate against it (the guard's state).
-    pub ent: crate::entitlement::Entitled,
+    pub ent: crate::types::Entitled,
     /// Set once this interval's usage was filled (catches duplicates).
     pub(crate) seen: bool,
 }
@@ -110,7 +110,7 @@ impl Account {
             proposal: None,
             tx: TxLimit::NONE,
             tx_proposal: None,
-            ent: crate::entitlement::Entitled::default(),
+            ent: crate::types::Entitled::default(),
             seen: false,
         }
     }

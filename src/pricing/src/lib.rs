@@ -46,6 +46,6 @@ pub use entitlement::{Entitled, Entitlement};
 pub use ledger::Account;
 pub use policy::{Ctx, Policy};
 pub use types::{
-    Baseline, CapDecision, CapReason, IntervalInput, LatencyReport, StepOutput, TxDecision,
-    TxLimit, TxReason, VmId, VmRow, VmSpec, VmUsage,
+    Baseline, CapDecision, CapReason, IntervalInput, LatencyReport, EngineOutput, TxDecision,
+    TxLimit, TxReason, VmId, AccountRow, VmSpec, VmUsage,
 };

@@ -1,9 +1,8 @@
 //! The `Policy` trait, the context it is given, and FreeMarket's balance rule (used by both
 //! shipped policies).
 
-use crate::config::{PolicyConfig, PolicyKind};
+use crate::config::PolicyConfig;
 use crate::ledger::Account;
-use crate::{freemarket::FreeMarket, governor::Governor, ioshares::IoShares};
 
 /// What a policy knows about the interval being priced, besides the accounts.
 #[derive(Debug, Clone, Copy)]
@@ -44,33 +43,6 @@ pub trait Policy: Send + std::fmt::Debug {
     /// the engine turns its cap proposals into ceilings (the same fraction of the link).
     fn proposes_tx(&self) -> bool {
         false
-    }
-}
-
-/// The policy a configuration selects.
-pub fn build(cfg: &PolicyConfig) -> Box<dyn Policy> {
-    match cfg.policy {
-        PolicyKind::Freemarket => Box::new(FreeMarket),
-        PolicyKind::Ioshares => Box::new(IoShares::new(
-            cfg.ioshares.clone().unwrap_or_default(),
-            cfg.intervals_per_actuation(),
-            cfg.ledger.interval_ms,
-        )),
-        PolicyKind::Drum => Box::new(crate::drum::Drum::new(
-            cfg.drum.clone().unwrap_or_default(),
-            cfg.lever(),
-            cfg.intervals_per_actuation(),
-        )),
-        PolicyKind::Progress => Box::new(crate::progress::Progress::new(
-            cfg.progress.clone().unwrap_or_default(),
-        )),
-        PolicyKind::Governor => Box::new(
-            Governor::new(
-                cfg.governor.clone().unwrap_or_default(),
-                cfg.ledger.interval_ms,
-            )
-            .with_lever(cfg.lever(), cfg.intervals_per_actuation()),
-        ),
     }
 }
 

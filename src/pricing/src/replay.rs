@@ -4,7 +4,7 @@
 use crate::config::PolicyConfig;
 use crate::engine::{Engine, PricingError};
 use crate::trace::Trace;
-use crate::types::{IntervalInput, VmId, VmRow, VmSpec, VmUsage};
+use crate::types::{IntervalInput, VmId, AccountRow, VmSpec, VmUsage};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -171,7 +171,7 @@ fn row_bytes(cfg: &PolicyConfig, trace: &Trace, r: &crate::trace::TraceRow) -> u
     }
 }
 
-fn to_replay_row<'a>(interval: u64, r: &VmRow, names: &[&'a str]) -> ReplayRow<'a> {
+fn to_replay_row<'a>(interval: u64, r: &AccountRow, names: &[&'a str]) -> ReplayRow<'a> {
     let name = |id: VmId| names.get(id.0 as usize).copied().unwrap_or("?");
     ReplayRow {
         interval,

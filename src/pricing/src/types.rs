@@ -30,7 +30,7 @@ pub struct VmSpec {
     pub baseline: Option<Baseline>,
     /// What the admin grants it (the defaults: an equal split of the link, the policy's
     /// CPU floor).
-    pub entitlement: crate::entitlement::Entitlement,
+    pub entitlement: Entitlement,
 }
 
 impl VmSpec {
@@ -43,7 +43,7 @@ impl VmSpec {
             weight: 1.0,
             sla_threshold: None,
             baseline: None,
-            entitlement: crate::entitlement::Entitlement::default(),
+            entitlement: Entitlement::default(),
         }
     }
 }
@@ -253,7 +253,7 @@ pub struct CapDecision {
 
 /// One VM's line of one interval's result.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct VmRow {
+pub struct AccountRow {
     /// Which VM.
     pub vm: VmId,
     /// The VM's allotment in this epoch (Resos).
@@ -278,16 +278,64 @@ pub struct VmRow {
 
 /// The result of one interval.
 #[derive(Debug, Clone, Default)]
-pub struct StepOutput {
+pub struct EngineOutput {
     /// The interval that was priced.
     pub interval: u64,
     /// Link utilisation used for this interval.
     pub link_util: f64,
     /// One row per registered VM, in id order.
-    pub rows: Vec<VmRow>,
+    pub rows: Vec<AccountRow>,
     /// Caps that changed (only at actuation boundaries).
     pub decisions: Vec<CapDecision>,
     /// Transmit limits that changed (only at actuation boundaries; only policies that use the
     /// rate lever make them).
     pub tx_decisions: Vec<TxDecision>,
+}
+
+/// What the admin configured for a VM (`None`: the default).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Entitlement {
+    /// Guaranteed transmit rate, bits per second (default: an equal split of the link).
+    pub tx_bps: Option<u64>,
+    /// CPU floor, percent of one CPU (default: the policy's `caps.floor_pct`).
+    pub cpu_floor_pct: Option<f64>,
+}
+
+/// A VM's entitlement in force and what the host measured against it.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Entitled {
+    /// Guaranteed transmit rate in force, bits per second.
+    pub tx_bps: f64,
+    /// CPU floor in force, percent of one CPU.
+    pub cpu_floor_pct: f64,
+    /// Transmit rate on the wire, bits per second, smoothed over about [`crate::entitlement::RATE_MEMORY_S`].
+    pub rate_bps: f64,
+    /// The last actuation period's rate, bits per second.
+    pub period_bps: f64,
+    /// Sending above its entitlement: the only state in which ceilings and caps apply.
+    pub excess: bool,
+    /// The lowest cap the guard allows while it is in excess, percent (learned).
+    pub guard_cap: f64,
+    /// Wire bits of the actuation period so far.
+    pub(crate) bits: f64,
+    /// The policy's last transmit limit and reason (what it would set without the guard).
+    pub(crate) policy_tx: Option<(TxLimit, TxReason)>,
+}
+
+impl Entitled {
+    /// Counts one interval's traffic: `bytes` and `packets` as the monitor counted them (a
+    /// trace without bytes: `packets` full packets of `path_mtu`).
+    pub(crate) fn count(&mut self, bytes: u64, packets: u64, path_mtu: u32, header_bytes: u32) {
+        let payload = if bytes == 0 {
+            packets as f64 * f64::from(path_mtu)
+        } else {
+            bytes as f64
+        };
+        self.bits += (payload + packets as f64 * f64::from(header_bytes)) * 8.0;
+    }
+
+    /// True when the VM sent within its entitlement (no ceiling or cap may apply).
+    pub fn within(&self) -> bool {
+        !self.excess
+    }
 }

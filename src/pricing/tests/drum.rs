@@ -1,7 +1,7 @@
 //! The DRUM policy through the engine, against hand-computed allocations.
 
 use resex_pricing::{
-    CapReason, Engine, IntervalInput, PolicyConfig, StepOutput, TxLimit, TxReason, VmId, VmSpec,
+    CapReason, Engine, IntervalInput, PolicyConfig, EngineOutput, TxLimit, TxReason, VmId, VmSpec,
     VmUsage,
 };
 
@@ -34,7 +34,7 @@ fn usage(vm: u32, cpu_pct: f64, link: f64) -> VmUsage {
 }
 
 /// One interval of `usage` on a link the policy measures itself.
-fn step<'e>(e: &'e mut Engine, interval: u64, usage: &[VmUsage]) -> &'e StepOutput {
+fn step<'e>(e: &'e mut Engine, interval: u64, usage: &[VmUsage]) -> &'e EngineOutput {
     e.step(&IntervalInput {
         interval,
         link_util: None,

@@ -3,10 +3,10 @@
 
 use resex_pricing::{
     Baseline, CapReason, Engine, IntervalInput, IoSharesMode, LatencyReport, PolicyConfig,
-    PolicyKind, StepOutput, VmId, VmSpec, VmUsage,
+    PolicyKind, EngineOutput, VmId, VmSpec, VmUsage,
 };
 
-fn step(e: &mut Engine, i: u64, usage: &[VmUsage]) -> StepOutput {
+fn step(e: &mut Engine, i: u64, usage: &[VmUsage]) -> EngineOutput {
     e.step(&IntervalInput {
         interval: i,
         link_util: None,

@@ -4,7 +4,7 @@
 
 use proptest::prelude::*;
 use resex_pricing::{
-    Engine, IntervalInput, LatencyReport, PolicyConfig, PolicyKind, StepOutput, VmId, VmSpec,
+    Engine, IntervalInput, LatencyReport, PolicyConfig, PolicyKind, EngineOutput, VmId, VmSpec,
     VmUsage,
 };
 
@@ -60,7 +60,7 @@ fn config(kind: PolicyKind) -> PolicyConfig {
 
 /// Runs `h` with VM `k` given id `ids[k]`, added in `add_order` and listed in `list_order`.
 /// Returns the outputs re-keyed by the VM's position in `h`.
-fn run(h: &Host, ids: &[u32], add_order: &[usize], list_order: &[usize]) -> Vec<StepOutput> {
+fn run(h: &Host, ids: &[u32], add_order: &[usize], list_order: &[usize]) -> Vec<EngineOutput> {
     let mut e = Engine::new(config(h.kind));
     for &k in add_order {
         e.add_vm(VmSpec::new(ids[k], format!("vm{k}"), h.vcpus[k]), 0)

@@ -75,7 +75,7 @@ pub struct Scenario {
     pub policy: Option<String>,
     /// The host's link.
     #[serde(default)]
-    pub link: LinkSpec,
+    pub link: ScenarioLink,
     /// The guests (`[[guest]]`).
     #[serde(rename = "guest")]
     pub guests: Vec<GuestSpec>,
@@ -92,7 +92,7 @@ pub const LINK_PRESETS: [&str; 2] = ["testbed", "100g"];
 /// The link.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
-pub struct LinkSpec {
+pub struct ScenarioLink {
     /// `testbed` or `100g`.
     #[serde(default = "default_preset")]
     pub preset: String,
@@ -108,7 +108,7 @@ fn default_preset() -> String {
     "testbed".into()
 }
 
-impl Default for LinkSpec {
+impl Default for ScenarioLink {
     fn default() -> Self {
         Self {
             preset: default_preset(),

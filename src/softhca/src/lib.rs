@@ -19,6 +19,7 @@
 pub mod clock;
 pub mod control;
 mod doorbell;
+mod flow;
 pub mod hca;
 pub mod link;
 pub mod mr;

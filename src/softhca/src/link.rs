@@ -7,6 +7,7 @@
 //! Times are picoseconds (exact for the bandwidths used here: 8 Gb/s is 1 000 ps per byte,
 //! 100 Gb/s 80).
 
+pub use crate::flow::{Dir, Flow};
 use crate::nic::NicModel;
 use crate::sched::PortQueue;
 use resex_common::TxLimit;
@@ -99,18 +100,6 @@ impl LinkConfig {
 /// A port of the link.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct PortId(pub u16);
-
-/// A direction of a QP's traffic: its requests, or the responses to its READs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Dir {
-    /// Request packets (WRITE, SEND data; READ requests), sent by the QP's port.
-    Request,
-    /// READ response packets, sent by the remote QP's port back to the QP.
-    Response,
-}
-
-/// A flow waiting for the wire: a QP's requests or READ responses.
-pub type Flow = (u32, Dir);
 
 #[derive(Debug, Default, Clone)]
 struct Port {

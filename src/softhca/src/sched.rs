@@ -36,7 +36,7 @@
 //! Times are picoseconds; token amounts are in 10^-12 bits, so a ceiling of r bits/s fills
 //! exactly r units per picosecond and nothing is rounded.
 
-use crate::link::Flow;
+use crate::flow::Flow;
 use resex_common::TxLimit;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 

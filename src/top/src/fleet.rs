@@ -280,11 +280,12 @@ pub enum FleetTopError {
     Io(#[from] std::io::Error),
 }
 
-/// Runs the dashboard: `fetch` is called every `interval` on a thread of its own.
-pub fn run(
+/// Runs the dashboard: `fetch` is called every `interval` on a thread of its own; its error is
+/// shown as the reason the fleet is lost until a fetch succeeds again.
+pub fn run<E: std::fmt::Display>(
     endpoints: String,
     interval: Duration,
-    mut fetch: impl FnMut() -> Result<FleetFrame, String> + Send + 'static,
+    mut fetch: impl FnMut() -> Result<FleetFrame, E> + Send + 'static,
 ) -> Result<(), FleetTopError> {
     if !std::io::stdout().is_terminal() {
         return Err(FleetTopError::NotATerminal);
@@ -299,7 +300,7 @@ pub fn run(
                 while !stop.load(Ordering::Acquire) {
                     let e = match fetch() {
                         Ok(f) => FleetEvent::Frame(Box::new(f)),
-                        Err(e) => FleetEvent::Lost(e),
+                        Err(e) => FleetEvent::Lost(e.to_string()),
                     };
                     if tx.send(e).is_err() {
                         return;

@@ -1,7 +1,7 @@
 //! `[drum]`: the DRUM policy's utilities, the host's capacities, the solver's effort and how
 //! its solution becomes transmit limits and caps.
 
-use crate::config::{check, finite_in, ConfigError};
+use crate::config::bounds::{check, finite_in, ConfigError};
 use serde::{Deserialize, Serialize};
 
 /// How a VM's WQE rate x becomes a transmit limit.
