@@ -4,14 +4,13 @@ use crate::cpu::CpuMeter;
 use crate::info::VmInfo;
 use crate::lever::Levers;
 use resex_common::{LatencyReport, LogLimiter, NicTimes, TxLimit, VmId};
-use resex_guestmem::{prefetch_host_bytes, GuestMemory};
+use resex_guestmem::GuestMemory;
 use resex_ibmon::{Counters, ScanTarget, VmRings};
 use resex_pricing::{BaselineLearner, VmSpec};
 use std::sync::Arc;
 
-/// One VM. In declaration order (`repr(C)`): what a step reads for every VM first, up to the
-/// hot head of its rings ([`Vm::HOT_BYTES`], which the scan prefetches a few VMs ahead), then
-/// what only the admin, snapshots and pricing read.
+/// One VM. In declaration order (`repr(C)`): what a step reads for every VM first, its rings
+/// (their hot head first) next, then what only the admin, snapshots and pricing read.
 #[repr(C)]
 pub(crate) struct Vm {
     pub(crate) id: VmId,
@@ -126,15 +125,6 @@ impl ScanTarget for Vm {
         let mem = self.mem.as_deref()?;
         Some((&mut self.rings, mem))
     }
-
-    fn prefetch_target(&self) {
-        prefetch_host_bytes(self, Vm::HOT_BYTES);
-    }
-}
-
-impl Vm {
-    /// The head of the struct a step reads for every VM.
-    const HOT_BYTES: usize = std::mem::offset_of!(Vm, rings) + VmRings::HOT_BYTES;
 }
 
 /// A read-only view of one VM.

@@ -24,9 +24,7 @@ mod vec;
 
 pub use error::{MemError, RingError};
 pub use file::FileMemory;
-pub use mapped::{
-    prefetch_host, prefetch_host_bytes, prefetch_host_lines, Mapped, MAX_PREFETCH_LINES,
-};
+pub use mapped::{prefetch_host, prefetch_host_lines, Mapped, MAX_PREFETCH_LINES};
 pub use pinned::PinnedMemory;
 pub use raw::RawRegion;
 pub use ring::{PageRing, PAGE_SIZE};

@@ -132,27 +132,20 @@ pub fn prefetch_host<T: ?Sized>(r: &T) {
 }
 
 /// Like [`prefetch_host`], for every cache line `*r` spans (at most [`MAX_PREFETCH_LINES`]: a
-/// struct, not a buffer).
+/// struct or a short slice, not a buffer). A struct that straddles two lines is brought in
+/// whole. Never reads `*r` and never faults.
 #[inline]
 pub fn prefetch_host_lines<T: ?Sized>(r: &T) {
-    prefetch_host_bytes(r, std::mem::size_of_val(r));
-}
-
-/// Like [`prefetch_host`], for every cache line of the `len` bytes from where `*r` starts (at
-/// most [`MAX_PREFETCH_LINES`]): the hot head of a struct whose fields are laid out in order.
-/// Never reads `*r` and never faults, wherever the span ends.
-#[inline]
-pub fn prefetch_host_bytes<T: ?Sized>(r: &T, len: usize) {
     let p = (r as *const T).cast::<u8>();
     let first = p as usize & !63;
-    let end = (p as usize).saturating_add(len.max(1));
+    let end = (p as usize).saturating_add(std::mem::size_of_val(r).max(1));
     let lines = (end - first).div_ceil(64).min(MAX_PREFETCH_LINES);
     for k in 0..lines {
         prefetch_ptr(p.wrapping_add((first + 64 * k).wrapping_sub(p as usize)));
     }
 }
 
-/// The most lines one [`prefetch_host_bytes`] asks for.
+/// The most lines one [`prefetch_host_lines`] asks for.
 pub const MAX_PREFETCH_LINES: usize = 16;
 
 #[inline]

@@ -14,10 +14,6 @@ use crate::Counters;
 use resex_guestmem::{prefetch_host, GuestMemory};
 use std::ops::Deref;
 
-/// How many VMs ahead of the scan [`scan_all`] prefetches the host's own per-VM struct
-/// ([`ScanTarget::prefetch_target`]).
-pub const TARGET_AHEAD: usize = 6;
-
 /// How many VMs ahead of the scan [`scan_all`] prefetches each monitor's own state.
 pub const STATE_AHEAD: usize = 4;
 
@@ -75,11 +71,6 @@ pub trait ScanTarget {
     /// The scanner and the memory it scans (`None`: nothing to scan yet, e.g. memory not
     /// mapped).
     fn parts(&mut self) -> Option<(&mut Self::Rings, &Self::Memory)>;
-
-    /// Brings in the lines of the target that the next stages read, without reading any (the
-    /// pipeline's stage zero): for a host whose per-VM struct is too large for the hardware's
-    /// own prefetcher to run ahead of. Nothing by default.
-    fn prefetch_target(&self) {}
 }
 
 /// `(memory, scanner)` pairs, e.g. `(Arc<dyn GuestMemory>, VmMonitor)` or
@@ -110,9 +101,6 @@ pub fn scan_all<T: ScanTarget>(
     mut after: impl FnMut(&mut T, Outcome<T>),
 ) {
     for i in 0..vms.len() {
-        if let Some(v) = vms.get(i + TARGET_AHEAD) {
-            v.prefetch_target();
-        }
         if let Some((rings, mem)) = vms.get_mut(i + STATE_AHEAD).and_then(ScanTarget::parts) {
             rings.prefetch_state();
             prefetch_host(mem);

@@ -61,7 +61,7 @@ pub struct LateQp {
 }
 
 /// One VM's rings (see the module's documentation). In declaration order (`repr(C)`): what a
-/// tick reads, up to [`VmRings::HOT_BYTES`], before what only attaching and reports read.
+/// tick reads (the first watch's monitor inline) before what only attaching and reports read.
 #[derive(Default)]
 #[repr(C)]
 pub struct VmRings {
@@ -184,10 +184,6 @@ fn attach_now<M: GuestMemory + ?Sized>(mon: &mut VmMonitor, mem: &M) {
 }
 
 impl VmRings {
-    /// The head of the struct a tick reads (for [`resex_guestmem::prefetch_host_bytes`]): up to
-    /// the end of the first watch's monitor and flags.
-    pub const HOT_BYTES: usize = std::mem::offset_of!(VmRings, name);
-
     /// No ring yet; `name` names the VM in log lines.
     pub fn new(name: impl Into<String>) -> Self {
         Self {
