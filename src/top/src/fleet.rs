@@ -115,40 +115,7 @@ pub fn draw(fr: &mut Frame, app: &FleetApp) {
         Constraint::Length(1),
     ])
     .areas(fr.area());
-    let state = match &app.lost {
-        Some(why) => format!("ETCD LOST, retrying: {why}"),
-        None if app.frame.is_some() => "live".into(),
-        None => "connecting".into(),
-    };
-    let (leader, round) = app.frame.as_ref().map_or_else(
-        || ("-".to_owned(), String::new()),
-        |f| {
-            (
-                f.status.leader.clone().unwrap_or_else(|| "none".into()),
-                f.round.as_ref().map_or_else(
-                    || "no allocation round".into(),
-                    |r| {
-                        format!(
-                            "round {}: {} congested links, {} ceilings, worst link {:.0}%",
-                            r.round,
-                            r.congested,
-                            r.allocations,
-                            r.max_overload * 100.0
-                        )
-                    },
-                ),
-            )
-        },
-    );
-    let hosts = app.hosts();
-    fr.render_widget(
-        Paragraph::new(vec![
-            Line::from(format!("resex top --fleet  {}  {state}", app.endpoints)).bold(),
-            Line::raw(format!("{hosts} hosts, coordinator {leader}")),
-            Line::raw(round).dim(),
-        ]),
-        head,
-    );
+    fr.render_widget(Paragraph::new(head_lines(app)), head);
     let help = match &app.drill {
         Some(_) => "Esc back  q quit",
         None => "up/down choose  Enter drill into a host  q quit",
@@ -157,116 +124,132 @@ pub fn draw(fr: &mut Frame, app: &FleetApp) {
     let Some(f) = &app.frame else { return };
     match &app.drill {
         None => {
-            let header = Row::new(
-                [
-                    "host", "VMs", "tx Mb/s", "link", "lease s", "ceilings", "metrics",
-                ]
-                .map(Cell::from),
-            )
-            .style(Style::new().add_modifier(Modifier::BOLD));
-            let rows = f.status.hosts.iter().map(|h| {
-                let lease = match (h.lease_ttl_left_s, h.lease_granted_s) {
-                    (Some(l), Some(g)) => format!("{l}/{g}"),
-                    _ => "-".into(),
-                };
-                let ceil = ceilings_of(f, &h.host).map_or(0, |a| a.vms.len());
-                let name = if h.leader {
-                    format!("{} *", h.host)
-                } else {
-                    h.host.clone()
-                };
-                Row::new(vec![
-                    Cell::from(name),
-                    Cell::from(h.vms.to_string()),
-                    Cell::from(format!("{:.1}", h.tx_mbps)),
-                    Cell::from(format!("{:.0}%", h.link_util * 100.0)),
-                    Cell::from(lease),
-                    Cell::from(ceil.to_string()),
-                    Cell::from(h.metrics.clone().unwrap_or_else(|| "-".into())),
-                ])
-            });
-            let t = Table::new(
-                rows,
-                [
-                    Constraint::Length(22),
-                    Constraint::Length(5),
-                    Constraint::Length(9),
-                    Constraint::Length(5),
-                    Constraint::Length(8),
-                    Constraint::Length(9),
-                    Constraint::Min(10),
-                ],
-            )
-            .header(header)
-            .block(
-                Block::new()
-                    .borders(Borders::TOP)
-                    .title("hosts (* coordinator)"),
-            )
-            .row_highlight_style(Style::new().bg(Color::Blue));
             let mut st = TableState::default().with_selected(Some(app.selected));
-            fr.render_stateful_widget(t, body, &mut st);
+            fr.render_stateful_widget(hosts_table(f), body, &mut st);
         }
-        Some(host) => {
-            let alloc = ceilings_of(f, host);
-            let Some(s) = f.summaries.iter().find(|s| &s.host == host) else {
-                fr.render_widget(
-                    Paragraph::new(format!("{host}: no summary (gone from the fleet?)")),
-                    body,
-                );
-                return;
-            };
-            let header = Row::new(
-                [
-                    "VM",
-                    "tx Mb/s",
-                    "CPU",
-                    "cap",
-                    "ceiling",
-                    "fleet ceiling",
-                    "p99 us",
-                ]
-                .map(Cell::from),
-            )
-            .style(Style::new().add_modifier(Modifier::BOLD));
-            let opt =
-                |v: Option<f64>, unit: &str| v.map_or("-".into(), |x| format!("{x:.0}{unit}"));
-            let rows = s.vms.iter().map(|v| {
-                let fleet = alloc
-                    .and_then(|a| a.vms.iter().find(|x| x.vm == v.name))
-                    .map(|x| x.max_mbps);
-                Row::new(vec![
-                    Cell::from(v.name.clone()),
-                    Cell::from(format!("{:.1}", v.tx_mbps)),
-                    Cell::from(format!("{:.0}%", v.cpu_pct)),
-                    Cell::from(opt(v.cap_pct, "%")),
-                    Cell::from(opt(v.tx_max_mbps, "")),
-                    Cell::from(opt(fleet, "")),
-                    Cell::from(opt(v.lat_p99_us, "")),
-                ])
-            });
-            let t = Table::new(
-                rows,
-                [
-                    Constraint::Length(20),
-                    Constraint::Length(9),
-                    Constraint::Length(6),
-                    Constraint::Length(6),
-                    Constraint::Length(8),
-                    Constraint::Length(14),
-                    Constraint::Min(8),
-                ],
-            )
-            .header(header)
-            .block(Block::new().borders(Borders::TOP).title(format!(
-                "{host}: {} VMs, policy {}, link {:.0}%",
-                s.vms.len(),
-                s.policy,
-                s.link_util * 100.0
-            )));
-            fr.render_widget(t, body);
-        }
+        Some(host) => match f.summaries.iter().find(|s| &s.host == host) {
+            Some(s) => fr.render_widget(host_table(s, ceilings_of(f, host)), body),
+            None => fr.render_widget(
+                Paragraph::new(format!("{host}: no summary (gone from the fleet?)")),
+                body,
+            ),
+        },
     }
+}
+
+/// The three head lines: endpoints and state, hosts and coordinator, the last round.
+fn head_lines(app: &FleetApp) -> Vec<Line<'static>> {
+    let state = match &app.lost {
+        Some(why) => format!("ETCD LOST, retrying: {why}"),
+        None if app.frame.is_some() => "live".into(),
+        None => "connecting".into(),
+    };
+    let (leader, round) = app.frame.as_ref().map_or_else(
+        || ("-".to_owned(), String::new()),
+        |f| {
+            let leader = f.status.leader.clone().unwrap_or_else(|| "none".into());
+            (leader, round_line(f))
+        },
+    );
+    vec![
+        Line::from(format!("resex top --fleet  {}  {state}", app.endpoints)).bold(),
+        Line::raw(format!("{} hosts, coordinator {leader}", app.hosts())),
+        Line::raw(round).dim(),
+    ]
+}
+
+/// The last allocation round, for people.
+fn round_line(f: &FleetFrame) -> String {
+    f.round.as_ref().map_or_else(
+        || "no allocation round".into(),
+        |r| {
+            format!(
+                "round {}: {} congested links, {} ceilings, worst link {:.0}%",
+                r.round,
+                r.congested,
+                r.allocations,
+                r.max_overload * 100.0
+            )
+        },
+    )
+}
+
+/// A bold header row.
+fn header<const N: usize>(names: [&'static str; N]) -> Row<'static> {
+    Row::new(names.map(Cell::from)).style(Style::new().add_modifier(Modifier::BOLD))
+}
+
+/// The fleet's hosts, one row each.
+fn hosts_table(f: &FleetFrame) -> Table<'static> {
+    let rows = f.status.hosts.iter().map(|h| {
+        let lease = match (h.lease_ttl_left_s, h.lease_granted_s) {
+            (Some(l), Some(g)) => format!("{l}/{g}"),
+            _ => "-".into(),
+        };
+        let ceil = ceilings_of(f, &h.host).map_or(0, |a| a.vms.len());
+        let name = if h.leader {
+            format!("{} *", h.host)
+        } else {
+            h.host.clone()
+        };
+        Row::new(vec![
+            Cell::from(name),
+            Cell::from(h.vms.to_string()),
+            Cell::from(format!("{:.1}", h.tx_mbps)),
+            Cell::from(format!("{:.0}%", h.link_util * 100.0)),
+            Cell::from(lease),
+            Cell::from(ceil.to_string()),
+            Cell::from(h.metrics.clone().unwrap_or_else(|| "-".into())),
+        ])
+    });
+    let widths = [22, 5, 9, 5, 8, 9].map(Constraint::Length);
+    Table::new(rows, widths.into_iter().chain([Constraint::Min(10)]))
+        .header(header([
+            "host", "VMs", "tx Mb/s", "link", "lease s", "ceilings", "metrics",
+        ]))
+        .block(
+            Block::new()
+                .borders(Borders::TOP)
+                .title("hosts (* coordinator)"),
+        )
+        .row_highlight_style(Style::new().bg(Color::Blue))
+}
+
+/// One host's VMs, with the fleet's ceilings for them.
+fn host_table(s: &HostSummary, alloc: Option<&Allocation>) -> Table<'static> {
+    let opt = |v: Option<f64>, unit: &str| v.map_or("-".into(), |x| format!("{x:.0}{unit}"));
+    let rows = s.vms.iter().map(|v| {
+        let fleet = alloc
+            .and_then(|a| a.vms.iter().find(|x| x.vm == v.name))
+            .map(|x| x.max_mbps);
+        Row::new(vec![
+            Cell::from(v.name.clone()),
+            Cell::from(format!("{:.1}", v.tx_mbps)),
+            Cell::from(format!("{:.0}%", v.cpu_pct)),
+            Cell::from(opt(v.cap_pct, "%")),
+            Cell::from(opt(v.tx_max_mbps, "")),
+            Cell::from(opt(fleet, "")),
+            Cell::from(opt(v.lat_p99_us, "")),
+        ])
+    });
+    let widths = [20, 9, 6, 6, 8, 14].map(Constraint::Length);
+    Table::new(rows, widths.into_iter().chain([Constraint::Min(8)]))
+        .header(header([
+            "VM",
+            "tx Mb/s",
+            "CPU",
+            "cap",
+            "ceiling",
+            "fleet ceiling",
+            "p99 us",
+        ]))
+        .block(Block::new().borders(Borders::TOP).title(format!(
+            "{}: {} VMs, policy {}, link {:.0}%",
+            s.host,
+            s.vms.len(),
+            s.policy,
+            s.link_util * 100.0
+        )))
 }
 
 /// Why the fleet dashboard could not run.
