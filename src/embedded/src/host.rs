@@ -11,7 +11,7 @@ use resex_backend::cap::signal;
 use resex_backend::lever::Vf;
 use resex_backend::local::{publish, DomainRecord};
 use resex_guestmem::{FileMemory, GuestMemory};
-use resex_scenario::{GuestSpec, Scenario};
+use resex_scenario::{GuestSpec, Scenario, Workload};
 use resex_softhca::{
     Clock, GuestPort, HcaThread, LinkConfig, MonotonicClock, PollOptions, PortId, PortSample,
     Priority, SoftHca, StallSummary,
@@ -311,30 +311,8 @@ impl EmbeddedHost {
         std::fs::create_dir_all(&dir).map_err(io(format!("creating {}", dir.display())))?;
         let channel = dir.join("agent.sock");
         let bench = dir.join("bench.sock");
-        let w = &g.benchex;
-        let (channel_s, bench_s) = (
-            channel.to_string_lossy().into_owned(),
-            bench.to_string_lossy().into_owned(),
-        );
-        let mut agent_args: Vec<String> = vec![
-            "--channel".into(),
-            channel_s,
-            "--name".into(),
-            g.name.clone(),
-            "--listen".into(),
-            bench_s.clone(),
-            "--buffer".into(),
-            w.buffer.0.to_string(),
-            "--compute".into(),
-            w.compute.to_string(),
-            "--polling".into(),
-            w.polling.to_string(),
-            "--report-ms".into(),
-            self.cfg.report_ms.to_string(),
-        ];
-        if !g.reports {
-            agent_args.push("--no-reports".into());
-        }
+        let (channel_s, bench_s) = (channel.to_string_lossy(), bench.to_string_lossy());
+        let agent_args = agent_args(g, &channel_s, &bench_s, self.cfg.report_ms);
         let server = self.spawn_proc(
             &g.name,
             &dir,
@@ -361,60 +339,8 @@ impl EmbeddedHost {
             weight,
         );
         tracing::info!("{}: pid {pid}, caps by {}", g.name, cgroups.cap.describe());
-        if let Some(c) = g.cap {
-            // The scenario's fixed cap: the domain's own setting, which a daemon saves and
-            // restores like any admin's cap.
-            if let Err(e) = cgroups.cap.set(Some(c)) {
-                tracing::warn!(
-                    "{}: the scenario's cap of {c}% could not be set: {e}",
-                    g.name
-                );
-            }
-        }
-        let client_ram = (16 << 20) + 4 * (w.buffer.0 + 4096) * u64::from(w.clients);
-        let mut client_prefix = self.cfg.command.benchex_prefix.clone();
-        client_prefix.push("client".into());
-        let client_args: Vec<String> = vec![
-            "--connect".into(),
-            bench_s,
-            "--rate".into(),
-            w.rate.to_string(),
-            "--window".into(),
-            w.window.to_string(),
-            // The clients stand for machines across the link: they must not take this host's
-            // CPUs from the guests, whatever the guests' own polling.
-            "--polling".into(),
-            "adaptive".into(),
-            "--clients".into(),
-            w.clients.to_string(),
-            "--count".into(),
-            w.count.to_string(),
-            "--duration".into(),
-            "0".into(),
-        ];
-        let clients = self.spawn_proc(
-            &format!("{}-clients", g.name),
-            &dir,
-            client_ram,
-            1,
-            &client_prefix,
-            &client_args,
-        )?;
-        // The clients stand for machines across the link. With a weighted group (`realtime`)
-        // they join it, beside the guests and never capped, so a busy host delays them no more
-        // than the guests. Without one they stay in this process's cgroup: in an unweighted
-        // group the guests and their clients would together weigh as one task against
-        // everything else (a CI run's parallel tests starved such clients into timeouts).
-        let client_cgroups = weight.map(|w| {
-            GuestCgroups::setup(
-                &self.mounts,
-                self.cfg.cap_mode,
-                &group,
-                &format!("{}-clients", g.name),
-                clients.child.id(),
-                Some(w),
-            )
-        });
+        set_scenario_cap(g, &cgroups);
+        let (clients, client_cgroups) = self.start_clients(g, &dir, &bench_s, &group, weight)?;
         let id = self.next_id;
         self.next_id += 1;
         let record = DomainRecord {
@@ -450,6 +376,39 @@ impl EmbeddedHost {
             dir,
         });
         Ok(())
+    }
+
+    /// Starts guest `g`'s BenchEx clients (port 1), serving `bench`. They stand for machines
+    /// across the link. With a weighted group (`realtime`: `weight`) they join it, beside the
+    /// guests and never capped, so a busy host delays them no more than the guests. Without one
+    /// they stay in this process's cgroup: in an unweighted group the guests and their clients
+    /// would together weigh as one task against everything else (a CI run's parallel tests
+    /// starved such clients into timeouts).
+    fn start_clients(
+        &self,
+        g: &GuestSpec,
+        dir: &Path,
+        bench: &str,
+        group: &str,
+        weight: Option<u32>,
+    ) -> Result<(Proc, Option<GuestCgroups>), HostError> {
+        let w = &g.benchex;
+        let ram = (16 << 20) + 4 * (w.buffer.0 + 4096) * u64::from(w.clients);
+        let mut prefix = self.cfg.command.benchex_prefix.clone();
+        prefix.push("client".into());
+        let name = format!("{}-clients", g.name);
+        let clients = self.spawn_proc(&name, dir, ram, 1, &prefix, &client_args(w, bench))?;
+        let cgroups = weight.map(|w| {
+            GuestCgroups::setup(
+                &self.mounts,
+                self.cfg.cap_mode,
+                group,
+                &name,
+                clients.child.id(),
+                Some(w),
+            )
+        });
+        Ok((clients, cgroups))
     }
 
     /// How often softhca's port thread was held up so far (see `resex_softhca::thread`).
@@ -556,5 +515,69 @@ impl EmbeddedHost {
 impl Drop for EmbeddedHost {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+/// The agent's arguments for guest `g` (BenchEx's server as its workload).
+fn agent_args(g: &GuestSpec, channel: &str, bench: &str, report_ms: u64) -> Vec<String> {
+    let w = &g.benchex;
+    let mut args: Vec<String> = [
+        "--channel",
+        channel,
+        "--name",
+        &g.name,
+        "--listen",
+        bench,
+        "--buffer",
+        &w.buffer.0.to_string(),
+        "--compute",
+        &w.compute.to_string(),
+        "--polling",
+        &w.polling.to_string(),
+        "--report-ms",
+        &report_ms.to_string(),
+    ]
+    .map(String::from)
+    .into();
+    if !g.reports {
+        args.push("--no-reports".into());
+    }
+    args
+}
+
+/// BenchEx's clients' arguments for workload `w`, served at `bench`.
+fn client_args(w: &Workload, bench: &str) -> Vec<String> {
+    [
+        "--connect",
+        bench,
+        "--rate",
+        &w.rate.to_string(),
+        "--window",
+        &w.window.to_string(),
+        // The clients stand for machines across the link: they must not take this host's
+        // CPUs from the guests, whatever the guests' own polling.
+        "--polling",
+        "adaptive",
+        "--clients",
+        &w.clients.to_string(),
+        "--count",
+        &w.count.to_string(),
+        "--duration",
+        "0",
+    ]
+    .map(String::from)
+    .into()
+}
+
+/// The scenario's fixed cap, if it sets one: the domain's own setting, which a daemon saves
+/// and restores like any admin's cap.
+fn set_scenario_cap(g: &GuestSpec, cgroups: &GuestCgroups) {
+    if let Some(c) = g.cap {
+        if let Err(e) = cgroups.cap.set(Some(c)) {
+            tracing::warn!(
+                "{}: the scenario's cap of {c}% could not be set: {e}",
+                g.name
+            );
+        }
     }
 }
