@@ -179,26 +179,14 @@ impl Trace {
             .flexible(false)
             .trim(csv::Trim::All)
             .from_reader(input);
-        let headers = rdr
-            .headers()
-            .map_err(|e| TraceError::Csv {
-                line: 1,
-                message: e.to_string(),
-            })?
-            .clone();
-        let mut idx = HashMap::new();
-        for name in REQUIRED.iter().chain(OPTIONAL.iter()) {
-            if let Some(i) = headers.iter().position(|h| h.trim() == *name) {
-                idx.insert(*name, i);
-            } else if REQUIRED.contains(name) {
-                return Err(TraceError::MissingColumn(name));
-            }
-        }
-        let has_bytes = idx.contains_key("bytes");
-        let cols = Columns { idx };
+        let headers = rdr.headers().map_err(|e| TraceError::Csv {
+            line: 1,
+            message: e.to_string(),
+        })?;
+        let cols = Columns::of(headers)?;
+        let has_bytes = cols.idx.contains_key("bytes");
         let mut rows: Vec<TraceRow> = Vec::new();
-        let mut vcpus_seen: HashMap<String, u32> = HashMap::new();
-        let mut in_interval: HashMap<String, u64> = HashMap::new();
+        let mut order = Order::default();
         let mut rec = csv::StringRecord::new();
         loop {
             let more = rdr.read_record(&mut rec).map_err(|e| TraceError::Csv {
@@ -208,115 +196,157 @@ impl Trace {
             if !more {
                 break;
             }
-            let line = rec.position().map_or(0, |p| p.line());
-            let req = |c: &'static str| {
-                cols.get(&rec, c).ok_or(TraceError::Value {
-                    line,
-                    column: c,
-                    value: String::new(),
-                    expected: "set (this column may not be empty)",
-                })
-            };
-            let interval: u64 = parse(line, "interval", req("interval")?, "an interval index")?;
-            let vm = req("vm")?.to_owned();
-            let vcpus: u32 = parse(line, "vcpus", req("vcpus")?, "a vCPU count")?;
-            if vcpus == 0 {
-                return Err(TraceError::Value {
-                    line,
-                    column: "vcpus",
-                    value: "0".into(),
-                    expected: "1 or more",
-                });
-            }
-            let cpu_pct = non_negative(line, "cpu_pct", req("cpu_pct")?)?;
-            let mtus: u64 = parse(line, "mtus", req("mtus")?, "a non-negative integer")?;
-            let bytes: u64 = match cols.get(&rec, "bytes") {
-                Some(t) => parse(line, "bytes", t, "a non-negative integer")?,
-                None => 0,
-            };
-            let lat = [
-                cols.get(&rec, "lat_count"),
-                cols.get(&rec, "lat_mean_ns"),
-                cols.get(&rec, "lat_stddev_ns"),
-                cols.get(&rec, "lat_p99_ns"),
-            ];
-            let report = match lat {
-                [None, None, None, None] => None,
-                [Some(c), Some(m), Some(s), Some(p)] => {
-                    let opt = |col: &'static str| -> Result<f64, TraceError> {
-                        cols.get(&rec, col)
-                            .map_or(Ok(0.0), |t| non_negative(line, col, t))
-                    };
-                    Some(LatencyReport {
-                        count: parse(line, "lat_count", c, "a non-negative integer")?,
-                        mean_ns: non_negative(line, "lat_mean_ns", m)?,
-                        stddev_ns: non_negative(line, "lat_stddev_ns", s)?,
-                        p99_ns: non_negative(line, "lat_p99_ns", p)?,
-                        p50_ns: opt("lat_p50_ns")?,
-                        p999_ns: opt("lat_p999_ns")?,
-                    })
-                }
-                _ => return Err(TraceError::PartialReport { line }),
-            };
-            let link_util = cols
-                .get(&rec, "link_util")
-                .map(|t| non_negative(line, "link_util", t))
-                .transpose()?;
-            let weight = match cols.get(&rec, "weight") {
-                Some(t) => {
-                    let w = non_negative(line, "weight", t)?;
-                    if w == 0.0 {
-                        return Err(TraceError::Value {
-                            line,
-                            column: "weight",
-                            value: t.to_owned(),
-                            expected: "above 0",
-                        });
-                    }
-                    Some(w)
-                }
-                None => None,
-            };
-            if let Some(prev) = rows.last() {
-                if interval < prev.interval {
-                    return Err(TraceError::OutOfOrder {
-                        line,
-                        got: interval,
-                        previous: prev.interval,
-                    });
-                }
-            }
-            if in_interval.get(&vm) == Some(&interval) {
-                return Err(TraceError::Duplicate { line, vm, interval });
-            }
-            in_interval.insert(vm.clone(), interval);
-            match vcpus_seen.get(&vm) {
-                Some(&before) if before != vcpus => {
-                    return Err(TraceError::VcpusChanged {
-                        line,
-                        vm,
-                        got: vcpus,
-                        before,
-                    })
-                }
-                Some(_) => {}
-                None => {
-                    vcpus_seen.insert(vm.clone(), vcpus);
-                }
-            }
-            rows.push(TraceRow {
-                line,
-                interval,
-                vm,
-                vcpus,
-                cpu_pct,
-                mtus,
-                bytes,
-                report,
-                link_util,
-                weight,
-            });
+            let row = cols.row(&rec)?;
+            order.check(&row, rows.last())?;
+            rows.push(row);
         }
         Ok(Self { rows, has_bytes })
+    }
+}
+
+impl Columns {
+    /// Where each known column is (a required one missing is an error).
+    fn of(headers: &csv::StringRecord) -> Result<Self, TraceError> {
+        let mut idx = HashMap::new();
+        for name in REQUIRED.iter().chain(OPTIONAL.iter()) {
+            if let Some(i) = headers.iter().position(|h| h.trim() == *name) {
+                idx.insert(*name, i);
+            } else if REQUIRED.contains(name) {
+                return Err(TraceError::MissingColumn(name));
+            }
+        }
+        Ok(Self { idx })
+    }
+
+    /// One record as a row, every value checked.
+    fn row(&self, rec: &csv::StringRecord) -> Result<TraceRow, TraceError> {
+        let line = rec.position().map_or(0, |p| p.line());
+        let req = |c: &'static str| {
+            self.get(rec, c).ok_or(TraceError::Value {
+                line,
+                column: c,
+                value: String::new(),
+                expected: "set (this column may not be empty)",
+            })
+        };
+        let interval = parse(line, "interval", req("interval")?, "an interval index")?;
+        let vm = req("vm")?.to_owned();
+        let vcpus: u32 = parse(line, "vcpus", req("vcpus")?, "a vCPU count")?;
+        if vcpus == 0 {
+            return Err(TraceError::Value {
+                line,
+                column: "vcpus",
+                value: "0".into(),
+                expected: "1 or more",
+            });
+        }
+        Ok(TraceRow {
+            line,
+            interval,
+            vm,
+            vcpus,
+            cpu_pct: non_negative(line, "cpu_pct", req("cpu_pct")?)?,
+            mtus: parse(line, "mtus", req("mtus")?, "a non-negative integer")?,
+            bytes: match self.get(rec, "bytes") {
+                Some(t) => parse(line, "bytes", t, "a non-negative integer")?,
+                None => 0,
+            },
+            report: self.report(rec, line)?,
+            link_util: self
+                .get(rec, "link_util")
+                .map(|t| non_negative(line, "link_util", t))
+                .transpose()?,
+            weight: self.weight(rec, line)?,
+        })
+    }
+
+    /// The row's latency report: all four `lat_` columns or none.
+    fn report(
+        &self,
+        rec: &csv::StringRecord,
+        line: u64,
+    ) -> Result<Option<LatencyReport>, TraceError> {
+        let lat = [
+            self.get(rec, "lat_count"),
+            self.get(rec, "lat_mean_ns"),
+            self.get(rec, "lat_stddev_ns"),
+            self.get(rec, "lat_p99_ns"),
+        ];
+        let [Some(c), Some(m), Some(s), Some(p)] = lat else {
+            return match lat {
+                [None, None, None, None] => Ok(None),
+                _ => Err(TraceError::PartialReport { line }),
+            };
+        };
+        let opt = |col: &'static str| -> Result<f64, TraceError> {
+            self.get(rec, col)
+                .map_or(Ok(0.0), |t| non_negative(line, col, t))
+        };
+        Ok(Some(LatencyReport {
+            count: parse(line, "lat_count", c, "a non-negative integer")?,
+            mean_ns: non_negative(line, "lat_mean_ns", m)?,
+            stddev_ns: non_negative(line, "lat_stddev_ns", s)?,
+            p99_ns: non_negative(line, "lat_p99_ns", p)?,
+            p50_ns: opt("lat_p50_ns")?,
+            p999_ns: opt("lat_p999_ns")?,
+        }))
+    }
+
+    /// The row's weight, when the trace has one: above 0.
+    fn weight(&self, rec: &csv::StringRecord, line: u64) -> Result<Option<f64>, TraceError> {
+        let Some(t) = self.get(rec, "weight") else {
+            return Ok(None);
+        };
+        let w = non_negative(line, "weight", t)?;
+        if w == 0.0 {
+            return Err(TraceError::Value {
+                line,
+                column: "weight",
+                value: t.to_owned(),
+                expected: "above 0",
+            });
+        }
+        Ok(Some(w))
+    }
+}
+
+/// What the rows so far allow of the next: intervals never go back, a VM at most once per
+/// interval, a VM's vCPUs never change.
+#[derive(Default)]
+struct Order {
+    in_interval: HashMap<String, u64>,
+    vcpus_seen: HashMap<String, u32>,
+}
+
+impl Order {
+    fn check(&mut self, row: &TraceRow, prev: Option<&TraceRow>) -> Result<(), TraceError> {
+        let (line, interval, vm) = (row.line, row.interval, &row.vm);
+        if let Some(prev) = prev.filter(|p| interval < p.interval) {
+            return Err(TraceError::OutOfOrder {
+                line,
+                got: interval,
+                previous: prev.interval,
+            });
+        }
+        if self.in_interval.insert(vm.clone(), interval) == Some(interval) {
+            return Err(TraceError::Duplicate {
+                line,
+                vm: vm.clone(),
+                interval,
+            });
+        }
+        match self.vcpus_seen.get(vm) {
+            Some(&before) if before != row.vcpus => Err(TraceError::VcpusChanged {
+                line,
+                vm: vm.clone(),
+                got: row.vcpus,
+                before,
+            }),
+            Some(_) => Ok(()),
+            None => {
+                self.vcpus_seen.insert(vm.clone(), row.vcpus);
+                Ok(())
+            }
+        }
     }
 }
