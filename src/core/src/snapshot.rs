@@ -3,6 +3,7 @@
 //! The driver fills in what only it knows (backend, uptime, tick lateness, scan time).
 
 use crate::host::HostCore;
+use crate::vm::Vm;
 use resex_api::{HostSnap, Snapshot, VmSnap};
 
 impl HostCore {
@@ -13,111 +14,135 @@ impl HostCore {
         let link_util = self.cfg.link.utilisation(self.bits_since_snapshot, dt_ns);
         self.bits_since_snapshot = 0.0;
         self.snapshot_at_ns = now_ns;
-        let mut vms = Vec::with_capacity(self.vms.len());
-        let mut host_mtus = 0.0;
         let entitled = resex_pricing::entitlement::split(
             self.vms.iter().map(|v| v.info.entitlement.tx_bps),
             self.cfg.link.bits_per_sec as f64,
         );
+        let mut vms = Vec::with_capacity(self.vms.len());
         for (i, &entitled_bps) in entitled.iter().enumerate() {
             let vm = &self.vms[i];
-            let total = vm.rings.total();
-            let cpu_now = vm.cpu.last();
-            let (prev, cpu_prev) = vm.at_snapshot.unwrap_or((total, cpu_now));
-            let d = total - prev;
-            let cpu_pct = match (cpu_prev, cpu_now) {
-                (Some(a), Some(b)) if b.at_ns > a.at_ns => {
-                    b.total_ns.saturating_sub(a.total_ns) as f64 * 100.0
-                        / (b.at_ns - a.at_ns) as f64
-                }
-                _ => vm.cpu.pct(),
-            };
-            let acc = self.engine.as_ref().and_then(|e| e.account(vm.id));
-            let interferer = acc
-                .and_then(|a| a.interferer)
-                .and_then(|id| self.index(id))
-                .map(|j| self.vms[j].info.name.clone());
-            let mtus_per_s = d.mtus as f64 / dt;
-            host_mtus += mtus_per_s;
-            let r = vm.last_report;
+            let at = (vm.rings.total(), vm.cpu.last());
             vms.push(VmSnap {
-                id: vm.id,
-                name: vm.info.name.clone(),
-                state: vm.state().into(),
-                vcpus: vm.info.vcpus,
-                cpu_pct,
-                cap_pct: vm.levers.cap.value(),
-                cap_mechanism: vm.info.cap_mechanism.clone(),
-                cap_reason: vm.levers.cap.reason(),
-                tx_share_bps: vm.levers.tx.value().share_bps,
-                tx_max_bps: vm.levers.tx.value().max_bps,
-                tx_lever: vm.info.tx_lever.clone(),
-                tx_reason: vm.levers.tx.reason(),
-                tx_weight: vm.levers.tx.value().weight,
                 entitled_bps,
-                cpu_floor_pct: acc.map(|a| a.ent.cpu_floor_pct),
-                tx_rate_bps: acc.map(|a| a.ent.rate_bps),
-                excess: acc.map(|a| a.ent.excess),
-                host_slowdown: acc.and_then(|a| a.evidence.host_slowdown),
-                report_discounted: acc
-                    .and_then(|a| a.evidence.verdict)
-                    .filter(|v| v.discounted)
-                    .map(|v| v.to_string()),
-                balance: acc.map(|a| a.balance),
-                allotment: acc.map(|a| a.allotment),
-                rate: acc.map(|a| a.rate),
-                mtus_per_s,
-                bytes_per_s: d.tx_bytes as f64 / dt,
-                wqes_per_s: d.wqes as f64 / dt,
-                lat_mean_us: r.map(|r| r.mean_ns / 1000.0),
-                lat_p50_us: r.map(|r| r.p50_ns / 1000.0),
-                lat_p99_us: r.map(|r| r.p99_ns / 1000.0),
-                intf_pct: acc.and_then(|a| a.intf),
-                interferer,
-                qps: vm.rings.qps(),
-                mtus_total: total.mtus,
-                tx_bytes_total: total.tx_bytes,
-                wqes_total: total.wqes,
-                errors: total.errors,
-                overruns: total.overruns,
-                anomalies: total.anomalies,
-                reports: vm.reports,
-                lat_requests_total: vm.lat_totals.0,
-                lat_sum_us: vm.lat_totals.1 / 1000.0,
-                lat_p99_sum_us: vm.lat_totals.2 / 1000.0,
-                bad_reports: vm.bad_reports,
-                rejected_registrations: vm.rejections,
-                last_error: vm.last_error.clone(),
-                late_qps: vm
-                    .rings
-                    .late()
-                    .iter()
-                    .map(|q| resex_api::LateQp {
-                        qpn: q.qpn,
-                        missed_completions: q.missed_completions,
-                    })
-                    .collect(),
+                ..self.vm_snap(vm, dt)
             });
-            self.vms[i].at_snapshot = Some((total, cpu_now));
+            self.vms[i].at_snapshot = Some(at);
         }
-        let epoch_progress = match (&self.engine, self.last) {
-            (Some(e), Some(l)) => {
-                let per = e.config().intervals_per_epoch().max(1);
-                (l % per) as f64 / per as f64
-            }
-            _ => 0.0,
-        };
         Snapshot {
             uptime_ms: 0,
             host: HostSnap {
                 policy: self.policy_name.clone(),
                 interval_ms: self.interval_ns / 1_000_000,
-                epoch_progress,
+                epoch_progress: self.epoch_progress(),
                 link_util,
-                mtus_per_s: host_mtus,
+                mtus_per_s: vms.iter().map(|v| v.mtus_per_s).sum(),
                 ..HostSnap::default()
             },
             vms,
         }
+    }
+
+    /// How far the engine is into its epoch (0 without a policy).
+    fn epoch_progress(&self) -> f64 {
+        match (&self.engine, self.last) {
+            (Some(e), Some(l)) => {
+                let per = e.config().intervals_per_epoch().max(1);
+                (l % per) as f64 / per as f64
+            }
+            _ => 0.0,
+        }
+    }
+
+    /// One VM's line: its rates over the `dt` seconds since its last snapshot, its levers, its
+    /// account and its totals (the entitlement in force is the caller's).
+    fn vm_snap(&self, vm: &Vm, dt: f64) -> VmSnap {
+        let total = vm.rings.total();
+        let cpu_now = vm.cpu.last();
+        let (prev, cpu_prev) = vm.at_snapshot.unwrap_or((total, cpu_now));
+        let d = total - prev;
+        let cpu_pct = match (cpu_prev, cpu_now) {
+            (Some(a), Some(b)) if b.at_ns > a.at_ns => {
+                b.total_ns.saturating_sub(a.total_ns) as f64 * 100.0 / (b.at_ns - a.at_ns) as f64
+            }
+            _ => vm.cpu.pct(),
+        };
+        let r = vm.last_report;
+        VmSnap {
+            id: vm.id,
+            name: vm.info.name.clone(),
+            state: vm.state().into(),
+            vcpus: vm.info.vcpus,
+            cpu_pct,
+            mtus_per_s: d.mtus as f64 / dt,
+            bytes_per_s: d.tx_bytes as f64 / dt,
+            wqes_per_s: d.wqes as f64 / dt,
+            lat_mean_us: r.map(|r| r.mean_ns / 1000.0),
+            lat_p50_us: r.map(|r| r.p50_ns / 1000.0),
+            lat_p99_us: r.map(|r| r.p99_ns / 1000.0),
+            qps: vm.rings.qps(),
+            mtus_total: total.mtus,
+            tx_bytes_total: total.tx_bytes,
+            wqes_total: total.wqes,
+            errors: total.errors,
+            overruns: total.overruns,
+            anomalies: total.anomalies,
+            late_qps: vm
+                .rings
+                .late()
+                .iter()
+                .map(|q| resex_api::LateQp {
+                    qpn: q.qpn,
+                    missed_completions: q.missed_completions,
+                })
+                .collect(),
+            ..self.account_snap(vm, levers_snap(vm))
+        }
+    }
+
+    /// What the engine's account of `vm` says, over `base`.
+    fn account_snap(&self, vm: &Vm, base: VmSnap) -> VmSnap {
+        let acc = self.engine.as_ref().and_then(|e| e.account(vm.id));
+        VmSnap {
+            cpu_floor_pct: acc.map(|a| a.ent.cpu_floor_pct),
+            tx_rate_bps: acc.map(|a| a.ent.rate_bps),
+            excess: acc.map(|a| a.ent.excess),
+            host_slowdown: acc.and_then(|a| a.evidence.host_slowdown),
+            report_discounted: acc
+                .and_then(|a| a.evidence.verdict)
+                .filter(|v| v.discounted)
+                .map(|v| v.to_string()),
+            balance: acc.map(|a| a.balance),
+            allotment: acc.map(|a| a.allotment),
+            rate: acc.map(|a| a.rate),
+            intf_pct: acc.and_then(|a| a.intf),
+            interferer: acc
+                .and_then(|a| a.interferer)
+                .and_then(|id| self.index(id))
+                .map(|j| self.vms[j].info.name.clone()),
+            ..base
+        }
+    }
+}
+
+/// A VM's levers and what it reported and was refused, for its line.
+fn levers_snap(vm: &Vm) -> VmSnap {
+    let tx = vm.levers.tx.value();
+    VmSnap {
+        cap_pct: vm.levers.cap.value(),
+        cap_mechanism: vm.info.cap_mechanism.clone(),
+        cap_reason: vm.levers.cap.reason(),
+        tx_share_bps: tx.share_bps,
+        tx_max_bps: tx.max_bps,
+        tx_lever: vm.info.tx_lever.clone(),
+        tx_reason: vm.levers.tx.reason(),
+        tx_weight: tx.weight,
+        reports: vm.reports,
+        lat_requests_total: vm.lat_totals.0,
+        lat_sum_us: vm.lat_totals.1 / 1000.0,
+        lat_p99_sum_us: vm.lat_totals.2 / 1000.0,
+        bad_reports: vm.bad_reports,
+        rejected_registrations: vm.rejections,
+        last_error: vm.last_error.clone(),
+        ..VmSnap::default()
     }
 }

@@ -5,7 +5,9 @@ use crate::config::PolicyKind;
 use crate::entitlement;
 use crate::ledger::{Account, Allotter, EpochClock};
 use crate::policy::{Ctx, Policy};
-use crate::types::{CapDecision, IntervalInput, EngineOutput, TxDecision, VmId, AccountRow, VmSpec};
+use crate::types::{
+    AccountRow, CapDecision, EngineOutput, IntervalInput, TxDecision, VmId, VmSpec,
+};
 use crate::{freemarket::FreeMarket, governor::Governor, ioshares::IoShares};
 use thiserror::Error;
 
@@ -266,20 +268,7 @@ impl Engine {
     /// Prices one interval. On error nothing changes.
     pub fn step(&mut self, input: &IntervalInput<'_>) -> Result<&EngineOutput, PricingError> {
         let i = input.interval;
-        if let Some(last) = self.last {
-            if i <= last {
-                return Err(PricingError::IntervalNotIncreasing { got: i, last });
-            }
-        }
-        if let Some(u) = input.link_util {
-            if !(u.is_finite() && u >= 0.0) {
-                return Err(PricingError::BadNumber {
-                    vm: VmId(u32::MAX),
-                    field: "link_util",
-                    value: u,
-                });
-            }
-        }
+        self.check(input)?;
         let total_mtus = self.fill(input)?;
         let epoch_start = self
             .last
@@ -291,7 +280,6 @@ impl Engine {
             self.replenish(i);
         }
         self.last = Some(i);
-
         let link_util = input.link_util.unwrap_or_else(|| {
             let l = &self.cfg.ledger;
             let capacity = l.link_bytes_per_sec as f64 * l.interval_ms as f64 / 1000.0;
@@ -316,73 +304,112 @@ impl Engine {
         self.out.decisions.clear();
         self.out.tx_decisions.clear();
         if actuation {
-            let lever = self.cfg.lever();
-            let guard = !self.cfg.as_published;
-            entitlement::assign(&mut self.accounts, ctx.link_bps, self.cfg.caps.floor_pct);
             let period_s =
                 self.clock.per_actuation as f64 * self.cfg.ledger.interval_ms as f64 / 1000.0;
-            entitlement::measure(lever, &mut self.accounts, period_s);
-            self.policy.actuate(&ctx, &mut self.accounts);
-            if lever.rate() && !self.policy.proposes_tx() {
-                as_ceilings(&ctx, lever, &mut self.accounts);
-            }
-            if guard {
-                entitlement::enforce(lever, &mut self.accounts);
-            }
-            let floor = self.cfg.caps.floor_pct;
-            for acc in &mut self.accounts {
-                if let Some((tx, reason)) = acc.tx_proposal {
-                    if tx != acc.tx {
-                        acc.tx = tx;
-                        self.out.tx_decisions.push(TxDecision {
-                            vm: acc.id(),
-                            tx,
-                            reason,
-                        });
-                    } else {
-                        acc.tx_proposal = None;
-                    }
-                }
-                let Some((proposed, reason)) = acc.proposal else {
-                    continue;
-                };
-                let cap = if proposed.is_finite() {
-                    proposed.clamp(floor.min(acc.max_cap), acc.max_cap)
-                } else {
-                    acc.max_cap
-                };
-                if (cap - acc.cap).abs() > 1e-9 {
-                    acc.cap = cap;
-                    self.out.decisions.push(CapDecision {
-                        vm: acc.id(),
-                        cap_pct: cap,
-                        reason,
-                    });
-                } else {
-                    acc.proposal = None;
-                }
-            }
+            actuate(&ctx, period_s, &mut *self.policy, &mut self.accounts);
+            self.decide();
         }
         self.out.interval = i;
         self.out.link_util = link_util;
-        self.out.rows.clear();
-        self.out.rows.extend(self.accounts.iter().map(|a| AccountRow {
-            vm: a.id(),
-            allotment: a.allotment,
-            balance: a.balance,
-            charge_cpu: a.charge_cpu,
-            charge_io: a.charge_io,
-            rate: a.rate,
-            cap: a.cap,
-            intf_pct: a.intf,
-            interferer: a.interferer,
-            reason: if actuation {
-                a.proposal.map(|(_, r)| r)
-            } else {
-                None
-            },
-        }));
+        self.rows(actuation);
         Ok(&self.out)
+    }
+
+    /// Refuses an interval that is not after the last, or a link utilisation that is not a
+    /// finite, non-negative number.
+    fn check(&self, input: &IntervalInput<'_>) -> Result<(), PricingError> {
+        if let Some(last) = self.last.filter(|&l| input.interval <= l) {
+            return Err(PricingError::IntervalNotIncreasing {
+                got: input.interval,
+                last,
+            });
+        }
+        match input.link_util {
+            Some(u) if !(u.is_finite() && u >= 0.0) => Err(PricingError::BadNumber {
+                vm: VmId(u32::MAX),
+                field: "link_util",
+                value: u,
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// The proposals of an actuation boundary that change a VM's limit or cap, clamped, into
+    /// the accounts and the output's decisions (a proposal that changes nothing is dropped).
+    fn decide(&mut self) {
+        let floor = self.cfg.caps.floor_pct;
+        for acc in &mut self.accounts {
+            if let Some((tx, reason)) = acc.tx_proposal {
+                if tx != acc.tx {
+                    acc.tx = tx;
+                    self.out.tx_decisions.push(TxDecision {
+                        vm: acc.id(),
+                        tx,
+                        reason,
+                    });
+                } else {
+                    acc.tx_proposal = None;
+                }
+            }
+            let Some((proposed, reason)) = acc.proposal else {
+                continue;
+            };
+            let cap = if proposed.is_finite() {
+                proposed.clamp(floor.min(acc.max_cap), acc.max_cap)
+            } else {
+                acc.max_cap
+            };
+            if (cap - acc.cap).abs() > 1e-9 {
+                acc.cap = cap;
+                self.out.decisions.push(CapDecision {
+                    vm: acc.id(),
+                    cap_pct: cap,
+                    reason,
+                });
+            } else {
+                acc.proposal = None;
+            }
+        }
+    }
+
+    /// One row per account into the output (a reason only at an actuation boundary).
+    fn rows(&mut self, actuation: bool) {
+        self.out.rows.clear();
+        self.out
+            .rows
+            .extend(self.accounts.iter().map(|a| AccountRow {
+                vm: a.id(),
+                allotment: a.allotment,
+                balance: a.balance,
+                charge_cpu: a.charge_cpu,
+                charge_io: a.charge_io,
+                rate: a.rate,
+                cap: a.cap,
+                intf_pct: a.intf,
+                interferer: a.interferer,
+                reason: if actuation {
+                    a.proposal.map(|(_, r)| r)
+                } else {
+                    None
+                },
+            }));
+    }
+}
+
+/// An actuation boundary before the decisions: entitlements assigned and measured, the policy's
+/// proposals (as ceilings on the rate lever when it proposes caps only), the guard over them.
+/// `period_s`: the actuation period, seconds.
+fn actuate(ctx: &Ctx<'_>, period_s: f64, policy: &mut dyn Policy, accounts: &mut [Account]) {
+    let cfg = ctx.cfg;
+    let lever = cfg.lever();
+    entitlement::assign(accounts, ctx.link_bps, cfg.caps.floor_pct);
+    entitlement::measure(lever, accounts, period_s);
+    policy.actuate(ctx, accounts);
+    if lever.rate() && !policy.proposes_tx() {
+        as_ceilings(ctx, lever, accounts);
+    }
+    if !cfg.as_published {
+        entitlement::enforce(lever, accounts);
     }
 }
 
