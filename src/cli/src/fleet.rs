@@ -2,7 +2,7 @@
 //! their leases, the coordinator, lease ages, VM counts, the top senders fleet-wide, the last
 //! allocation round), Prometheus `file_sd` targets for every live host's `/metrics`, the
 //! topology the coordinator allocates over, and a whole fleet on this machine
-//! (`crate::fleet_demo`). Needs a build with `--features fleet`.
+//! (`crate::fleet_demo`, over `resex_demo::fleet`). Needs a build with `--features fleet`.
 
 use anyhow::Result;
 use clap::{Args, Subcommand};

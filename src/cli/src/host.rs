@@ -48,39 +48,35 @@ pub fn guest_command() -> Result<GuestCommand> {
     })
 }
 
-/// A host configuration for `run_dir` (softhca's port thread asks for real-time priority
-/// unless `RESEX_NO_RT` is set; `log_stalls`: log each stalled second, else only count them).
+/// A host configuration for `run_dir` whose guests this binary runs (see
+/// [`resex_demo::embedded::host_config`]).
 pub fn host_config(
     run_dir: &Path,
     caps: CapMode,
     keep_logs: Option<PathBuf>,
     log_stalls: bool,
 ) -> Result<HostConfig> {
-    let ram_dir = if Path::new("/dev/shm").is_dir() {
-        PathBuf::from("/dev/shm")
-    } else {
-        std::env::temp_dir()
-    };
-    Ok(HostConfig {
-        run_dir: run_dir.to_owned(),
-        ram_dir,
-        cap_mode: caps,
-        command: guest_command()?,
-        report_ms: 10,
+    Ok(resex_demo::embedded::host_config(
+        run_dir,
+        caps,
         keep_logs,
-        realtime: std::env::var_os("RESEX_NO_RT").is_none(),
         log_stalls,
-        hca_doorbells: true,
-        port_cgroup: false,
-    })
+        guest_command()?,
+    ))
 }
 
-/// The embedded host for `scenario` as `cfg` says, and a flag that SIGTERM and SIGINT set.
-pub fn start_host(scenario: &Scenario, cfg: HostConfig) -> Result<(EmbeddedHost, Arc<AtomicBool>)> {
+/// A flag that SIGTERM and SIGINT set.
+pub fn stop_flag() -> Result<Arc<AtomicBool>> {
     let stop = Arc::new(AtomicBool::new(false));
     for s in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         signal_hook::flag::register(s, stop.clone())?;
     }
+    Ok(stop)
+}
+
+/// The embedded host for `scenario` as `cfg` says, and a flag that SIGTERM and SIGINT set.
+pub fn start_host(scenario: &Scenario, cfg: HostConfig) -> Result<(EmbeddedHost, Arc<AtomicBool>)> {
+    let stop = stop_flag()?;
     let host = EmbeddedHost::new(scenario, cfg)?;
     Ok((host, stop))
 }
@@ -100,12 +96,7 @@ pub fn scenario_policy(
     Ok(Some((s.policy.clone().unwrap_or_default(), cfg)))
 }
 
-/// The daemon's view of the embedded host's link (softhca's model of the scenario's port).
-pub fn scenario_link(s: &Scenario) -> resex_daemon::config::LinkConfig {
-    let l = resex_lab::link_of(s);
-    resex_daemon::config::LinkConfig::of(l.bits_per_sec, l.header_bytes)
-}
-
+/// Runs `resex host`.
 pub fn run(a: HostArgs) -> Result<()> {
     let scenario = Scenario::load(&a.scenario)?;
     let run_dir = a.run_dir.clone().unwrap_or_else(default_run_dir);
@@ -114,7 +105,7 @@ pub fn run(a: HostArgs) -> Result<()> {
     let daemon = if a.daemon {
         let cfg = resex_daemon::config::Config {
             run_dir: Some(run_dir.clone()),
-            link: Some(scenario_link(&scenario)),
+            link: Some(resex_demo::embedded::scenario_link(&scenario)),
             ..Default::default()
         };
         let settings = resex_daemon::Settings {

@@ -2,7 +2,8 @@
 //! normal` resolves each crate on its own, with the features it asks for (resolver 2), which
 //! is what its binary links. Guest crates never link host crates; resexd links no lab crate
 //! and none of DRUM's experiments; `resex top` links no solver; the scenario format links
-//! nothing but `resex-common`; the host core parses no guest bytes itself (no `resex-mlx5`).
+//! nothing but `resex-common`; the host core parses no guest bytes itself (no `resex-mlx5`);
+//! the demo's library (`resex-demo`) draws no terminal: the dashboard is the binary's.
 
 use std::collections::BTreeMap;
 use std::process::Command;
@@ -59,7 +60,7 @@ fn assert_links_none(krate: &str, forbidden: &[&str], why: &str) {
 }
 
 /// Crates that run on the host (or only in the lab), never in a guest.
-const HOST: [&str; 14] = [
+const HOST: [&str; 15] = [
     "resex-core",
     "resex-daemon",
     "resex-ibmon",
@@ -74,15 +75,17 @@ const HOST: [&str; 14] = [
     "resex-drum",
     "resex-top",
     "resex-api",
+    "resex-demo",
 ];
 
-/// The lab's crates: experiments, virtual time, scenarios.
-const LAB: [&str; 5] = [
+/// The lab's crates: experiments, virtual time, scenarios, the demo.
+const LAB: [&str; 6] = [
     "resex-lab",
     "resex-fabric",
     "resex-mlcompat",
     "resex-scenario",
     "resex-embedded",
+    "resex-demo",
 ];
 
 #[test]
@@ -109,6 +112,15 @@ fn top_links_no_solver_and_no_host_core() {
         "resex-top",
         &["resex-drum", "resex-core", "resex-pricing", "resex-ibmon"],
         "the dashboard reads the API and the fleet's records",
+    );
+}
+
+#[test]
+fn the_demo_library_links_no_dashboard() {
+    assert_links_none(
+        "resex-demo",
+        &["resex-top", "resex-cli"],
+        "the demo's library runs the demo; `resex` shows it",
     );
 }
 

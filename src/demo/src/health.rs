@@ -3,14 +3,16 @@
 //!
 //! Per phase it watches what a busy host does to the demo (the daemon loop's tick lateness from
 //! each snapshot, softhca's stalled seconds) and why (CPU steal and the run queue from
-//! `/proc/stat`). The verdict rests on the effects: a phase is overloaded when softhca was held
-//! up for [`STALL_MS`] ms or more in more than [`MAX_STALLED_FRACTION`] of its seconds (every
-//! guest's I/O stops while it is), when the loop's ticks were late by more than
-//! [`MAX_LATE_P99_US`] at p99 (half an interval: prices and caps lag the traffic), when one
-//! tick was more than [`MAX_FREEZE_US`] late (the loop runs under `SCHED_FIFO`: only the machine
-//! stops it that long, and the guests' backlog from such a freeze takes seconds to clear), or
-//! when the hypervisor under this machine stole more than [`MAX_STEAL_PCT`] of its CPU time.
+//! `/proc/stat`: [`crate::procstat`]). The verdict rests on the effects: a phase is overloaded
+//! when softhca was held up for [`STALL_MS`] ms or more in more than [`MAX_STALLED_FRACTION`]
+//! of its seconds (every guest's I/O stops while it is), when the loop's ticks were late by
+//! more than [`MAX_LATE_P99_US`] at p99 (half an interval: prices and caps lag the traffic),
+//! when one tick was more than [`MAX_FREEZE_US`] late (the loop runs under `SCHED_FIFO`: only
+//! the machine stops it that long, and the guests' backlog from such a freeze takes seconds to
+//! clear), or when the hypervisor under this machine stole more than [`MAX_STEAL_PCT`] of its
+//! CPU time.
 
+use crate::procstat::{proc_stat, CpuTimes};
 use resex_api::Snapshot;
 use resex_softhca::{PortSample, StallSummary};
 use serde::Serialize;
@@ -56,47 +58,6 @@ pub struct Health {
     /// Reasons from the phase's own figures ([`Health::with_reason`]), kept across judging.
     #[serde(skip)]
     pub extra: Vec<String>,
-}
-
-/// The CPU-time counters of `/proc/stat`'s `cpu` line, in ticks.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct CpuTimes {
-    /// All time.
-    pub total: u64,
-    /// Idle and I/O wait.
-    pub idle: u64,
-    /// Stolen by the hypervisor.
-    pub steal: u64,
-}
-
-/// Parses `/proc/stat`: the aggregate CPU times and `procs_running` (None: not this format).
-pub fn parse_proc_stat(text: &str) -> Option<(CpuTimes, u32)> {
-    let mut cpu = None;
-    let mut running = None;
-    for line in text.lines() {
-        let mut f = line.split_ascii_whitespace();
-        match f.next() {
-            Some("cpu") => {
-                let v: Vec<u64> = f.map_while(|x| x.parse().ok()).collect();
-                // user nice system idle iowait irq softirq steal (guest, guest_nice are in user).
-                if v.len() < 8 {
-                    return None;
-                }
-                cpu = Some(CpuTimes {
-                    total: v[..8].iter().sum(),
-                    idle: v[3] + v[4],
-                    steal: v[7],
-                });
-            }
-            Some("procs_running") => running = f.next().and_then(|x| x.parse().ok()),
-            _ => {}
-        }
-    }
-    Some((cpu?, running?))
-}
-
-fn proc_stat() -> Option<(CpuTimes, u32)> {
-    parse_proc_stat(&std::fs::read_to_string("/proc/stat").ok()?)
 }
 
 /// Watches one phase.
@@ -258,26 +219,6 @@ impl Health {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const STAT: &str = "cpu  100 5 50 800 20 1 2 22 0 0\n\
-                        cpu0 50 2 25 400 10 1 1 11 0 0\n\
-                        intr 1 2 3\nctxt 99\nprocs_running 3\nprocs_blocked 0\n";
-
-    #[test]
-    fn proc_stat_gives_totals_steal_and_the_run_queue() {
-        let (c, r) = parse_proc_stat(STAT).unwrap();
-        assert_eq!(
-            c,
-            CpuTimes {
-                total: 1000,
-                idle: 820,
-                steal: 22
-            }
-        );
-        assert_eq!(r, 3);
-        assert_eq!(parse_proc_stat("cpu 1 2 3\nprocs_running 1\n"), None);
-        assert_eq!(parse_proc_stat("garbage"), None);
-    }
 
     fn healthy() -> Health {
         Health {
