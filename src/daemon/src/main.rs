@@ -150,37 +150,55 @@ fn main() -> Result<()> {
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
+    let cfg = configure(&cli)?;
+    let hv = backend(&cfg)?;
+    if cli.restore {
+        let (restored, forgotten, failed) = restore_stale(hv.clone(), &cfg)?;
+        println!(
+            "restored {restored} caps and transmit limits; forgot {forgotten} for domains that are gone"
+        );
+        if !failed.is_empty() {
+            bail!("could not restore: {}", failed.join("; "));
+        }
+        return Ok(());
+    }
+    run(&cli, &cfg, hv)
+}
+
+/// The configuration file (or the defaults) with the command line's settings over it.
+fn configure(cli: &Cli) -> Result<Config> {
     let mut cfg = match &cli.config {
         Some(p) => Config::load(p)?,
         None => Config::default(),
     };
+    let set = |slot: &mut Option<PathBuf>, v: &Option<PathBuf>| {
+        if let Some(v) = v {
+            *slot = Some(v.clone());
+        }
+    };
     if let Some(b) = &cli.backend {
         cfg.backend = b.clone();
     }
-    if let Some(p) = &cli.policy {
-        cfg.policy = Some(p.clone());
-    }
+    set(&mut cfg.policy, &cli.policy);
     if cli.no_policy {
         cfg.policy = None;
     }
-    if let Some(d) = &cli.run_dir {
-        cfg.run_dir = Some(d.clone());
-    }
+    set(&mut cfg.run_dir, &cli.run_dir);
     if let Some(u) = &cli.connect {
         cfg.connect = u.clone();
     }
-    if let Some(d) = &cli.state_dir {
-        cfg.state_dir = Some(d.clone());
-    }
-    if let Some(a) = &cli.api {
-        cfg.api_socket = Some(a.clone());
-    }
-    if let Some(j) = &cli.journal {
-        cfg.journal = Some(j.clone());
-    }
+    set(&mut cfg.state_dir, &cli.state_dir);
+    set(&mut cfg.api_socket, &cli.api);
+    set(&mut cfg.journal, &cli.journal);
     if let Some(m) = &cli.metrics {
         cfg.metrics = Some(m.clone());
     }
+    fleet_flags(cli, &mut cfg)?;
+    Ok(cfg)
+}
+
+/// `--fleet`, `--fleet-host` and `--fleet-ttl` over the `[fleet]` section, checked.
+fn fleet_flags(cli: &Cli, cfg: &mut Config) -> Result<()> {
     if !cli.fleet.is_empty() {
         let mut f = cfg
             .fleet
@@ -201,17 +219,11 @@ fn main() -> Result<()> {
         }
         f.validate().context("[fleet]")?;
     }
-    let hv = backend(&cfg)?;
-    if cli.restore {
-        let (restored, forgotten, failed) = restore_stale(hv.clone(), &cfg)?;
-        println!(
-            "restored {restored} caps and transmit limits; forgot {forgotten} for domains that are gone"
-        );
-        if !failed.is_empty() {
-            bail!("could not restore: {}", failed.join("; "));
-        }
-        return Ok(());
-    }
+    Ok(())
+}
+
+/// Runs the daemon until a signal (or `--duration`): SIGHUP reloads the policy file.
+fn run(cli: &Cli, cfg: &Config, hv: Arc<dyn Hypervisor>) -> Result<()> {
     let policy = cfg.policy.as_deref().map(load_policy).transpose()?;
     let settings = Settings {
         cfg: cfg.clone(),
@@ -231,7 +243,7 @@ fn main() -> Result<()> {
         cfg.api_socket().display(),
         cfg.state_dir().display()
     );
-    let member = join_fleet(&cfg, &d)?;
+    let member = join_fleet(cfg, &d)?;
     let start = Instant::now();
     while !term.load(Ordering::Acquire) && d.running() {
         if cli
