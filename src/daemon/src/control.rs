@@ -8,6 +8,7 @@ use crate::config::Config;
 use crate::driver::{Command, Driver, Inputs, Sinks};
 use crate::journal::Journal;
 use crate::knob::{CapKnob, TxKnob};
+use crate::metrics::{LoopMetrics, MetricsServer};
 use crate::runloop::{Loop, RunSummary};
 use crate::sampler::{self, Periods};
 use crate::store::{Store, StoreError};
@@ -74,7 +75,7 @@ pub struct DaemonHandle {
     shared: Shared,
     thread: Option<JoinHandle<RunSummary>>,
     helpers: Vec<JoinHandle<()>>,
-    metrics: Option<crate::metrics::MetricsServer>,
+    metrics: Option<MetricsServer>,
 }
 
 impl std::fmt::Debug for DaemonHandle {
@@ -220,6 +221,38 @@ pub fn core_config(cfg: &Config, limits: Limits) -> CoreConfig {
     }
 }
 
+/// The metrics endpoint, when configured, and the loop's own histograms it exports.
+fn serve_metrics(
+    cfg: &Config,
+    shared: &Shared,
+) -> Result<(Option<LoopMetrics>, Option<MetricsServer>), DaemonError> {
+    let Some(addr) = &cfg.metrics else {
+        return Ok((None, None));
+    };
+    let lm = LoopMetrics::default();
+    let shared = shared.clone();
+    let m = crate::metrics::serve(
+        addr,
+        move || shared.read().unwrap_or_else(|p| p.into_inner()).clone(),
+        lm.clone(),
+    )?;
+    tracing::info!("metrics at http://{}/metrics", m.addr);
+    Ok((Some(lm), Some(m)))
+}
+
+/// The journal, when configured.
+fn open_journal(cfg: &Config) -> Result<Option<Journal>, DaemonError> {
+    cfg.journal
+        .as_ref()
+        .map(|p| {
+            Journal::create(p).map_err(|source| DaemonError::Journal {
+                path: p.display().to_string(),
+                source,
+            })
+        })
+        .transpose()
+}
+
 /// Starts the daemon.
 pub fn start(settings: Settings, hv: Arc<dyn Hypervisor>) -> Result<DaemonHandle, DaemonError> {
     let cfg = settings.cfg.clone();
@@ -242,30 +275,8 @@ pub fn start(settings: Settings, hv: Arc<dyn Hypervisor>) -> Result<DaemonHandle
         path: api_path.display().to_string(),
         source,
     })?;
-    let loop_metrics = cfg
-        .metrics
-        .as_ref()
-        .map(|_| crate::metrics::LoopMetrics::default());
-    let metrics = match (&cfg.metrics, &loop_metrics) {
-        (Some(addr), Some(lm)) => {
-            let shared = shared.clone();
-            let m = crate::metrics::serve(
-                addr,
-                move || shared.read().unwrap_or_else(|p| p.into_inner()).clone(),
-                lm.clone(),
-            )?;
-            tracing::info!("metrics at http://{}/metrics", m.addr);
-            Some(m)
-        }
-        _ => None,
-    };
-    let journal = match &cfg.journal {
-        Some(p) => Some(Journal::create(p).map_err(|source| DaemonError::Journal {
-            path: p.display().to_string(),
-            source,
-        })?),
-        None => None,
-    };
+    let (loop_metrics, metrics) = serve_metrics(&cfg, &shared)?;
+    let journal = open_journal(&cfg)?;
     let clock = Instant::now();
     let (sample_tx, sample_rx) = mpsc::channel();
     let (reg_tx, reg_rx) = mpsc::channel();
