@@ -11,6 +11,7 @@ use resex_proto::channel::{
     read_msg, write_msg, GuestMsg, HostMsg, LineError, CHANNEL_VERSION, MAX_LINE,
 };
 use resex_proto::Registration;
+use std::io::{BufRead, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Sender;
 use std::sync::Arc;
@@ -49,97 +50,119 @@ pub fn run(
     tx: Sender<RegEvent>,
     stop: Arc<AtomicBool>,
 ) {
-    let mut log = LogLimiter::default();
-    let mut log_open = LogLimiter::default();
-    while !stop.load(Ordering::Acquire) {
-        let (mut r, mut w) = match hv.open_channel(&key) {
-            Ok(c) => c,
-            Err(e) => {
-                if matches!(e, resex_backend::BackendError::NoDomain(_)) {
-                    return;
-                }
-                if let Some(n) = log_open.hit() {
-                    tracing::debug!("{name}: registration channel not open yet ({e}) [{n}]");
-                }
-                std::thread::sleep(Duration::from_millis(250));
-                continue;
-            }
-        };
-        if write_msg(
-            &mut w,
-            &HostMsg::Hello {
-                version: CHANNEL_VERSION,
-            },
-        )
-        .is_err()
-        {
-            std::thread::sleep(Duration::from_millis(250));
-            continue;
-        }
-        loop {
-            if stop.load(Ordering::Acquire) {
-                return;
-            }
-            let reply = match read_msg::<GuestMsg>(&mut *r, MAX_LINE) {
-                Ok(None) => break,
-                Err(LineError::Io(_)) | Err(LineError::TooLong(_)) => {
-                    if let Some(n) = log.hit() {
-                        tracing::warn!(
-                            "{name}: registration channel broken or flooded; reopening [{n}]"
-                        );
+    Registrar {
+        id,
+        name,
+        ram_size,
+        limits,
+        tx,
+        log: LogLimiter::default(),
+    }
+    .serve(&*hv, &key, &stop);
+}
+
+/// One domain's registrar.
+struct Registrar {
+    id: VmId,
+    name: String,
+    ram_size: u64,
+    limits: Limits,
+    tx: Sender<RegEvent>,
+    log: LogLimiter,
+}
+
+/// The pause before a channel is opened again.
+const REOPEN: Duration = Duration::from_millis(250);
+
+impl Registrar {
+    /// Opens a session after another until `stop` or until the domain is gone.
+    fn serve(&mut self, hv: &dyn Hypervisor, key: &str, stop: &AtomicBool) {
+        let mut log_open = LogLimiter::default();
+        while !stop.load(Ordering::Acquire) {
+            let (mut r, mut w) = match hv.open_channel(key) {
+                Ok(c) => c,
+                Err(resex_backend::BackendError::NoDomain(_)) => return,
+                Err(e) => {
+                    if let Some(n) = log_open.hit() {
+                        let name = &self.name;
+                        tracing::debug!("{name}: registration channel not open yet ({e}) [{n}]");
                     }
-                    break;
-                }
-                Err(LineError::Json(e)) => {
-                    let error = format!("malformed message: {e}");
-                    let _ = tx.send(RegEvent::Rejected {
-                        id,
-                        error: error.clone(),
-                    });
-                    HostMsg::Rejected { error }
-                }
-                Ok(Some(GuestMsg::Register { registration })) => {
-                    if let Err(e) = registration.check_version() {
-                        let error = e.to_string();
-                        let _ = tx.send(RegEvent::Rejected {
-                            id,
-                            error: error.clone(),
-                        });
-                        HostMsg::Rejected { error }
-                    } else {
-                        match validate(&registration, ram_size, &limits) {
-                            Ok(layout) => {
-                                let msg = HostMsg::Accepted {
-                                    vm: name.clone(),
-                                    qps: layout.qps.len(),
-                                    mailbox: layout.mailbox.is_some(),
-                                };
-                                let _ = tx.send(RegEvent::Accepted {
-                                    id,
-                                    doc: registration,
-                                    layout,
-                                });
-                                msg
-                            }
-                            Err(e) => {
-                                let error = e.to_string();
-                                if let Some(n) = log.hit() {
-                                    tracing::warn!("{name}: {error} [{n}]");
-                                }
-                                let _ = tx.send(RegEvent::Rejected {
-                                    id,
-                                    error: error.clone(),
-                                });
-                                HostMsg::Rejected { error }
-                            }
-                        }
-                    }
+                    std::thread::sleep(REOPEN);
+                    continue;
                 }
             };
-            if write_msg(&mut w, &reply).is_err() {
-                break;
+            let hello = HostMsg::Hello {
+                version: CHANNEL_VERSION,
+            };
+            if write_msg(&mut w, &hello).is_ok() && self.session(&mut *r, &mut w, stop) {
+                return;
+            }
+            std::thread::sleep(REOPEN);
+        }
+    }
+
+    /// Answers the guest's messages until the session ends (false) or `stop` (true).
+    fn session(&mut self, r: &mut dyn BufRead, w: &mut impl Write, stop: &AtomicBool) -> bool {
+        loop {
+            if stop.load(Ordering::Acquire) {
+                return true;
+            }
+            let reply = match read_msg::<GuestMsg>(r, MAX_LINE) {
+                Ok(None) => return false,
+                Err(LineError::Io(_) | LineError::TooLong(_)) => {
+                    if let Some(n) = self.log.hit() {
+                        tracing::warn!(
+                            "{}: registration channel broken or flooded; reopening [{n}]",
+                            self.name
+                        );
+                    }
+                    return false;
+                }
+                Err(LineError::Json(e)) => self.reject(format!("malformed message: {e}")),
+                Ok(Some(GuestMsg::Register { registration })) => self.answer(registration),
+            };
+            if write_msg(w, &reply).is_err() {
+                return false;
             }
         }
-        std::thread::sleep(Duration::from_millis(250));
+    }
+
+    /// Validates a document against the guest's RAM: accepted (to the control loop), or
+    /// refused.
+    fn answer(&mut self, doc: Registration) -> HostMsg {
+        if let Err(e) = doc.check_version() {
+            return self.reject(e.to_string());
+        }
+        match validate(&doc, self.ram_size, &self.limits) {
+            Ok(layout) => {
+                let msg = HostMsg::Accepted {
+                    vm: self.name.clone(),
+                    qps: layout.qps.len(),
+                    mailbox: layout.mailbox.is_some(),
+                };
+                let _ = self.tx.send(RegEvent::Accepted {
+                    id: self.id,
+                    doc,
+                    layout,
+                });
+                msg
+            }
+            Err(e) => {
+                let error = e.to_string();
+                if let Some(n) = self.log.hit() {
+                    tracing::warn!("{}: {error} [{n}]", self.name);
+                }
+                self.reject(error)
+            }
+        }
+    }
+
+    /// Tells the control loop, and the guest, that a message was refused.
+    fn reject(&self, error: String) -> HostMsg {
+        let _ = self.tx.send(RegEvent::Rejected {
+            id: self.id,
+            error: error.clone(),
+        });
+        HostMsg::Rejected { error }
     }
 }
