@@ -364,101 +364,13 @@ impl Scenario {
         }
         let mut names = std::collections::HashSet::new();
         for g in &self.guests {
-            let at = |p: String| bad(format!("guest `{}`: {p}", g.name));
-            if !valid_name(&g.name) {
-                return Err(at("name must be 1-32 of a-z, 0-9, '-' and '_'".into()));
-            }
-            if !names.insert(g.name.as_str()) {
-                return Err(at("appears twice".into()));
-            }
-            if !(1..=64).contains(&g.vcpus) {
-                return Err(at(format!("vcpus = {} must be 1..=64", g.vcpus)));
-            }
-            if let Some(c) = g.cap {
-                if !(c.is_finite() && c > 0.0 && c <= 100.0 * f64::from(g.vcpus)) {
-                    return Err(at(format!(
-                        "cap = {c} must be in (0, {}] (% of one CPU)",
-                        100 * g.vcpus
-                    )));
-                }
-            }
-            let w = &g.benchex;
-            let min_ram = (8 << 20) + 4 * (w.buffer.0 + 4096) * u64::from(w.clients.max(1));
-            if g.ram.0 < min_ram || g.ram.0 > (16 << 30) {
-                return Err(at(format!(
-                    "ram = {} bytes: this workload needs at least {min_ram} (and at most 16 GiB)",
-                    g.ram.0
-                )));
-            }
-            if w.buffer.0 < 64 || w.buffer.0 > (64 << 20) {
-                return Err(at(format!("buffer = {} must be 64 B..64 MiB", w.buffer.0)));
-            }
-            if !(w.rate.is_finite() && w.rate >= 0.0 && w.rate <= 1e6) {
-                return Err(at(format!("rate = {} must be 0..=1e6 orders/s", w.rate)));
-            }
-            if !(1..=64).contains(&w.clients) {
-                return Err(at(format!("clients = {} must be 1..=64", w.clients)));
-            }
-            if !(g.start_s.is_finite() && g.start_s >= 0.0) {
-                return Err(at(format!("start_s = {} must be >= 0", g.start_s)));
-            }
-            if !(g.report_scale.is_finite() && g.report_scale > 0.0 && g.report_scale <= 1000.0) {
-                return Err(at(format!(
-                    "report_scale = {} must be in (0, 1000]",
-                    g.report_scale
-                )));
-            }
-            if !(g.report_scale_from_s.is_finite() && g.report_scale_from_s >= 0.0) {
-                return Err(at(format!(
-                    "report_scale_from_s = {} must be >= 0",
-                    g.report_scale_from_s
-                )));
-            }
-            if !(g.weight.is_finite() && g.weight > 0.0) {
-                return Err(at(format!("weight = {} must be > 0", g.weight)));
-            }
-            if let Some(t) = &g.turns {
-                if !(t.at_s.is_finite() && t.at_s >= 0.0) {
-                    return Err(at(format!("turns.at_s = {} must be >= 0", t.at_s)));
-                }
-                if t.buffer.0 < 64 || t.buffer.0 > (64 << 20) {
-                    return Err(at(format!(
-                        "turns.buffer = {} must be 64 B..64 MiB",
-                        t.buffer.0
-                    )));
-                }
-                if !(t.rate.is_finite() && t.rate >= 0.0 && t.rate <= 1e6) {
-                    return Err(at(format!(
-                        "turns.rate = {} must be 0..=1e6 orders/s",
-                        t.rate
-                    )));
-                }
-                let need = (8 << 20) + 4 * (t.buffer.0 + 4096) * u64::from(w.clients.max(1));
-                if g.ram.0 < need {
-                    return Err(at(format!(
-                        "ram = {} bytes: the workload it turns to needs at least {need}",
-                        g.ram.0
-                    )));
-                }
-            }
-            if let Some(f) = g.cpu_floor {
-                if !(f.is_finite() && f > 0.0 && f <= 100.0 * f64::from(g.vcpus)) {
-                    return Err(at(format!(
-                        "cpu_floor = {f} must be in (0, {}] (% of one CPU)",
-                        100 * g.vcpus
-                    )));
-                }
-            }
-            if g.entitlement.is_some_and(|e| e.0 == 0) {
-                return Err(at("entitlement must be above 0".into()));
-            }
-            if let (Some(s), Some(m)) = (g.tx_share, g.tx_max) {
-                if s.0 > m.0 {
-                    return Err(at(format!(
-                        "tx_share = {} bit/s is above tx_max = {} bit/s",
-                        s.0, m.0
-                    )));
-                }
+            let problem = unless(valid_name(&g.name), || {
+                "name must be 1-32 of a-z, 0-9, '-' and '_'".into()
+            })
+            .or_else(|| unless(names.insert(g.name.as_str()), || "appears twice".into()))
+            .or_else(|| g.problem());
+            if let Some(p) = problem {
+                return Err(bad(format!("guest `{}`: {p}", g.name)));
             }
         }
         Ok(())
@@ -473,6 +385,143 @@ impl Scenario {
         } else {
             Some(policies_dir.join(format!("{p}.toml")))
         }
+    }
+}
+
+/// A problem with a number: `Some(text)` when `ok` is false.
+fn unless(ok: bool, text: impl FnOnce() -> String) -> Option<String> {
+    (!ok).then(text)
+}
+
+impl GuestSpec {
+    /// What is wrong with this guest besides its name (the first problem), if anything.
+    fn problem(&self) -> Option<String> {
+        let g = self;
+        let max_pct = 100.0 * f64::from(g.vcpus);
+        unless((1..=64).contains(&g.vcpus), || {
+            format!("vcpus = {} must be 1..=64", g.vcpus)
+        })
+        .or_else(|| {
+            let c = g.cap?;
+            unless(c.is_finite() && c > 0.0 && c <= max_pct, || {
+                format!("cap = {c} must be in (0, {}] (% of one CPU)", 100 * g.vcpus)
+            })
+        })
+        .or_else(|| g.workload_problem())
+        .or_else(|| g.report_problem())
+        .or_else(|| g.turns_problem())
+        .or_else(|| g.grant_problem())
+    }
+
+    /// RAM for the workload, its buffer, rate and clients, and its start.
+    fn workload_problem(&self) -> Option<String> {
+        let (g, w) = (self, &self.benchex);
+        let min_ram = (8 << 20) + 4 * (w.buffer.0 + 4096) * u64::from(w.clients.max(1));
+        unless(g.ram.0 >= min_ram && g.ram.0 <= (16 << 30), || {
+            format!(
+                "ram = {} bytes: this workload needs at least {min_ram} (and at most 16 GiB)",
+                g.ram.0
+            )
+        })
+        .or_else(|| {
+            unless(w.buffer.0 >= 64 && w.buffer.0 <= (64 << 20), || {
+                format!("buffer = {} must be 64 B..64 MiB", w.buffer.0)
+            })
+        })
+        .or_else(|| {
+            unless(w.rate.is_finite() && w.rate >= 0.0 && w.rate <= 1e6, || {
+                format!("rate = {} must be 0..=1e6 orders/s", w.rate)
+            })
+        })
+        .or_else(|| {
+            unless((1..=64).contains(&w.clients), || {
+                format!("clients = {} must be 1..=64", w.clients)
+            })
+        })
+        .or_else(|| {
+            unless(g.start_s.is_finite() && g.start_s >= 0.0, || {
+                format!("start_s = {} must be >= 0", g.start_s)
+            })
+        })
+    }
+
+    /// The lab's lying reports and the guest's weight.
+    fn report_problem(&self) -> Option<String> {
+        let g = self;
+        unless(
+            g.report_scale.is_finite() && g.report_scale > 0.0 && g.report_scale <= 1000.0,
+            || format!("report_scale = {} must be in (0, 1000]", g.report_scale),
+        )
+        .or_else(|| {
+            unless(
+                g.report_scale_from_s.is_finite() && g.report_scale_from_s >= 0.0,
+                || {
+                    format!(
+                        "report_scale_from_s = {} must be >= 0",
+                        g.report_scale_from_s
+                    )
+                },
+            )
+        })
+        .or_else(|| {
+            unless(g.weight.is_finite() && g.weight > 0.0, || {
+                format!("weight = {} must be > 0", g.weight)
+            })
+        })
+    }
+
+    /// The workload the guest turns to, if it turns.
+    fn turns_problem(&self) -> Option<String> {
+        let t = self.turns.as_ref()?;
+        let need = (8 << 20) + 4 * (t.buffer.0 + 4096) * u64::from(self.benchex.clients.max(1));
+        unless(t.at_s.is_finite() && t.at_s >= 0.0, || {
+            format!("turns.at_s = {} must be >= 0", t.at_s)
+        })
+        .or_else(|| {
+            unless(t.buffer.0 >= 64 && t.buffer.0 <= (64 << 20), || {
+                format!("turns.buffer = {} must be 64 B..64 MiB", t.buffer.0)
+            })
+        })
+        .or_else(|| {
+            unless(t.rate.is_finite() && t.rate >= 0.0 && t.rate <= 1e6, || {
+                format!("turns.rate = {} must be 0..=1e6 orders/s", t.rate)
+            })
+        })
+        .or_else(|| {
+            unless(self.ram.0 >= need, || {
+                format!(
+                    "ram = {} bytes: the workload it turns to needs at least {need}",
+                    self.ram.0
+                )
+            })
+        })
+    }
+
+    /// What the admin grants it: its CPU floor, entitlement and transmit limit.
+    fn grant_problem(&self) -> Option<String> {
+        let g = self;
+        let max_pct = 100.0 * f64::from(g.vcpus);
+        g.cpu_floor
+            .and_then(|f| {
+                unless(f.is_finite() && f > 0.0 && f <= max_pct, || {
+                    format!(
+                        "cpu_floor = {f} must be in (0, {}] (% of one CPU)",
+                        100 * g.vcpus
+                    )
+                })
+            })
+            .or_else(|| {
+                unless(!g.entitlement.is_some_and(|e| e.0 == 0), || {
+                    "entitlement must be above 0".into()
+                })
+            })
+            .or_else(|| match (g.tx_share, g.tx_max) {
+                (Some(s), Some(m)) if s.0 > m.0 => Some(format!(
+                    "tx_share = {} bit/s is above tx_max = {} bit/s",
+                    s.0, m.0
+                )),
+                _ => None,
+            })
     }
 }
 
@@ -494,6 +543,69 @@ ram = "96MiB"
 buffer = "2MiB"
 rate = 0
 "#;
+
+    /// Each guest check, in the order they are made: one bad setting, one problem named.
+    #[test]
+    fn every_guest_check_names_its_problem() {
+        let cases: &[(&str, &str)] = &[
+            ("name = \"Bad Name\"", "name must be 1-32"),
+            ("vcpus = 0", "vcpus = 0 must be 1..=64"),
+            ("cap = 250.0", "cap = 250 must be in (0, 100]"),
+            (
+                "ram = \"1MiB\"",
+                "ram = 1048576 bytes: this workload needs at least",
+            ),
+            ("start_s = -1.0", "start_s = -1 must be >= 0"),
+            (
+                "report_scale = 0.0",
+                "report_scale = 0 must be in (0, 1000]",
+            ),
+            (
+                "report_scale_from_s = -2.0",
+                "report_scale_from_s = -2 must be >= 0",
+            ),
+            ("weight = 0.0", "weight = 0 must be > 0"),
+            ("cpu_floor = 0.0", "cpu_floor = 0 must be in (0, 100]"),
+            (
+                "tx_share = \"2Gbit\"\ntx_max = \"1Gbit\"",
+                "tx_share = 2000000000 bit/s is above tx_max",
+            ),
+            (
+                "turns = { at_s = -1.0, buffer = \"64KiB\", rate = 10.0 }",
+                "turns.at_s = -1 must be >= 0",
+            ),
+            (
+                "turns = { at_s = 1.0, buffer = \"32B\", rate = 10.0 }",
+                "turns.buffer = 32 must be 64 B..64 MiB",
+            ),
+        ];
+        for (setting, problem) in cases {
+            let text = PAIR.replacen(
+                "name = \"reporting\"",
+                &format!("name = \"reporting\"\n{setting}"),
+                1,
+            );
+            let text = if setting.starts_with("name") {
+                text.replacen("name = \"reporting\"\n", "", 1)
+            } else {
+                text
+            };
+            let err = Scenario::from_toml(&text).map(|s| s.validate());
+            let msg = match err {
+                Ok(Err(e)) | Err(e) => e.to_string(),
+                Ok(Ok(())) => String::new(),
+            };
+            assert!(msg.contains(problem), "{setting}: got `{msg}`");
+        }
+        let twice = PAIR.replace("name = \"interfering\"", "name = \"reporting\"");
+        let e = Scenario::from_toml(&twice)
+            .and_then(|s| s.validate())
+            .unwrap_err();
+        assert!(
+            e.to_string().contains("guest `reporting`: appears twice"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn parses_with_defaults() {
