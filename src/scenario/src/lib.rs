@@ -511,7 +511,7 @@ impl GuestSpec {
                 })
             })
             .or_else(|| {
-                unless(!g.entitlement.is_some_and(|e| e.0 == 0), || {
+                unless(g.entitlement.is_none_or(|e| e.0 != 0), || {
                     "entitlement must be above 0".into()
                 })
             })
