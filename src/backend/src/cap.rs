@@ -5,7 +5,7 @@
 // Percentages become whole microseconds and milli-percent: bounded, rounding intended.
 #![allow(clippy::cast_possible_truncation)]
 
-use crate::BackendError;
+use crate::{BackendError, SavedError};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -35,6 +35,15 @@ fn read(p: &Path) -> Result<String, BackendError> {
     std::fs::read_to_string(p)
         .map(|s| s.trim().to_owned())
         .map_err(|e| BackendError::io(format!("reading {}", p.display()), e))
+}
+
+/// A cgroup file's number.
+fn number<T: std::str::FromStr>(text: &str, file: &'static str) -> Result<T, BackendError> {
+    text.parse().map_err(|_| BackendError::Unparsable {
+        file: file.into(),
+        text: text.to_owned(),
+        expected: "a number",
+    })
 }
 
 fn write(p: &Path, v: &str) -> Result<(), BackendError> {
@@ -83,16 +92,16 @@ impl CapHandle {
                 match (it.next(), it.next().and_then(|p| p.parse::<f64>().ok())) {
                     (Some("max"), _) | (None, _) => Ok(None),
                     (Some(q), Some(p)) => Ok(q.parse::<f64>().ok().map(|q| 100.0 * q / p)),
-                    _ => Err(BackendError::Invalid(format!("cpu.max: `{v}`"))),
+                    _ => Err(BackendError::Unparsable {
+                        file: "cpu.max".into(),
+                        text: v.clone(),
+                        expected: "a quota and a period",
+                    }),
                 }
             }
             CapHandle::CgroupV1(d) => {
-                let q: i64 = read(&d.join("cpu.cfs_quota_us"))?
-                    .parse()
-                    .map_err(|_| BackendError::Invalid("cpu.cfs_quota_us".into()))?;
-                let p: f64 = read(&d.join("cpu.cfs_period_us"))?
-                    .parse()
-                    .map_err(|_| BackendError::Invalid("cpu.cfs_period_us".into()))?;
+                let q: i64 = number(&read(&d.join("cpu.cfs_quota_us"))?, "cpu.cfs_quota_us")?;
+                let p: f64 = number(&read(&d.join("cpu.cfs_period_us"))?, "cpu.cfs_period_us")?;
                 Ok((q > 0).then(|| 100.0 * q as f64 / p))
             }
             CapHandle::Sigstop(pid) => Ok(duty().cap(*pid)),
@@ -127,11 +136,13 @@ impl CapHandle {
 
     /// Puts back a saved setting.
     pub fn restore(&self, saved: &Value) -> Result<(), BackendError> {
-        let field = |k: &str| {
-            saved
-                .get(k)
-                .and_then(Value::as_str)
-                .ok_or_else(|| BackendError::Invalid(format!("saved cap has no `{k}`: {saved}")))
+        let field = |key: &'static str| {
+            saved.get(key).and_then(Value::as_str).ok_or_else(|| {
+                BackendError::from(SavedError::NoKey {
+                    key,
+                    saved: saved.clone(),
+                })
+            })
         };
         match self {
             CapHandle::CgroupV2(d) => write(&d.join("cpu.max"), field("cpu.max")?),
@@ -255,7 +266,7 @@ mod tests {
 
     #[test]
     fn cgroup_v1_sets_saves_and_restores_exactly() {
-        let (_d, h) = fake_v1();
+        let (d, h) = fake_v1();
         let saved = h.save().unwrap();
         assert_eq!(h.current().unwrap(), None);
         h.set(Some(25.0)).unwrap();
@@ -268,7 +279,23 @@ mod tests {
         );
         h.restore(&saved).unwrap();
         assert_eq!(h.save().unwrap(), saved);
-        assert!(h.restore(&json!({})).is_err());
+        assert!(matches!(
+            h.restore(&json!({})),
+            Err(BackendError::Saved(SavedError::NoKey {
+                key: "cfs_period_us",
+                ..
+            }))
+        ));
+        std::fs::write(d.path().join("cpu.cfs_quota_us"), "lots\n").unwrap();
+        let e = h.current().unwrap_err();
+        assert_eq!(e.to_string(), "cpu.cfs_quota_us: `lots` is not a number");
+        assert!(matches!(
+            e,
+            BackendError::Unparsable {
+                expected: "a number",
+                ..
+            }
+        ));
     }
 
     #[test]

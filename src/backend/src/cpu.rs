@@ -27,9 +27,11 @@ impl CpuSource {
         match self {
             CpuSource::CgroupV1(dir) => {
                 let t = read(&dir.join("cpuacct.usage"))?;
-                t.trim()
-                    .parse()
-                    .map_err(|_| BackendError::Invalid(format!("cpuacct.usage: `{}`", t.trim())))
+                t.trim().parse().map_err(|_| BackendError::Unparsable {
+                    file: "cpuacct.usage".into(),
+                    text: t.trim().to_owned(),
+                    expected: "a number",
+                })
             }
             CpuSource::CgroupV2(dir) => {
                 let t = read(&dir.join("cpu.stat"))?;
@@ -37,7 +39,10 @@ impl CpuSource {
                     .find_map(|l| l.strip_prefix("usage_usec "))
                     .and_then(|v| v.trim().parse::<u64>().ok())
                     .map(|us| us * 1000)
-                    .ok_or_else(|| BackendError::Invalid("cpu.stat has no usage_usec".into()))
+                    .ok_or(BackendError::MissingKey {
+                        file: "cpu.stat",
+                        key: "usage_usec",
+                    })
             }
             CpuSource::Proc(pid) => {
                 let dir = PathBuf::from(format!("/proc/{pid}/task"));

@@ -226,8 +226,10 @@ fn soft(socket: &std::path::Path, req: &AdminRequest) -> Result<TxLimit, Backend
         .map_err(|e| BackendError::io(what(), e))?;
     let r = s.try_clone().map_err(|e| BackendError::io(what(), e))?;
     let mut w = s;
-    ask(&mut BufReader::new(r), &mut w, req)
-        .map_err(|e| BackendError::Invalid(format!("{}: {e}", what())))
+    ask(&mut BufReader::new(r), &mut w, req).map_err(|source| BackendError::Admin {
+        socket: socket.to_owned(),
+        source,
+    })
 }
 
 /// No lever on this host: every domain is without one.
@@ -264,8 +266,13 @@ pub fn tx_json(tx: TxLimit) -> serde_json::Value {
 
 /// The limit a saved setting holds.
 pub fn tx_of(saved: &serde_json::Value) -> Result<TxLimit, BackendError> {
-    serde_json::from_value(saved.clone())
-        .map_err(|e| BackendError::Invalid(format!("saved transmit limit {saved}: {e}")))
+    serde_json::from_value(saved.clone()).map_err(|source| {
+        crate::SavedError::TxLimit {
+            saved: saved.clone(),
+            source,
+        }
+        .into()
+    })
 }
 
 #[cfg(test)]
@@ -366,6 +373,9 @@ mod tests {
             weight: None,
         };
         assert_eq!(tx_of(&tx_json(t)).unwrap(), t);
-        assert!(tx_of(&serde_json::json!("x")).is_err());
+        assert!(matches!(
+            tx_of(&serde_json::json!("x")),
+            Err(BackendError::Saved(crate::SavedError::TxLimit { .. }))
+        ));
     }
 }

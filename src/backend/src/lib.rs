@@ -13,11 +13,14 @@
 //!   `/proc/PID/task/*/schedstat`.
 //!
 //! - [`lever`], the second lever: a VM's transmit share and ceiling ([`lever::RateLever`]).
+//! - [`error`], the typed cases of [`BackendError`]: a saved setting that is not ours, a domain's
+//!   XML that cannot be used.
 //!
 //! A cap is a percent of one physical CPU (Xen's unit); `None` is uncapped.
 
 pub mod cap;
 pub mod cpu;
+pub mod error;
 pub mod kvm;
 pub mod lever;
 pub mod local;
@@ -25,6 +28,7 @@ pub mod memory;
 pub mod vf;
 pub mod xen;
 
+pub use error::{SavedError, XmlError};
 use resex_guestmem::GuestMemory;
 use std::io::{BufRead, Write};
 use std::sync::Arc;
@@ -97,9 +101,83 @@ pub enum BackendError {
     /// Guest memory could not be mapped.
     #[error(transparent)]
     Mem(#[from] resex_guestmem::MemError),
-    /// A record or a saved setting that does not parse.
+    /// A kernel or hypervisor value that does not parse (a cgroup file, a pid file, a xenstore
+    /// count).
+    #[error("{file}: `{text}` is not {expected}")]
+    Unparsable {
+        /// Where it was read (a file's name or path, a xenstore path).
+        file: String,
+        /// What was there (trimmed).
+        text: String,
+        /// What it should be (`a number`, `a pid`, ...).
+        expected: &'static str,
+    },
+    /// A kernel file without the key it should have.
+    #[error("{file} has no {key}")]
+    MissingKey {
+        /// The file.
+        file: &'static str,
+        /// The key.
+        key: &'static str,
+    },
+    /// A cap that is not a positive number of percent.
+    #[error("cap {pct}% is not a positive number")]
+    BadCap {
+        /// The cap asked for.
+        pct: f64,
+    },
+    /// A saved setting that cannot be put back.
+    #[error(transparent)]
+    Saved(#[from] SavedError),
+    /// A domain's XML that cannot be read or prepared.
+    #[error(transparent)]
+    Xml(#[from] XmlError),
+    /// A VF, its address or its lever that cannot work (boxed: a kernel refusal is large).
+    #[error(transparent)]
+    Vf(Box<vf::VfError>),
+    /// A libvirt call failed.
+    #[error("{call}: {message}")]
+    Libvirt {
+        /// The call, or what it was for.
+        call: &'static str,
+        /// libvirt's message.
+        message: String,
+    },
+    /// softhca's admin socket refused or failed.
+    #[error("softhca admin socket {}: {source}", socket.display())]
+    Admin {
+        /// The socket.
+        socket: std::path::PathBuf,
+        /// Why.
+        source: resex_proto::hca_admin::AdminError,
+    },
+    /// A record or a setting that does not encode as JSON.
     #[error("{0}")]
-    Invalid(String),
+    Json(serde_json::Error),
+    /// A guest's RAM file smaller than its record says.
+    #[error("{vm}: RAM file {} is {size} bytes, the record says {want}", path.display())]
+    RamFile {
+        /// The VM.
+        vm: String,
+        /// Its RAM file.
+        path: std::path::PathBuf,
+        /// The file's size, bytes.
+        size: u64,
+        /// The record's RAM size, bytes.
+        want: u64,
+    },
+    /// A xenstore path with a NUL byte (no C string holds it).
+    #[error("xenstore path {path:?} has a NUL byte")]
+    XenstorePath {
+        /// The path.
+        path: String,
+    },
+}
+
+impl From<vf::VfError> for BackendError {
+    fn from(e: vf::VfError) -> Self {
+        BackendError::Vf(Box::new(e))
+    }
 }
 
 impl BackendError {

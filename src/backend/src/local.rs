@@ -95,7 +95,7 @@ pub fn publish(run: &Path, r: &DomainRecord) -> Result<PathBuf, BackendError> {
         .map_err(|e| BackendError::io(format!("creating {}", dir.display()), e))?;
     let path = dir.join(format!("{}-{}.json", r.host, r.name));
     let tmp = dir.join(format!(".{}-{}.json.tmp", r.host, r.name));
-    let text = serde_json::to_vec_pretty(r).map_err(|e| BackendError::Invalid(e.to_string()))?;
+    let text = serde_json::to_vec_pretty(r).map_err(BackendError::Json)?;
     std::fs::write(&tmp, text)
         .map_err(|e| BackendError::io(format!("writing {}", tmp.display()), e))?;
     std::fs::rename(&tmp, &path)
@@ -223,13 +223,12 @@ impl Hypervisor for LocalBackend {
         let r = self.record(key)?;
         let m: Arc<dyn GuestMemory> = Arc::new(FileMemory::open(&r.ram_file)?);
         if m.size() < r.ram_size {
-            return Err(BackendError::Invalid(format!(
-                "{}: RAM file {} is {} bytes, the record says {}",
-                r.name,
-                r.ram_file.display(),
-                m.size(),
-                r.ram_size
-            )));
+            return Err(BackendError::RamFile {
+                vm: r.name.clone(),
+                path: r.ram_file.clone(),
+                size: m.size(),
+                want: r.ram_size,
+            });
         }
         self.mems
             .lock()

@@ -246,9 +246,9 @@ pub fn run(
         std::thread::sleep(Duration::from_millis(1));
     }
     finished.store(true, Ordering::Release);
-    let rx = receiver
-        .join()
-        .map_err(|_| BenchError::Invalid("reply thread panicked".into()))?;
+    let rx = receiver.join().map_err(|_| BenchError::Panicked {
+        thread: "reply thread",
+    })?;
     result?;
     rx?;
     let seconds = (now_ns() - start) as f64 / 1e9;

@@ -42,9 +42,40 @@ pub enum BenchError {
     /// The bootstrap socket failed.
     #[error("bootstrap: {0}")]
     Io(#[from] std::io::Error),
-    /// A parameter that cannot work.
-    #[error("{0}")]
-    Invalid(String),
+    /// A reply buffer too small for the reply's header.
+    #[error("buffer must be at least {min} bytes")]
+    Buffer {
+        /// The buffer asked for, bytes.
+        buffer: u64,
+        /// The reply header, bytes.
+        min: u64,
+    },
+    /// A client offering a reply receiver of another transport than the server's.
+    #[error("the client offered a {offered} reply receiver to a {server} server")]
+    Transport {
+        /// The client's transport.
+        offered: resex_shim::transport::Kind,
+        /// The server's.
+        server: resex_shim::transport::Kind,
+    },
+    /// A link preset softhca does not have.
+    #[error("unknown link preset `{name}` (use testbed or 100g)")]
+    UnknownLink {
+        /// The name given.
+        name: String,
+    },
+    /// Guest memory larger than this machine can address.
+    #[error("memory too large ({bytes} bytes)")]
+    Memory {
+        /// The size asked for, bytes.
+        bytes: u64,
+    },
+    /// A thread of the benchmark panicked.
+    #[error("{thread} panicked")]
+    Panicked {
+        /// Which (`reply thread`, `client`, `server`).
+        thread: &'static str,
+    },
 }
 
 /// Serialises a latency summary with named fields (ns).

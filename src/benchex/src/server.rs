@@ -122,11 +122,10 @@ fn handshake(
     )?;
     let a: Answer = boot::recv(s)?;
     if a.replies.kind() != cfg.transport {
-        return Err(BenchError::Invalid(format!(
-            "the client offered a {} reply receiver to a {} server",
-            a.replies.kind(),
-            cfg.transport
-        )));
+        return Err(BenchError::Transport {
+            offered: a.replies.kind(),
+            server: cfg.transport,
+        });
     }
     let orders = orders.accept(a.order_qp)?;
     let tcfg = transport(cfg, cfg.buffer);
@@ -155,9 +154,10 @@ pub fn run(
     stop: Arc<AtomicBool>,
 ) -> Result<ServerStats, BenchError> {
     if cfg.buffer < REPLY_HEADER as u64 {
-        return Err(BenchError::Invalid(format!(
-            "buffer must be at least {REPLY_HEADER} bytes"
-        )));
+        return Err(BenchError::Buffer {
+            buffer: cfg.buffer,
+            min: REPLY_HEADER as u64,
+        });
     }
     let (tx, rx) = mpsc::channel::<Conn>();
     listener.set_nonblocking(true)?;

@@ -230,7 +230,7 @@ impl LinkConfig {
 }
 
 fn default_header() -> u32 {
-    resex_core::LinkSpec::default().header_bytes
+    resex_core::HostLink::default().header_bytes
 }
 
 fn default_cpu_every() -> u32 {
@@ -274,51 +274,95 @@ pub enum ConfigError {
         /// Why.
         source: std::io::Error,
     },
-    /// Not valid.
+    /// Not TOML, or a key this config does not have.
     #[error("{0}")]
-    Invalid(String),
+    Parse(#[source] toml::de::Error),
+    /// A backend this daemon does not have.
+    #[error("backend `{name}` is unknown (local, kvm, xen)")]
+    UnknownBackend {
+        /// The name given.
+        name: String,
+    },
+    /// A link rate that is not in (0, 100000] Gb/s.
+    #[error("link.gbps = {gbps} must be a rate in Gb/s above 0")]
+    LinkRate {
+        /// The rate given, Gb/s.
+        gbps: f64,
+    },
+    /// A `[fleet]` section that cannot work.
+    #[error("[fleet]: {0}")]
+    Fleet(#[source] resex_fleet::FleetError),
+    /// A VM entitled to nothing.
+    #[error("[vms.{vm}] entitlement must be above 0 (omit it for an equal split)")]
+    Entitlement {
+        /// The VM.
+        vm: String,
+    },
+    /// A VM's CPU floor that is not a percent of one CPU.
+    #[error("[vms.{vm}] cpu_floor = {cpu_floor} must be a percent of one CPU, 0 or more")]
+    CpuFloor {
+        /// The VM.
+        vm: String,
+        /// The floor given, percent.
+        cpu_floor: f64,
+    },
+    /// A budget or a period of 0.
+    #[error(
+        "{setting} is 0: scan_budget, discovery_ms, snapshot_ms and cpu_every must be above 0"
+    )]
+    Zero {
+        /// The setting.
+        setting: &'static str,
+    },
+    /// A config file that is not valid, with the file's path.
+    #[error("{}: {source}", path.display())]
+    File {
+        /// File.
+        path: PathBuf,
+        /// Why.
+        source: Box<ConfigError>,
+    },
 }
 
 impl Config {
     /// Parses and checks config text.
     pub fn from_toml(text: &str) -> Result<Config, ConfigError> {
-        let c: Config = toml::from_str(text).map_err(|e| ConfigError::Invalid(e.to_string()))?;
+        let c: Config = toml::from_str(text).map_err(ConfigError::Parse)?;
         if !matches!(c.backend.as_str(), "local" | "kvm" | "xen") {
-            return Err(ConfigError::Invalid(format!(
-                "backend `{}` is unknown (local, kvm, xen)",
-                c.backend
-            )));
+            return Err(ConfigError::UnknownBackend {
+                name: c.backend.clone(),
+            });
         }
         if let Some(l) = &c.link {
             if !(l.gbps.is_finite() && l.gbps > 0.0 && l.gbps <= 100_000.0) {
-                return Err(ConfigError::Invalid(format!(
-                    "link.gbps = {} must be a rate in Gb/s above 0",
-                    l.gbps
-                )));
+                return Err(ConfigError::LinkRate { gbps: l.gbps });
             }
         }
         if let Some(f) = &c.fleet {
-            f.validate()
-                .map_err(|e| ConfigError::Invalid(format!("[fleet]: {e}")))?;
+            f.validate().map_err(ConfigError::Fleet)?;
         }
         for (name, g) in &c.vms {
             if g.entitlement == Some(0) {
-                return Err(ConfigError::Invalid(format!(
-                    "[vms.{name}] entitlement must be above 0 (omit it for an equal split)"
-                )));
+                return Err(ConfigError::Entitlement { vm: name.clone() });
             }
             if let Some(f) = g.cpu_floor {
                 if !(f.is_finite() && (0.0..=100_000.0).contains(&f)) {
-                    return Err(ConfigError::Invalid(format!(
-                        "[vms.{name}] cpu_floor = {f} must be a percent of one CPU, 0 or more"
-                    )));
+                    return Err(ConfigError::CpuFloor {
+                        vm: name.clone(),
+                        cpu_floor: f,
+                    });
                 }
             }
         }
-        if c.scan_budget == 0 || c.discovery_ms == 0 || c.snapshot_ms == 0 || c.cpu_every == 0 {
-            return Err(ConfigError::Invalid(
-                "scan_budget, discovery_ms, snapshot_ms and cpu_every must be above 0".into(),
-            ));
+        for (setting, zero) in [
+            ("scan_budget", c.scan_budget == 0),
+            ("discovery_ms", c.discovery_ms == 0),
+            ("snapshot_ms", c.snapshot_ms == 0),
+            ("cpu_every", c.cpu_every == 0),
+        ] {
+            if zero {
+                return Err(ConfigError::Zero { setting });
+            }
         }
         Ok(c)
     }
@@ -329,7 +373,10 @@ impl Config {
             path: path.to_owned(),
             source,
         })?;
-        Self::from_toml(&text).map_err(|e| ConfigError::Invalid(format!("{}: {e}", path.display())))
+        Self::from_toml(&text).map_err(|e| ConfigError::File {
+            path: path.to_owned(),
+            source: Box::new(e),
+        })
     }
 
     /// The run directory in force.
@@ -353,14 +400,14 @@ impl Config {
     }
 
     /// The link in force.
-    pub fn link(&self) -> resex_core::LinkSpec {
+    pub fn link(&self) -> resex_core::HostLink {
         match &self.link {
             #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-            Some(l) => resex_core::LinkSpec {
+            Some(l) => resex_core::HostLink {
                 bits_per_sec: (l.gbps * 1e9) as u64,
                 header_bytes: l.header_bytes,
             },
-            None => resex_core::LinkSpec::default(),
+            None => resex_core::HostLink::default(),
         }
     }
 
@@ -398,11 +445,33 @@ mod tests {
         assert!(e.contains("polcy"), "{e}");
         let example = include_str!("../../../tools/resexd.toml");
         Config::from_toml(example).unwrap();
-        assert_eq!(c.link(), resex_core::LinkSpec::default());
+        assert_eq!(c.link(), resex_core::HostLink::default());
         let c = Config::from_toml("[link]\ngbps = 100\n").unwrap();
         assert_eq!(c.link().bits_per_sec, 100_000_000_000);
         assert_eq!(c.link().header_bytes, 58);
-        assert!(Config::from_toml("[link]\ngbps = 0\n").is_err());
+        assert!(matches!(
+            Config::from_toml("[link]\ngbps = 0\n"),
+            Err(ConfigError::LinkRate { gbps }) if gbps == 0.0
+        ));
+        let e = Config::from_toml("backend = \"vmware\"").unwrap_err();
+        assert!(
+            matches!(&e, ConfigError::UnknownBackend { name } if name == "vmware"),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.to_string(),
+            "backend `vmware` is unknown (local, kvm, xen)"
+        );
+        let e = Config::from_toml("snapshot_ms = 0\n").unwrap_err();
+        assert!(
+            matches!(
+                e,
+                ConfigError::Zero {
+                    setting: "snapshot_ms"
+                }
+            ),
+            "{e:?}"
+        );
         assert!(Config::from_toml("[link]\ngbs = 1\n").is_err());
     }
 
@@ -417,6 +486,12 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("[fleet]") && e.contains("ttl_s"), "{e}");
+        assert!(matches!(
+            Config::from_toml("[fleet]\nendpoints = [\"x\"]\nhost = \"n1\"\nttl_s = 0\n"),
+            Err(ConfigError::Fleet(resex_fleet::FleetError::Setting(
+                resex_fleet::SettingError::Ttl { ttl_s: 0 }
+            )))
+        ));
         assert!(Config::from_toml("[fleet]\nendpoint = [\"x\"]\n").is_err());
         assert!(Config::default().fleet.is_none());
     }

@@ -306,7 +306,7 @@ mod tests {
                 self.0.save_cap(k)
             }
             fn set_cap(&self, _: &str, _: Option<f64>) -> Result<(), BackendError> {
-                Err(BackendError::Invalid("refused".into()))
+                Err(BackendError::Unavailable("refused".into()))
             }
             fn restore_cap(&self, k: &str, s: &serde_json::Value) -> Result<(), BackendError> {
                 self.0.restore_cap(k, s)

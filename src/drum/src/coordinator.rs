@@ -76,7 +76,11 @@ impl StepRule {
         if r.is_finite() && r > 0.0 {
             Ok(())
         } else {
-            Err(DrumError::Invalid("rho must be a positive number".into()))
+            Err(DrumError::OutOfRange {
+                param: "rho",
+                value: r,
+                range: "a positive number",
+            })
         }
     }
 }
@@ -149,7 +153,11 @@ impl Coordinator {
         stopping: Stopping,
     ) -> Result<Self, DrumError> {
         if hosts == 0 {
-            return Err(DrumError::Invalid("at least one host".into()));
+            return Err(DrumError::Count {
+                param: "hosts",
+                value: 0,
+                range: "at least 1",
+            });
         }
         rule.check()?;
         Ok(Self {
@@ -182,10 +190,10 @@ impl Coordinator {
     pub fn absorb(&mut self, r: &HostReport) -> Result<(), DrumError> {
         self.acc.merge(r)?;
         if self.acc.hosts > self.hosts {
-            return Err(DrumError::Invalid(format!(
-                "{} reports for {} hosts",
-                self.acc.hosts, self.hosts
-            )));
+            return Err(DrumError::Reports {
+                got: self.acc.hosts,
+                want: self.hosts,
+            });
         }
         Ok(())
     }

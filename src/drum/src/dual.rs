@@ -68,9 +68,7 @@ impl Solver {
         let p = self.model.params;
         let (a, u) = (&self.model.a, &b.u);
         if self.is_weighted() {
-            return Err(DrumError::Invalid(
-                "the dual-decomposition baseline solves the unweighted model".into(),
-            ));
+            return Err(DrumError::Weighted);
         }
         if u.len() != p.apps || report.residual.len() != p.apps {
             return Err(DrumError::Length {

@@ -185,10 +185,18 @@ pub fn run(
     clock: &mut dyn FnMut() -> f64,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<Outcome, DrumError> {
-    if cfg.hosts == 0 || cfg.iterations == 0 || cfg.dd_iterations == 0 {
-        return Err(DrumError::Invalid(
-            "hosts and iterations must be at least 1".into(),
-        ));
+    for (param, value) in [
+        ("hosts", cfg.hosts as u64),
+        ("iterations", cfg.iterations),
+        ("dd_iterations", cfg.dd_iterations),
+    ] {
+        if value == 0 {
+            return Err(DrumError::Count {
+                param,
+                value,
+                range: "at least 1",
+            });
+        }
     }
     let params = Params::from_paper(cfg.apps, &cfg.setup)?;
     let model = Model::paper(params, cfg.seed)?;

@@ -233,14 +233,18 @@ impl Solver {
             }
         }
         if let Some(j) = a.iter().position(|v| !(v.is_finite() && *v > 0.0)) {
-            return Err(DrumError::Invalid(format!(
-                "a_{j} must be a positive number"
-            )));
+            return Err(DrumError::NotPositive {
+                vector: "a",
+                index: j,
+                value: a[j],
+            });
         }
         if let Some(j) = w.iter().position(|v| !(v.is_finite() && *v > 0.0)) {
-            return Err(DrumError::Invalid(format!(
-                "w_{j} must be a positive number"
-            )));
+            return Err(DrumError::NotPositive {
+                vector: "w",
+                index: j,
+                value: w[j],
+            });
         }
         self.model.a.copy_from_slice(a);
         self.w.copy_from_slice(w);
@@ -253,7 +257,11 @@ impl Solver {
     /// (it is the unscaled multiplier, see [`crate::penalty`]).
     pub fn set_rho(&mut self, rho: f64) -> Result<(), DrumError> {
         if !(rho.is_finite() && rho > 0.0) {
-            return Err(DrumError::Invalid("rho must be a positive number".into()));
+            return Err(DrumError::OutOfRange {
+                param: "rho",
+                value: rho,
+                range: "a positive number",
+            });
         }
         if rho != self.model.params.rho {
             self.model.params.rho = rho;

@@ -72,7 +72,7 @@ pub mod zhost;
 pub mod zstep;
 
 pub use coordinator::{Coordinator, StepRule, Stopping, Summary};
-pub use error::DrumError;
+pub use error::{DrumError, NetworkError};
 pub use host::{HostScratch, HostState, Parallel, Solver};
 pub use message::{Broadcast, HostReport};
 pub use model::Model;

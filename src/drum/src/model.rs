@@ -30,9 +30,11 @@ impl Model {
             });
         }
         if let Some(j) = a.iter().position(|v| !(v.is_finite() && *v > 0.0)) {
-            return Err(DrumError::Invalid(format!(
-                "a_{j} must be a positive number"
-            )));
+            return Err(DrumError::NotPositive {
+                vector: "a",
+                index: j,
+                value: a[j],
+            });
         }
         Ok(Self { params, a })
     }
@@ -81,6 +83,18 @@ mod tests {
         let p = Params::from_paper(50, &PaperSetup::default()).unwrap();
         let mut a = vec![1.0; 50];
         a[3] = 0.0;
-        assert!(matches!(Model::new(p, a), Err(DrumError::Invalid(s)) if s.contains("a_3")));
+        let e = Model::new(p, a).unwrap_err();
+        assert_eq!(
+            e,
+            DrumError::NotPositive {
+                vector: "a",
+                index: 3,
+                value: 0.0
+            }
+        );
+        assert_eq!(
+            e.to_string(),
+            "invalid parameter: a_3 must be a positive number"
+        );
     }
 }

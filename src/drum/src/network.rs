@@ -30,7 +30,7 @@
 //! every rate is then divided by the worst overload ratio on its path, so what is handed out
 //! never exceeds a link ([`Solution::max_overload`] is 1 at most).
 
-use crate::DrumError;
+use crate::error::{DrumError, NetworkError};
 use serde::{Deserialize, Serialize};
 
 /// One application (VM) on a host.
@@ -66,41 +66,40 @@ impl NetProblem {
     /// Refuses what the solver cannot take.
     pub fn validate(&self) -> Result<(), DrumError> {
         if !(self.alpha >= 0.1 && self.alpha <= 10.0) {
-            return Err(DrumError::Invalid(format!(
-                "alpha {} must be in [0.1, 10] (w^(1/alpha) overflows below)",
-                self.alpha
-            )));
+            return Err(NetworkError::Alpha { alpha: self.alpha }.into());
         }
         if let Some(c) = self.capacity.iter().find(|c| !(c.is_finite() && **c > 0.0)) {
-            return Err(DrumError::Invalid(format!(
-                "link capacity {c} must be positive"
-            )));
+            return Err(NetworkError::Capacity { capacity: *c }.into());
         }
         for (i, h) in self.hosts.iter().enumerate() {
             let mut seen = h.links.clone();
             seen.sort_unstable();
             seen.dedup();
             if seen.len() != h.links.len() {
-                return Err(DrumError::Invalid(format!("host {i} lists a link twice")));
+                return Err(NetworkError::RepeatedLink { host: i }.into());
             }
             if let Some(l) = h.links.iter().find(|l| **l >= self.capacity.len()) {
-                return Err(DrumError::Invalid(format!(
-                    "host {i} crosses link {l}; there are {}",
-                    self.capacity.len()
-                )));
+                return Err(NetworkError::UnknownLink {
+                    host: i,
+                    link: *l,
+                    links: self.capacity.len(),
+                }
+                .into());
             }
             for a in &h.apps {
                 if !(a.weight.is_finite() && a.weight > 0.0) {
-                    return Err(DrumError::Invalid(format!(
-                        "host {i}: weight {} must be positive",
-                        a.weight
-                    )));
+                    return Err(NetworkError::Weight {
+                        host: i,
+                        weight: a.weight,
+                    }
+                    .into());
                 }
                 if !(a.demand.is_finite() && a.demand >= 0.0) {
-                    return Err(DrumError::Invalid(format!(
-                        "host {i}: demand {} must be finite and >= 0",
-                        a.demand
-                    )));
+                    return Err(NetworkError::Demand {
+                        host: i,
+                        demand: a.demand,
+                    }
+                    .into());
                 }
             }
         }
@@ -529,6 +528,23 @@ mod tests {
         ] {
             assert!(solve(&bad, &mut Prices::default(), NetStopping::default()).is_err());
         }
+        let crossing = NetProblem {
+            hosts: vec![host(&[1], &[])],
+            ..ok.clone()
+        };
+        let e = crossing.validate().unwrap_err();
+        assert_eq!(
+            e,
+            DrumError::Network(NetworkError::UnknownLink {
+                host: 0,
+                link: 1,
+                links: 1
+            })
+        );
+        assert_eq!(
+            e.to_string(),
+            "invalid parameter: host 0 crosses link 1; there are 1"
+        );
     }
 
     fn xorshift(seed: u64) -> impl FnMut() -> u64 {

@@ -118,25 +118,40 @@ impl Params {
 
     /// Checks every range; the error names the parameter.
     pub fn check(&self) -> Result<(), DrumError> {
-        let bad = |what: &str| Err(DrumError::Invalid(what.to_owned()));
+        let count = |param, value: usize, range| {
+            Err(DrumError::Count {
+                param,
+                value: value as u64,
+                range,
+            })
+        };
+        let real = |param, value, range| {
+            Err(DrumError::OutOfRange {
+                param,
+                value,
+                range,
+            })
+        };
         if self.apps == 0 || u32::try_from(self.apps).is_err() {
-            return bad("apps must be between 1 and 2^32 - 1");
+            return count("apps", self.apps, "between 1 and 2^32 - 1");
         }
         if self.k == 0 || self.k > self.apps {
-            return bad("k must be between 1 and the number of applications");
+            return count("k", self.k, "between 1 and the number of applications");
         }
         if !(self.alpha > 0.0 && self.alpha < 1.0) {
-            return bad("alpha must be in (0, 1)");
+            return real("alpha", self.alpha, "in (0, 1)");
         }
         let pos = |v: f64| v.is_finite() && v > 0.0;
         if !pos(self.beta) {
-            return bad("beta must be a positive number");
+            return real("beta", self.beta, "a positive number");
         }
-        if !pos(self.x_capacity) || !pos(self.z_capacity) {
-            return bad("capacities must be positive numbers");
+        for c in [self.x_capacity, self.z_capacity] {
+            if !pos(c) {
+                return real("capacities", c, "positive numbers");
+            }
         }
         if !pos(self.rho) {
-            return bad("rho must be a positive number");
+            return real("rho", self.rho, "a positive number");
         }
         Ok(())
     }

@@ -54,12 +54,18 @@ impl Balancing {
     /// Checks the ranges: mu >= 1 and tau > 1, both finite.
     pub fn check(&self) -> Result<(), DrumError> {
         if !(self.mu.is_finite() && self.mu >= 1.0) {
-            return Err(DrumError::Invalid("balancing mu must be at least 1".into()));
+            return Err(DrumError::OutOfRange {
+                param: "balancing mu",
+                value: self.mu,
+                range: "at least 1",
+            });
         }
         if !(self.tau.is_finite() && self.tau > 1.0) {
-            return Err(DrumError::Invalid(
-                "balancing tau must be a number above 1".into(),
-            ));
+            return Err(DrumError::OutOfRange {
+                param: "balancing tau",
+                value: self.tau,
+                range: "a number above 1",
+            });
         }
         Ok(())
     }
@@ -150,7 +156,18 @@ mod tests {
             tau: 1.0,
             ..Balancing::default()
         };
-        assert!(b.check().is_err());
+        assert_eq!(
+            b.check(),
+            Err(DrumError::OutOfRange {
+                param: "balancing tau",
+                value: 1.0,
+                range: "a number above 1"
+            })
+        );
+        assert_eq!(
+            b.check().unwrap_err().to_string(),
+            "invalid parameter: balancing tau must be a number above 1"
+        );
         let b = Balancing {
             mu: 0.5,
             ..Balancing::default()

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 fn provider(hca: &SoftHca, bytes: u64, port: u16) -> Result<Arc<dyn Provider>, BenchError> {
     let mem: Arc<dyn GuestMemory> = Arc::new(VecMemory::new(
-        usize::try_from(bytes).map_err(|_| BenchError::Invalid("memory too large".into()))?,
+        usize::try_from(bytes).map_err(|_| BenchError::Memory { bytes })?,
     ));
     let ctl = hca.add_guest(mem.clone(), PortId(port));
     Ok(Arc::new(SoftProvider::new(
@@ -52,10 +52,8 @@ pub fn run_with(
     clients: u32,
     poll: PollOptions,
 ) -> Result<(LocalResult, PortCost), BenchError> {
-    let link = LinkConfig::preset(link).ok_or_else(|| {
-        BenchError::Invalid(format!(
-            "unknown link preset `{link}` (use testbed or 100g)"
-        ))
+    let link = LinkConfig::preset(link).ok_or_else(|| BenchError::UnknownLink {
+        name: link.to_owned(),
     })?;
     let hca = SoftHca::new(link, 2);
     let per_conn = (scfg.buffer + 4096) * u64::from(scfg.blocks) * 2 + (1 << 20);
@@ -87,14 +85,14 @@ pub fn run_with(
         match h.join() {
             Ok(Ok(r)) => results.push(r),
             Ok(Err(e)) => first_err = first_err.or(Some(e)),
-            Err(_) => first_err = first_err.or(Some(BenchError::Invalid("client panicked".into()))),
+            Err(_) => first_err = first_err.or(Some(BenchError::Panicked { thread: "client" })),
         }
     }
     let cost = port.sample().since(&start);
     stop.store(true, Ordering::Release);
     let server = srv
         .join()
-        .map_err(|_| BenchError::Invalid("server panicked".into()))??;
+        .map_err(|_| BenchError::Panicked { thread: "server" })??;
     let _ = std::fs::remove_dir_all(&dir);
     if let Some(e) = first_err {
         return Err(e);
@@ -112,4 +110,36 @@ pub fn run_with(
         },
         cost,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_that_cannot_work_are_refused_by_kind() {
+        let e = run("400g", ServerConfig::default(), ClientConfig::default(), 1).unwrap_err();
+        assert!(
+            matches!(&e, BenchError::UnknownLink { name } if name == "400g"),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.to_string(),
+            "unknown link preset `400g` (use testbed or 100g)"
+        );
+        let hca = SoftHca::new(LinkConfig::preset("testbed").unwrap(), 2);
+        let p = provider(&hca, 1 << 22, 0).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let listener = Listener::bind(dir.path().join("s.sock").to_str().unwrap()).unwrap();
+        let small = ServerConfig {
+            buffer: 1,
+            ..ServerConfig::default()
+        };
+        let rec = Arc::new(Mutex::new(LatencyRecorder::new()));
+        let e = server::run(p, small, listener, rec, Arc::new(AtomicBool::new(false))).unwrap_err();
+        assert!(
+            matches!(e, BenchError::Buffer { buffer: 1, min } if min > 1),
+            "{e:?}"
+        );
+    }
 }

@@ -2,7 +2,7 @@
 //! the named links), each worker's flow and its path, checked.
 
 use crate::dcqcn::Dcqcn;
-use crate::error::FabricError;
+use crate::error::{FabricError, JobError, Limit};
 use crate::job::{xorshift, Flow, Job, Phase};
 use crate::net::{Link, Net};
 use crate::spec::{check_gbps, FabricSpec, Pattern};
@@ -38,7 +38,7 @@ fn index<'a>(
 ) -> Result<HashMap<&'a str, u32>, FabricError> {
     let mut m = HashMap::new();
     for (i, n) in names.enumerate() {
-        let i = u32::try_from(i).map_err(|_| FabricError::Invalid(format!("too many {what}s")))?;
+        let i = u32::try_from(i).map_err(|_| Limit::Names { what })?;
         if m.insert(n, i).is_some() {
             return Err(FabricError::Duplicate {
                 what,
@@ -63,13 +63,14 @@ fn unknown<T>(what: &'static str, name: &str, m: &HashMap<&str, T>) -> FabricErr
 /// Builds `spec`.
 #[allow(clippy::too_many_lines)]
 pub fn build(spec: &FabricSpec) -> Result<Built, FabricError> {
-    spec.cc.dcqcn.check().map_err(FabricError::Invalid)?;
-    spec.net.check().map_err(FabricError::Invalid)?;
+    spec.cc.dcqcn.check()?;
+    spec.net.check()?;
     if spec.hosts.is_empty() || spec.hosts.len() > MAX_HOSTS {
-        return Err(FabricError::Invalid(format!(
-            "a fabric needs 1..={MAX_HOSTS} hosts, this one has {}",
-            spec.hosts.len()
-        )));
+        return Err(Limit::Hosts {
+            hosts: spec.hosts.len(),
+            max: MAX_HOSTS,
+        }
+        .into());
     }
     let hosts = index("host", spec.hosts.iter().map(|h| h.name.as_str()))?;
     let tors = index("tor", spec.tors.iter().map(|t| t.name.as_str()))?;
@@ -83,20 +84,20 @@ pub fn build(spec: &FabricSpec) -> Result<Built, FabricError> {
     };
     let pq = spec.net.priority_queues;
     for h in &spec.hosts {
-        let cap = check_gbps(&format!("host {}", h.name), h.nic_gbps)?;
+        let cap = check_gbps("host", &h.name, h.nic_gbps)?;
         links.push(link(format!("{}.tx", h.name), cap, pq));
         links.push(link(format!("{}.rx", h.name), cap, pq));
     }
     let tor_base = links.len();
     for t in &spec.tors {
-        let cap = check_gbps(&format!("tor {}", t.name), t.up_gbps)?;
+        let cap = check_gbps("tor", &t.name, t.up_gbps)?;
         links.push(link(format!("{}.up", t.name), cap, pq));
         links.push(link(format!("{}.down", t.name), cap, pq));
     }
     let named_base = links.len();
     let mut recorded = Vec::new();
     for l in &spec.links {
-        let cap = check_gbps(&format!("link {}", l.name), l.gbps)?;
+        let cap = check_gbps("link", &l.name, l.gbps)?;
         if l.record {
             recorded.push((
                 u32::try_from(links.len()).unwrap_or(u32::MAX),
@@ -127,10 +128,12 @@ pub fn build(spec: &FabricSpec) -> Result<Built, FabricError> {
             .get(r.to.as_str())
             .ok_or_else(|| unknown("host", &r.to, &hosts))?;
         if r.links.len() > MAX_ROUTE {
-            return Err(FabricError::Invalid(format!(
-                "route {} -> {}: more than {MAX_ROUTE} links",
-                r.from, r.to
-            )));
+            return Err(Limit::Route {
+                from: r.from.clone(),
+                to: r.to.clone(),
+                max: MAX_ROUTE,
+            }
+            .into());
         }
         let path = r
             .links
@@ -182,30 +185,34 @@ pub fn build(spec: &FabricSpec) -> Result<Built, FabricError> {
         let (compute_ns, comm) = js.shape()?;
         let n = js.workers.len();
         if n < 2 {
-            return Err(FabricError::Invalid(format!(
-                "job {}: needs two or more workers, has {n}",
-                js.name
-            )));
+            return Err(FabricError::Job {
+                job: js.name.clone(),
+                problem: JobError::TooFewWorkers { workers: n },
+            });
         }
         if flows.len() + n > MAX_FLOWS {
-            return Err(FabricError::Invalid(format!(
-                "more than {MAX_FLOWS} workers"
-            )));
+            return Err(Limit::Workers { max: MAX_FLOWS }.into());
         }
         if !(js.jitter.is_finite()
             && (0.0..=10.0).contains(&js.jitter)
             && js.start_ms.is_finite()
             && (0.0..1e9).contains(&js.start_ms))
         {
-            return Err(FabricError::Invalid(format!(
-                "job {}: jitter 0..=10 and start_ms >= 0, finite",
-                js.name
-            )));
+            return Err(FabricError::Job {
+                job: js.name.clone(),
+                problem: JobError::Timing {
+                    jitter: js.jitter,
+                    start_ms: js.start_ms,
+                },
+            });
         }
         let t_us = js.t_us.unwrap_or(params.t_us);
         crate::dcqcn::DcqcnParams { t_us, ..*params }
             .check()
-            .map_err(|e| FabricError::Invalid(format!("job {}: {e}", js.name)))?;
+            .map_err(|e| FabricError::Job {
+                job: js.name.clone(),
+                problem: e.into(),
+            })?;
         let bytes = match js.pattern {
             #[allow(clippy::cast_precision_loss)]
             Pattern::Ring => comm * 2.0 * (n - 1) as f64 / n as f64,
@@ -271,7 +278,7 @@ pub fn build(spec: &FabricSpec) -> Result<Built, FabricError> {
         ));
     }
     if classes > 8 {
-        return Err(FabricError::Invalid("priority classes are 0..=7".into()));
+        return Err(Limit::Priority { classes }.into());
     }
     let net = Net::new(links, classes, &spec.net);
     for f in &mut flows {

@@ -70,31 +70,70 @@ impl DcqcnParams {
     }
 
     /// Refuses what cannot work (zero or huge periods, negative rates, `g` outside (0, 1]).
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), DcqcnError> {
         let us = |x: f64| x.is_finite() && (0.5..=1e6).contains(&x);
         if !(us(self.t_us) && us(self.alpha_us) && us(self.cnp_us)) {
-            return Err(format!(
-                "dcqcn: t_us {}, alpha_us {}, cnp_us {} must be 0.5..1e6 µs",
-                self.t_us, self.alpha_us, self.cnp_us
-            ));
+            return Err(DcqcnError::Periods {
+                t_us: self.t_us,
+                alpha_us: self.alpha_us,
+                cnp_us: self.cnp_us,
+            });
         }
         if !(self.g > 0.0 && self.g <= 1.0) {
-            return Err(format!("dcqcn: g {} must be in (0, 1]", self.g));
+            return Err(DcqcnError::G { g: self.g });
         }
         let mbps = |x: f64| x.is_finite() && (0.0..=1e8).contains(&x);
         if !(mbps(self.rai_mbps) && mbps(self.min_rate_mbps)) || self.fast_recovery > 1000 {
-            return Err(
-                "dcqcn: rai_mbps and min_rate_mbps must be 0..1e8, fast_recovery <= 1000".into(),
-            );
+            return Err(DcqcnError::Rates {
+                rai_mbps: self.rai_mbps,
+                min_rate_mbps: self.min_rate_mbps,
+                fast_recovery: self.fast_recovery,
+            });
         }
         if !(self.adaptive_gain.is_finite() && (0.0..=1e4).contains(&self.adaptive_gain)) {
-            return Err(format!(
-                "dcqcn: adaptive_gain {} must be 0..=1e4",
-                self.adaptive_gain
-            ));
+            return Err(DcqcnError::AdaptiveGain {
+                adaptive_gain: self.adaptive_gain,
+            });
         }
         Ok(())
     }
+}
+
+/// DCQCN parameters that cannot work.
+#[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
+pub enum DcqcnError {
+    /// A period (`t_us`, `alpha_us`, `cnp_us`) outside 0.5..=1e6 µs.
+    #[error("dcqcn: t_us {t_us}, alpha_us {alpha_us}, cnp_us {cnp_us} must be 0.5..1e6 µs")]
+    Periods {
+        /// `T`, µs.
+        t_us: f64,
+        /// `alpha`'s decay period, µs.
+        alpha_us: f64,
+        /// The CNP pacing, µs.
+        cnp_us: f64,
+    },
+    /// `g` outside (0, 1].
+    #[error("dcqcn: g {g} must be in (0, 1]")]
+    G {
+        /// The gain given.
+        g: f64,
+    },
+    /// A rate outside 0..=1e8 Mb/s, or more than 1000 fast-recovery steps.
+    #[error("dcqcn: rai_mbps and min_rate_mbps must be 0..1e8, fast_recovery <= 1000")]
+    Rates {
+        /// `R_AI`, Mb/s.
+        rai_mbps: f64,
+        /// The floor rate, Mb/s.
+        min_rate_mbps: f64,
+        /// Fast-recovery steps.
+        fast_recovery: u32,
+    },
+    /// `adaptive_gain` outside 0..=1e4.
+    #[error("dcqcn: adaptive_gain {adaptive_gain} must be 0..=1e4")]
+    AdaptiveGain {
+        /// The gain given.
+        adaptive_gain: f64,
+    },
 }
 
 impl Default for DcqcnParams {
@@ -314,12 +353,31 @@ mod tests {
             t_us: 0.0,
             ..DcqcnParams::default()
         };
-        assert!(p.check().is_err());
+        assert!(matches!(
+            p.check(),
+            Err(DcqcnError::Periods { t_us, .. }) if t_us == 0.0
+        ));
         let p = DcqcnParams {
             g: f64::NAN,
             ..DcqcnParams::default()
         };
-        assert!(p.check().is_err());
+        assert!(matches!(p.check(), Err(DcqcnError::G { g }) if g.is_nan()));
+        let p = DcqcnParams {
+            fast_recovery: 1001,
+            ..DcqcnParams::default()
+        };
+        let e = p.check().unwrap_err();
+        assert!(matches!(
+            e,
+            DcqcnError::Rates {
+                fast_recovery: 1001,
+                ..
+            }
+        ));
+        assert_eq!(
+            e.to_string(),
+            "dcqcn: rai_mbps and min_rate_mbps must be 0..1e8, fast_recovery <= 1000"
+        );
         assert!(DcqcnParams::default().check().is_ok());
     }
 }

@@ -2,7 +2,7 @@
 //! recorded links, each job's bytes per bucket; and the jobs' figures at the end. Shared by the
 //! fluid run ([`crate::sim`]) and the run on whole lab hosts (`resex_lab::fabric`).
 
-use crate::error::FabricError;
+use crate::error::{FabricError, Limit};
 use crate::job::{Flow, Job};
 use crate::net::Net;
 use crate::result::{JobResult, LinkSeries, VmBytes};
@@ -33,17 +33,16 @@ impl Recorder {
         opts: &RunOptions,
     ) -> Result<Self, FabricError> {
         if opts.interval_ns == 0 || opts.bucket_ns == 0 {
-            return Err(FabricError::Invalid(
-                "interval and bucket must be > 0 ns".into(),
-            ));
+            return Err(FabricError::Interval {
+                interval_ns: opts.interval_ns,
+                bucket_ns: opts.bucket_ns,
+            });
         }
         let intervals = usize::try_from(end_ns / opts.interval_ns + 1).unwrap_or(usize::MAX);
         let traffic: Vec<Vec<f64>> = if opts.traffic {
             let cells = intervals.saturating_mul(vms);
             if cells > MAX_CELLS {
-                return Err(FabricError::Invalid(format!(
-                    "per-VM traffic of {vms} VMs over {intervals} intervals is too large to record"
-                )));
+                return Err(Limit::Traffic { vms, intervals }.into());
             }
             vec![vec![0.0; intervals]; vms]
         } else {
@@ -66,10 +65,7 @@ impl Recorder {
             .map(|c| buckets.saturating_mul(c.len()))
             .fold(0usize, usize::saturating_add);
         if rec_cells > MAX_CELLS {
-            return Err(FabricError::Invalid(format!(
-                "recorded links: {buckets} buckets x their jobs is too large to record; record \
-                 fewer links or run shorter"
-            )));
+            return Err(Limit::Recorded { buckets }.into());
         }
         let rec = cols.iter().map(|c| vec![0.0; buckets * c.len()]).collect();
         Ok(Self {

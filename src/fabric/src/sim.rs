@@ -67,20 +67,19 @@ pub fn run_with_progress(
 ) -> Result<FabricResult, FabricError> {
     let duration = opts.duration_s.unwrap_or(spec.duration_s);
     if !(duration.is_finite() && duration > 0.0 && duration <= 1e5) {
-        return Err(FabricError::Invalid(format!(
-            "duration {duration} s: must be in (0, 1e5]"
-        )));
+        return Err(FabricError::Duration {
+            seconds: duration,
+            max: 1e5,
+        });
     }
     if !(spec.dt_us.is_finite() && (0.1..=1000.0).contains(&spec.dt_us)) {
-        return Err(FabricError::Invalid(format!(
-            "dt_us {}: must be 0.1..=1000",
-            spec.dt_us
-        )));
+        return Err(FabricError::Step { dt_us: spec.dt_us });
     }
     if opts.interval_ns == 0 || opts.bucket_ns == 0 {
-        return Err(FabricError::Invalid(
-            "interval and bucket must be > 0 ns".into(),
-        ));
+        return Err(FabricError::Interval {
+            interval_ns: opts.interval_ns,
+            bucket_ns: opts.bucket_ns,
+        });
     }
     let Built {
         mut net,

@@ -28,7 +28,7 @@
 //! A flow between two VMs of one host crosses `A.tx` only (the NIC loops it back).
 
 use crate::dcqcn::DcqcnParams;
-use crate::error::FabricError;
+use crate::error::{FabricError, JobError};
 use serde::{Deserialize, Serialize};
 
 fn one() -> f64 {
@@ -177,37 +177,75 @@ impl NetSpec {
 impl NetSpec {
     /// Checks the values: thresholds and buffer in KB, finite, `0 <= kmin < kmax`, at most
     /// 1 GB; `pmax` in [0, 1]; `mtu` 64..=65536 bytes.
-    pub fn check(&self) -> Result<(), String> {
-        let kb = |what: &str, x: f64| {
-            if x.is_finite() && (0.0..=1e6).contains(&x) {
+    pub fn check(&self) -> Result<(), NetError> {
+        let kb = |field: &'static str, value: f64| {
+            if value.is_finite() && (0.0..=1e6).contains(&value) {
                 Ok(())
             } else {
-                Err(format!("[net] {what} = {x}: must be 0..=1000000 KB"))
+                Err(NetError::Kb { field, value })
             }
         };
         kb("kmin_kb", self.kmin_kb)?;
         kb("kmax_kb", self.kmax_kb)?;
         kb("buffer_kb", self.buffer_kb)?;
         if self.kmax_kb <= self.kmin_kb {
-            return Err(format!(
-                "[net] kmax_kb = {} must be above kmin_kb = {}",
-                self.kmax_kb, self.kmin_kb
-            ));
+            return Err(NetError::Thresholds {
+                kmin_kb: self.kmin_kb,
+                kmax_kb: self.kmax_kb,
+            });
         }
         if self.buffer_kb <= 0.0 {
-            return Err("[net] buffer_kb must be above 0".into());
+            return Err(NetError::NoBuffer {
+                buffer_kb: self.buffer_kb,
+            });
         }
         if !(self.pmax.is_finite() && (0.0..=1.0).contains(&self.pmax)) {
-            return Err(format!("[net] pmax = {}: must be 0..=1", self.pmax));
+            return Err(NetError::Pmax { pmax: self.pmax });
         }
         if !(self.mtu.is_finite() && (64.0..=65536.0).contains(&self.mtu)) {
-            return Err(format!(
-                "[net] mtu = {}: must be 64..=65536 bytes",
-                self.mtu
-            ));
+            return Err(NetError::Mtu { mtu: self.mtu });
         }
         Ok(())
     }
+}
+
+/// `[net]` values that cannot work.
+#[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
+pub enum NetError {
+    /// A threshold or the buffer outside 0..=1000000 KB.
+    #[error("[net] {field} = {value}: must be 0..=1000000 KB")]
+    Kb {
+        /// `kmin_kb`, `kmax_kb` or `buffer_kb`.
+        field: &'static str,
+        /// The value given.
+        value: f64,
+    },
+    /// `kmax_kb` not above `kmin_kb`.
+    #[error("[net] kmax_kb = {kmax_kb} must be above kmin_kb = {kmin_kb}")]
+    Thresholds {
+        /// The lower marking threshold, KB.
+        kmin_kb: f64,
+        /// The upper marking threshold, KB.
+        kmax_kb: f64,
+    },
+    /// A buffer of 0 KB.
+    #[error("[net] buffer_kb must be above 0")]
+    NoBuffer {
+        /// The buffer given, KB.
+        buffer_kb: f64,
+    },
+    /// `pmax` outside [0, 1].
+    #[error("[net] pmax = {pmax}: must be 0..=1")]
+    Pmax {
+        /// The value given.
+        pmax: f64,
+    },
+    /// `mtu` outside 64..=65536 bytes.
+    #[error("[net] mtu = {mtu}: must be 64..=65536 bytes")]
+    Mtu {
+        /// The value given, bytes.
+        mtu: f64,
+    },
 }
 
 impl Default for NetSpec {
@@ -365,17 +403,20 @@ impl JobSpec {
         let compute_ms = self.compute_ms.or(base.map(|b| b.0));
         let comm_mb = self.comm_mb.or(base.map(|b| b.1));
         let (Some(c), Some(m)) = (compute_ms, comm_mb) else {
-            return Err(FabricError::Invalid(format!(
-                "job {}: give a preset or both compute_ms and comm_mb",
-                self.name
-            )));
+            return Err(FabricError::Job {
+                job: self.name.clone(),
+                problem: JobError::NoShape,
+            });
         };
         let m = m * self.comm_scale;
         if !((0.0..1e9).contains(&c) && m > 0.0 && m < 1e9) {
-            return Err(FabricError::Invalid(format!(
-                "job {}: compute_ms {c} and comm_mb {m} must be finite, compute >= 0, bytes > 0",
-                self.name
-            )));
+            return Err(FabricError::Job {
+                job: self.name.clone(),
+                problem: JobError::Shape {
+                    compute_ms: c,
+                    comm_mb: m,
+                },
+            });
         }
         #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
         Ok(((c * 1e6).round() as u64, m * 1e6))
@@ -383,12 +424,14 @@ impl JobSpec {
 }
 
 /// Is `x` a usable rate in Gb/s?
-pub(crate) fn check_gbps(what: &str, x: f64) -> Result<f64, FabricError> {
+pub(crate) fn check_gbps(what: &'static str, name: &str, x: f64) -> Result<f64, FabricError> {
     if x.is_finite() && x > 0.0 && x <= 100_000.0 {
         Ok(x * 1e9)
     } else {
-        Err(FabricError::Invalid(format!(
-            "{what}: {x} Gb/s is not a rate (0 < rate <= 100000)"
-        )))
+        Err(FabricError::Rate {
+            what,
+            name: name.to_owned(),
+            gbps: x,
+        })
     }
 }

@@ -1,8 +1,9 @@
 //! The fabric: exact times alone, fair sharing, strict priority, determinism, periods found in
 //! its per-VM traffic, the paper's experiment's shape, and clear errors.
 
+use resex_fabric::error::JobError;
 use resex_fabric::paper::{group, PaperConfig};
-use resex_fabric::spec::{CcSpec, NetSpec};
+use resex_fabric::spec::{CcSpec, NetError, NetSpec};
 use resex_fabric::{
     run, FabricError, FabricSpec, HostSpec, JobSpec, LinkSpec, RouteSpec, RunOptions,
 };
@@ -199,10 +200,18 @@ fn mistakes_get_clear_errors() {
     );
     let mut s = shared(&[(20.0, 10.0)], false);
     s.jobs[0].workers.truncate(1);
-    assert!(run(&s, &RunOptions::default())
-        .unwrap_err()
-        .to_string()
-        .contains("two or more workers"));
+    let e = run(&s, &RunOptions::default()).unwrap_err();
+    assert!(e.to_string().contains("two or more workers"), "{e}");
+    assert!(
+        matches!(
+            e,
+            FabricError::Job {
+                problem: JobError::TooFewWorkers { workers: 1 },
+                ..
+            }
+        ),
+        "{e:?}"
+    );
     let mut s = shared(&[(20.0, 10.0)], false);
     s.jobs[0].preset = Some("alexnet".into());
     s.jobs[0].compute_ms = None;
@@ -216,10 +225,27 @@ fn mistakes_get_clear_errors() {
     ));
     let mut s = shared(&[(20.0, 10.0)], false);
     s.links[0].gbps = f64::NAN;
-    assert!(run(&s, &RunOptions::default()).is_err());
+    assert!(matches!(
+        run(&s, &RunOptions::default()),
+        Err(FabricError::Rate { what: "link", .. })
+    ));
     let mut s = shared(&[(20.0, 10.0)], false);
     s.dt_us = 0.0;
-    assert!(run(&s, &RunOptions::default()).is_err());
+    let e = run(&s, &RunOptions::default()).unwrap_err();
+    assert!(
+        matches!(e, FabricError::Step { dt_us } if dt_us == 0.0),
+        "{e:?}"
+    );
+    assert_eq!(e.to_string(), "dt_us 0: must be 0.1..=1000");
+    let e = run(
+        &shared(&[(20.0, 10.0)], false),
+        &RunOptions {
+            duration_s: Some(2e5),
+            ..RunOptions::default()
+        },
+    )
+    .unwrap_err();
+    assert_eq!(e.to_string(), "duration 200000 s: must be in (0, 1e5]");
     // [net]'s values are checked, each with its name.
     for (what, set) in [
         (
@@ -233,9 +259,16 @@ fn mistakes_get_clear_errors() {
     ] {
         let mut s = shared(&[(20.0, 10.0)], false);
         set(&mut s.net);
-        let e = run(&s, &RunOptions::default()).unwrap_err().to_string();
-        assert!(e.contains(what), "{what}: {e}");
+        let e = run(&s, &RunOptions::default()).unwrap_err();
+        assert!(matches!(e, FabricError::Net(_)), "{what}: {e:?}");
+        assert!(e.to_string().contains(what), "{what}: {e}");
     }
+    let mut s = shared(&[(20.0, 10.0)], false);
+    s.net.kmax_kb = 1.0;
+    assert!(matches!(
+        run(&s, &RunOptions::default()),
+        Err(FabricError::Net(NetError::Thresholds { kmax_kb, .. })) if kmax_kb == 1.0
+    ));
     let e =
         FabricSpec::from_toml("name = \"x\"\nduration_s = 1\n[[host]]\nname = \"a\"\nbogus = 1\n")
             .unwrap_err();

@@ -11,7 +11,7 @@
 //! # user = "resex"; password = "..."
 //! ```
 
-use crate::error::FleetError;
+use crate::error::{FleetError, SettingError};
 use crate::keys;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
@@ -89,30 +89,22 @@ impl FleetConfig {
             Some(h) => h.clone(),
             None => std::fs::read_to_string("/proc/sys/kernel/hostname")
                 .map(|s| s.trim().to_string())
-                .map_err(|e| {
-                    FleetError::Invalid(format!("no `host` given and no host name: {e}"))
-                })?,
+                .map_err(SettingError::NoHostName)?,
         };
         if keys::valid_host(&name) {
             Ok(name)
         } else {
-            Err(FleetError::Invalid(format!(
-                "host name {name:?} must be 1 to 128 of [A-Za-z0-9._-]"
-            )))
+            Err(SettingError::HostName { name }.into())
         }
     }
 
     /// Refuses TLS settings that cannot work (every connection checks them).
     pub fn check_tls(&self) -> Result<(), FleetError> {
         if self.cert_file.is_some() != self.key_file.is_some() {
-            return Err(FleetError::Invalid(
-                "`cert_file` and `key_file` go together".into(),
-            ));
+            return Err(SettingError::KeyPair.into());
         }
         if (self.cert_file.is_some() || self.tls_domain.is_some()) && self.ca_file.is_none() {
-            return Err(FleetError::Invalid(
-                "`cert_file` and `tls_domain` need `ca_file` (TLS)".into(),
-            ));
+            return Err(SettingError::TlsWithoutCa.into());
         }
         let https = self
             .endpoints
@@ -120,14 +112,10 @@ impl FleetConfig {
             .filter(|e| e.starts_with("https://"))
             .count();
         if self.ca_file.is_some() && https != self.endpoints.len() {
-            return Err(FleetError::Invalid(
-                "with `ca_file` every endpoint must be https://".into(),
-            ));
+            return Err(SettingError::PlainEndpoint.into());
         }
         if self.ca_file.is_none() && https > 0 {
-            return Err(FleetError::Invalid(
-                "an https:// endpoint needs `ca_file` (the CA of etcd's certificate)".into(),
-            ));
+            return Err(SettingError::HttpsWithoutCa.into());
         }
         Ok(())
     }
@@ -135,21 +123,16 @@ impl FleetConfig {
     /// Refuses what cannot work.
     pub fn validate(&self) -> Result<(), FleetError> {
         if self.endpoints.is_empty() || self.endpoints.iter().any(|e| e.trim().is_empty()) {
-            return Err(FleetError::Invalid(
-                "`endpoints` must list etcd's client URLs".into(),
-            ));
+            return Err(SettingError::Endpoints.into());
         }
         if !(2..=60).contains(&self.ttl_s) {
-            return Err(FleetError::Invalid(format!(
-                "`ttl_s` {} must be 2..=60",
-                self.ttl_s
-            )));
+            return Err(SettingError::Ttl { ttl_s: self.ttl_s }.into());
         }
         if !(100..=60_000).contains(&self.publish_ms) {
-            return Err(FleetError::Invalid(format!(
-                "`publish_ms` {} must be 100..=60000",
-                self.publish_ms
-            )));
+            return Err(SettingError::Publish {
+                publish_ms: self.publish_ms,
+            }
+            .into());
         }
         let reserved = self
             .prefix
@@ -160,18 +143,14 @@ impl FleetConfig {
             || self.prefix.len() > 256
             || reserved
         {
-            return Err(FleetError::Invalid(format!(
-                "`prefix` {:?} must start with / and not end with one, and have no {} \
-                 segment (one fleet's keys would sit in another's)",
-                self.prefix,
-                keys::SEGMENTS.join(", ")
-            )));
+            return Err(SettingError::Prefix {
+                prefix: self.prefix.clone(),
+            }
+            .into());
         }
         self.check_tls()?;
         if self.user.is_some() != self.password.is_some() {
-            return Err(FleetError::Invalid(
-                "`user` and `password` go together".into(),
-            ));
+            return Err(SettingError::Credentials.into());
         }
         self.host_name().map(|_| ())
     }
@@ -235,5 +214,26 @@ mod tests {
         ] {
             assert!(bad.validate().is_err(), "{bad:?}");
         }
+        let e = FleetConfig {
+            ttl_s: 1,
+            ..c.clone()
+        }
+        .validate()
+        .unwrap_err();
+        assert!(
+            matches!(e, FleetError::Setting(SettingError::Ttl { ttl_s: 1 })),
+            "{e:?}"
+        );
+        assert_eq!(e.to_string(), "fleet: `ttl_s` 1 must be 2..=60");
+        let e = FleetConfig {
+            endpoints: vec!["https://127.0.0.1:2379".into()],
+            ..c
+        }
+        .validate()
+        .unwrap_err();
+        assert!(
+            matches!(e, FleetError::Setting(SettingError::HttpsWithoutCa)),
+            "{e:?}"
+        );
     }
 }

@@ -48,8 +48,12 @@ fn tls(cfg: &FleetConfig) -> Result<Option<etcd_client::TlsOptions>, FleetError>
     let Some(ca) = &cfg.ca_file else {
         return Ok(None);
     };
-    let read = |p: &std::path::Path, what: &str| {
-        std::fs::read(p).map_err(|e| FleetError::Invalid(format!("{what} {}: {e}", p.display())))
+    let read = |p: &std::path::Path, setting: &'static str| {
+        std::fs::read(p).map_err(|source| FleetError::TlsFile {
+            setting,
+            path: p.to_owned(),
+            source,
+        })
     };
     let mut t = etcd_client::TlsOptions::new()
         .ca_certificate(etcd_client::Certificate::from_pem(read(ca, "ca_file")?));

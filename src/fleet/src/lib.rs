@@ -47,7 +47,7 @@ pub mod member;
 
 pub use alloc::{Allocation, RoundReport};
 pub use config::FleetConfig;
-pub use error::FleetError;
+pub use error::{FleetError, SettingError, TopologyError};
 #[cfg(feature = "coordinator")]
 pub use plan::Planner;
 pub use record::{HostRecord, HostSummary, PeriodRates, VmSummary};

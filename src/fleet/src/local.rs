@@ -88,9 +88,7 @@ impl LocalEtcd {
 
     fn start_with(tls: Option<Tls>) -> Result<Self, FleetError> {
         if !installed() {
-            return Err(FleetError::Invalid(
-                "the etcd binary is not installed: apt-get install etcd-server".into(),
-            ));
+            return Err(FleetError::NotInstalled);
         }
         let mut e = Self {
             child: None,

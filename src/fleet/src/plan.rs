@@ -100,7 +100,7 @@ impl Planner {
             who.push(s);
         }
         let sol = network::solve(&p, &mut self.prices, NetStopping::default())
-            .map_err(|e| FleetError::Invalid(format!("allocation: {e}")))?;
+            .map_err(FleetError::Allocation)?;
         let mut allocs = Vec::with_capacity(who.len());
         let mut rep = RoundReport {
             round: self.round,

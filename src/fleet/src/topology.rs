@@ -15,7 +15,7 @@
 //! hosts = ["node-1", "node-2"]
 //! ```
 
-use crate::error::FleetError;
+use crate::error::{FleetError, TopologyError};
 use crate::keys;
 use serde::{Deserialize, Serialize};
 
@@ -113,7 +113,7 @@ impl Topology {
 
     /// From the admin's TOML file.
     pub fn from_toml(text: &str) -> Result<Self, FleetError> {
-        let t: Self = toml::from_str(text).map_err(|e| FleetError::Invalid(e.to_string()))?;
+        let t: Self = toml::from_str(text).map_err(TopologyError::Parse)?;
         t.validate()?;
         Ok(t)
     }
@@ -137,44 +137,59 @@ impl Topology {
 
     /// Refuses what cannot be allocated over.
     pub fn validate(&self) -> Result<(), FleetError> {
-        let inv = |m: String| Err(FleetError::Invalid(format!("topology: {m}")));
+        let inv = |e: TopologyError| Err(FleetError::Topology(e));
         if !(self.alpha >= 0.1 && self.alpha <= 10.0) {
-            return inv(format!("alpha {} must be in [0.1, 10]", self.alpha));
+            return inv(TopologyError::Alpha { alpha: self.alpha });
         }
         if !(1..=600).contains(&self.valid_s) {
-            return inv(format!("valid_s {} must be 1..=600", self.valid_s));
+            return inv(TopologyError::ValidS {
+                valid_s: self.valid_s,
+            });
         }
         let w = self.weights;
         if !(w.reporting.is_finite() && w.reporting > 0.0 && w.bulk.is_finite() && w.bulk > 0.0) {
-            return inv("weights must be positive".into());
+            return inv(TopologyError::Weights {
+                reporting: w.reporting,
+                bulk: w.bulk,
+            });
         }
         if !((1.0..=100.0).contains(&self.headroom) && (1.0..=100.0).contains(&self.probe)) {
-            return inv("headroom and probe must be in [1, 100]".into());
+            return inv(TopologyError::Headroom {
+                headroom: self.headroom,
+                probe: self.probe,
+            });
         }
         if !(self.min_demand_mbps.is_finite() && (1.0..=1e6).contains(&self.min_demand_mbps)) {
-            return inv("min_demand_mbps must be in [1, 1e6]".into());
+            return inv(TopologyError::MinDemand {
+                min_demand_mbps: self.min_demand_mbps,
+            });
         }
         if self.links.len() > MAX_LINKS {
-            return inv(format!("{} links, more than {MAX_LINKS}", self.links.len()));
+            return inv(TopologyError::Links {
+                links: self.links.len(),
+                max: MAX_LINKS,
+            });
         }
         let mut names = std::collections::HashSet::new();
         for l in &self.links {
             if l.name.is_empty() || l.name.len() > 128 || !names.insert(l.name.as_str()) {
-                return inv(format!(
-                    "link name {:?} empty, too long or repeated",
-                    l.name
-                ));
+                return inv(TopologyError::LinkName {
+                    name: l.name.clone(),
+                });
             }
             if !(l.capacity_mbps.is_finite() && l.capacity_mbps > 0.0) {
-                return inv(format!("link {}: capacity_mbps must be positive", l.name));
+                return inv(TopologyError::Capacity {
+                    link: l.name.clone(),
+                    capacity_mbps: l.capacity_mbps,
+                });
             }
             let mut hosts = std::collections::HashSet::new();
             for h in &l.hosts {
                 if !keys::valid_host(h) || !hosts.insert(h.as_str()) {
-                    return inv(format!(
-                        "link {}: host {h:?} invalid or listed twice",
-                        l.name
-                    ));
+                    return inv(TopologyError::Host {
+                        link: l.name.clone(),
+                        host: h.clone(),
+                    });
                 }
             }
         }
@@ -234,6 +249,23 @@ hosts = ["a"]
             let e = Topology::from_toml(&bad).unwrap_err().to_string();
             assert!(e.contains(why), "{why}: {e}");
         }
+        let e = Topology::from_toml(&T.replace("1000", "0")).unwrap_err();
+        assert!(
+            matches!(
+                &e,
+                FleetError::Topology(TopologyError::Capacity { link, capacity_mbps })
+                    if link == "up" && *capacity_mbps == 0.0
+            ),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.to_string(),
+            "fleet: topology: link up: capacity_mbps must be positive"
+        );
+        assert!(matches!(
+            Topology::from_toml(&format!("bogus = 1\n{T}")),
+            Err(FleetError::Topology(TopologyError::Parse(_)))
+        ));
         assert!(Topology::parse("k", b"{").is_err());
         assert!(Topology::parse("k", &vec![b' '; MAX_TOPOLOGY_BYTES + 1]).is_err());
     }

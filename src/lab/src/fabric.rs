@@ -70,6 +70,64 @@ pub enum HostsError {
         /// Why.
         source: LabError,
     },
+    /// A host's scenario could not be made (its link rate, say).
+    #[error("host {host}: {source}")]
+    Scenario {
+        /// Which host.
+        host: String,
+        /// Why.
+        source: serde_json::Error,
+    },
+    /// A fabric the fluid run takes but whole lab hosts do not.
+    #[error(transparent)]
+    OnHosts(#[from] OnHostsError),
+}
+
+/// What whole lab hosts cannot run (the fluid run can).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum OnHostsError {
+    /// A step that does not divide the host core's 1 ms interval.
+    #[error("dt_us {dt_us}: on lab hosts the step must divide the host core's 1 ms interval")]
+    Step {
+        /// The step given, µs.
+        dt_us: f64,
+    },
+    /// An MTU other than softhca's 100g preset's.
+    #[error("mtu {mtu}: lab hosts use softhca's 100g preset, whose MTU is 4096")]
+    Mtu {
+        /// The MTU given, bytes.
+        mtu: f64,
+    },
+    /// A per-VM interval other than 1 ms, or a bucket of 0 ns.
+    #[error(
+        "on lab hosts the per-VM interval is the host core's 1 ms, and the bucket must be above \
+         0 ns"
+    )]
+    Interval {
+        /// The interval given, ns.
+        interval_ns: u64,
+        /// The bucket given, ns.
+        bucket_ns: u64,
+    },
+    /// More workers than [`MAX_WORKERS`].
+    #[error(
+        "{workers} workers: on lab hosts at most {max} (each is a whole guest); the fluid run \
+         (`resex lab fabric` without --lab-hosts) takes up to a million"
+    )]
+    Workers {
+        /// Workers in the fabric.
+        workers: usize,
+        /// The most.
+        max: usize,
+    },
+    /// Per-VM traffic too large to record.
+    #[error("per-VM traffic of {vms} VMs over {seconds} virtual s is too large to record")]
+    Traffic {
+        /// VMs (workers).
+        vms: usize,
+        /// The run's duration, s.
+        seconds: f64,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -170,7 +228,10 @@ fn nodes(
             "link": {"preset": "100g", "gbps": hs.nic_gbps},
             "guest": guests,
         }))
-        .map_err(|e| FabricError::Invalid(format!("host {}: {e}", hs.name)))?;
+        .map_err(|source| HostsError::Scenario {
+            host: hs.name.clone(),
+            source,
+        })?;
         let cfg = LabConfig {
             seed: spec.seed,
             dt_ns,
@@ -214,40 +275,32 @@ pub fn run_on_hosts(
 ) -> Result<HostsResult, HostsError> {
     let duration = run.duration_s.unwrap_or(spec.duration_s);
     if !(duration.is_finite() && duration > 0.0 && duration <= 1e4) {
-        return Err(
-            FabricError::Invalid(format!("duration {duration} s: must be in (0, 1e4]")).into(),
-        );
+        return Err(FabricError::Duration {
+            seconds: duration,
+            max: 1e4,
+        }
+        .into());
     }
     let dt = to_ns(spec.dt_us / 1e6);
     if dt == 0 || !1_000_000u64.is_multiple_of(dt) {
-        return Err(FabricError::Invalid(format!(
-            "dt_us {}: on lab hosts the step must divide the host core's 1 ms interval",
-            spec.dt_us
-        ))
-        .into());
+        return Err(OnHostsError::Step { dt_us: spec.dt_us }.into());
     }
     if (spec.net.mtu - 4096.0).abs() > f64::EPSILON {
-        return Err(FabricError::Invalid(format!(
-            "mtu {}: lab hosts use softhca's 100g preset, whose MTU is 4096",
-            spec.net.mtu
-        ))
-        .into());
+        return Err(OnHostsError::Mtu { mtu: spec.net.mtu }.into());
     }
     if run.interval_ns != 1_000_000 || run.bucket_ns == 0 {
-        return Err(FabricError::Invalid(
-            "on lab hosts the per-VM interval is the host core's 1 ms, and the bucket must be \
-             above 0 ns"
-                .into(),
-        )
+        return Err(OnHostsError::Interval {
+            interval_ns: run.interval_ns,
+            bucket_ns: run.bucket_ns,
+        }
         .into());
     }
     let mut b = build(spec)?;
     if b.flows.len() > MAX_WORKERS {
-        return Err(FabricError::Invalid(format!(
-            "{} workers: on lab hosts at most {MAX_WORKERS} (each is a whole guest); the fluid \
-             run (`resex lab fabric` without --lab-hosts) takes up to a million",
-            b.flows.len()
-        ))
+        return Err(OnHostsError::Workers {
+            workers: b.flows.len(),
+            max: MAX_WORKERS,
+        }
         .into());
     }
     // Hosts step on the grid of `dt`: the run ends on it.
@@ -256,11 +309,10 @@ pub fn run_on_hosts(
         .unwrap_or(usize::MAX)
         .saturating_mul(b.flows.len());
     if run.traffic && cells > resex_fabric::sim::MAX_CELLS {
-        return Err(FabricError::Invalid(format!(
-            "per-VM traffic of {} VMs over {} virtual s is too large to record",
-            b.flows.len(),
-            duration
-        ))
+        return Err(OnHostsError::Traffic {
+            vms: b.flows.len(),
+            seconds: duration,
+        }
         .into());
     }
     let (mut nodes, mut workers) = nodes(spec, &b, dt, duration, run.traffic, opts)?;

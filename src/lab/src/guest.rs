@@ -123,8 +123,12 @@ impl Guest {
         peer.connect(QpAddr::qpn(qpn)).map_err(shim("sink"))?;
         let mailbox = if g.reports {
             Some(
-                Mailbox::new(dynmem, MAILBOX_GPA, DEFAULT_BLOCKS, DEFAULT_BLOCK_SIZE)
-                    .map_err(|e| LabError::Invalid(format!("guest {}: {e}", g.name)))?,
+                Mailbox::new(dynmem, MAILBOX_GPA, DEFAULT_BLOCKS, DEFAULT_BLOCK_SIZE).map_err(
+                    |source| LabError::Mailbox {
+                        guest: g.name.clone(),
+                        source,
+                    },
+                )?,
             )
         } else {
             None

@@ -82,9 +82,63 @@ pub enum LabError {
     /// The host core refused something (a registration, a step).
     #[error(transparent)]
     Driver(#[from] DriverError),
-    /// A setting that cannot work.
-    #[error("{0}")]
-    Invalid(String),
+    /// A step that is 0 or does not divide the interval.
+    #[error("the step ({dt_ns} ns) must divide the interval ({interval_ns} ns)")]
+    Step {
+        /// The step, ns.
+        dt_ns: u64,
+        /// The interval, ns.
+        interval_ns: u64,
+    },
+    /// A policy that prices on another interval than the lab's.
+    #[error("policy {policy} prices every {policy_ms} ms; the lab's interval is {interval_ns} ns")]
+    PolicyInterval {
+        /// The policy's name.
+        policy: String,
+        /// The policy's pricing interval, ms.
+        policy_ms: u64,
+        /// The lab's interval, ns.
+        interval_ns: u64,
+    },
+    /// A guest whose reply takes more WRITEs than a server posts.
+    #[error(
+        "guest {guest}: benchex.chunk {chunk} splits the {buffer}-byte reply into more than \
+         {max} WRITEs"
+    )]
+    Chunks {
+        /// The guest.
+        guest: String,
+        /// Its chunk, bytes.
+        chunk: u64,
+        /// Its reply, bytes.
+        buffer: u64,
+        /// The most WRITEs per reply.
+        max: u64,
+    },
+    /// A guest's latency mailbox could not be placed.
+    #[error("guest {guest}: {source}")]
+    Mailbox {
+        /// The guest.
+        guest: String,
+        /// Why.
+        source: resex_shim::mailbox::MailboxError,
+    },
+    /// A policy file that cannot be read.
+    #[error("{path}: {source}")]
+    PolicyFile {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A policy file that is not a usable policy.
+    #[error("{path}: {source}")]
+    Policy {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        source: resex_pricing::ConfigError,
+    },
 }
 
 /// A lab host built from a scenario.
@@ -130,30 +184,30 @@ impl LabHost {
     /// Builds the host: the sink, every guest's server model, and the driver of the core.
     pub fn new(scenario: &Scenario, cfg: LabConfig) -> Result<Self, LabError> {
         if cfg.dt_ns == 0 || !cfg.interval_ns.is_multiple_of(cfg.dt_ns) {
-            return Err(LabError::Invalid(format!(
-                "the step ({} ns) must divide the interval ({} ns)",
-                cfg.dt_ns, cfg.interval_ns
-            )));
+            return Err(LabError::Step {
+                dt_ns: cfg.dt_ns,
+                interval_ns: cfg.interval_ns,
+            });
         }
         if let Some((name, p)) = &cfg.policy {
             if p.ledger.interval_ms * 1_000_000 != cfg.interval_ns {
-                return Err(LabError::Invalid(format!(
-                    "policy {name} prices every {} ms; the lab's interval is {} ns",
-                    p.ledger.interval_ms, cfg.interval_ns
-                )));
+                return Err(LabError::PolicyInterval {
+                    policy: name.clone(),
+                    policy_ms: p.ledger.interval_ms,
+                    interval_ns: cfg.interval_ns,
+                });
             }
         }
         if let Some(g) = scenario.guests.iter().find(|g| {
             let w = &g.benchex;
             w.chunk.0 > 0 && w.buffer.0.div_ceil(w.chunk.0) > crate::server::MAX_CHUNKS
         }) {
-            return Err(LabError::Invalid(format!(
-                "guest {}: benchex.chunk {} splits the {}-byte reply into more than {} WRITEs",
-                g.name,
-                g.benchex.chunk.0,
-                g.benchex.buffer.0,
-                crate::server::MAX_CHUNKS
-            )));
+            return Err(LabError::Chunks {
+                guest: g.name.clone(),
+                chunk: g.benchex.chunk.0,
+                buffer: g.benchex.buffer.0,
+                max: crate::server::MAX_CHUNKS,
+            });
         }
         let link = crate::link_of(scenario);
         let hca = SoftHca::new(link, 2);

@@ -2,8 +2,8 @@
 //! softhca, the monitor and the host core on every host, the links between them the fabric's.
 
 use resex_fabric::paper::{group_spec, PaperConfig, Scheme};
-use resex_fabric::{FabricSpec, RunOptions};
-use resex_lab::fabric::{run_on_hosts, HostsOptions, HostsResult};
+use resex_fabric::{FabricError, FabricSpec, RunOptions};
+use resex_lab::fabric::{run_on_hosts, HostsError, HostsOptions, HostsResult, OnHostsError};
 use resex_mlcompat::{detect, DetectConfig};
 
 fn spec(jobs: &[&str], scheme: Scheme) -> FabricSpec {
@@ -92,8 +92,27 @@ fn what_lab_hosts_cannot_run_is_refused_in_one_line() {
     s.net.mtu = 1024.0;
     let e = run_on_hosts(&s, &opts, &HostsOptions::default(), |_, _| {}).unwrap_err();
     assert!(e.to_string().contains("MTU is 4096"), "{e}");
+    assert!(
+        matches!(e, HostsError::OnHosts(OnHostsError::Mtu { mtu }) if mtu == 1024.0),
+        "{e:?}"
+    );
     let mut s = spec(&["vgg19", "vgg19"], Scheme::Fair);
     s.dt_us = 3.0;
     let e = run_on_hosts(&s, &opts, &HostsOptions::default(), |_, _| {}).unwrap_err();
     assert!(e.to_string().contains("must divide"), "{e}");
+    assert!(
+        matches!(e, HostsError::OnHosts(OnHostsError::Step { .. })),
+        "{e:?}"
+    );
+    let s = spec(&["vgg19", "vgg19"], Scheme::Fair);
+    let long = RunOptions {
+        duration_s: Some(2e4),
+        ..RunOptions::default()
+    };
+    let e = run_on_hosts(&s, &long, &HostsOptions::default(), |_, _| {}).unwrap_err();
+    assert_eq!(e.to_string(), "duration 20000 s: must be in (0, 1e4]");
+    assert!(
+        matches!(e, HostsError::Fabric(FabricError::Duration { max, .. }) if max == 1e4),
+        "{e:?}"
+    );
 }

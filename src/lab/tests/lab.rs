@@ -519,3 +519,30 @@ fn ioshares_never_caps_an_innocent_small_guest_for_a_large_ones_traffic() {
         assert_eq!(min, 100.0, "{p}: the victims' lowest cap {min}");
     }
 }
+
+#[test]
+fn settings_that_cannot_work_are_refused_by_kind() {
+    let s = Scenario::from_toml(ALONE).unwrap();
+    let cfg = LabConfig {
+        dt_ns: 3_000,
+        ..LabConfig::default()
+    };
+    let e = LabHost::new(&s, cfg).unwrap_err();
+    assert!(
+        matches!(e, resex_lab::LabError::Step { dt_ns: 3_000, .. }),
+        "{e:?}"
+    );
+    assert!(e
+        .to_string()
+        .starts_with("the step (3000 ns) must divide the interval ("));
+    let chunky = ALONE
+        .replace("name = \"v\"", "name = \"v\"\nram = \"512MiB\"")
+        .replace("buffer = \"64KiB\"", "buffer = \"32MiB\"\nchunk = 256");
+    let s = Scenario::from_toml(&chunky).unwrap();
+    match LabHost::new(&s, LabConfig::default()).unwrap_err() {
+        resex_lab::LabError::Chunks {
+            guest, chunk, max, ..
+        } => assert_eq!((guest.as_str(), chunk, max), ("v", 256, 65_536)),
+        e => panic!("{e:?}"),
+    }
+}

@@ -120,9 +120,49 @@ impl QpAddr {
 /// A control request the device refused.
 #[derive(Debug, Clone, Error, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ControlError {
-    /// A malformed or impossible request (bad geometry, page outside RAM, ...).
+    /// A request line that does not parse.
+    #[error("invalid request: malformed request: {reason}")]
+    Malformed {
+        /// The parser's reason (it cannot cross the wire as a type).
+        reason: String,
+    },
+    /// The device answered a request with an answer for another kind of request.
+    #[error("invalid request: unexpected answer {0:?}")]
+    UnexpectedAnswer(crate::hca_wire::Answer),
+    /// A queue's geometry the device cannot build.
     #[error("invalid request: {0}")]
-    Invalid(String),
+    Geometry(Geometry),
+    /// A memory region that cannot be registered.
+    #[error("invalid request: {0}")]
+    Region(RegionError),
+    /// A doorbell record not 8-byte aligned or not inside guest RAM.
+    #[error(
+        "invalid request: {queue} doorbell record {addr:#x} must be 8-byte aligned inside guest \
+         RAM ({ram} bytes)"
+    )]
+    DoorbellRecord {
+        /// Whose record.
+        queue: QueueKind,
+        /// The record's guest-physical address.
+        addr: u64,
+        /// Size of guest RAM.
+        ram: u64,
+    },
+    /// A ring or a doorbell record the device cannot use as guest memory (pages misaligned,
+    /// outside RAM, too few; an access refused).
+    #[error("invalid request: {place}: {reason}")]
+    Memory {
+        /// Which ring or record.
+        place: Place,
+        /// Why, as guest memory said it (its error cannot cross the wire as a type).
+        reason: String,
+    },
+    /// A queue pair connected a second time.
+    #[error("invalid request: queue pair {qpn:#x} is already connected")]
+    AlreadyConnected {
+        /// The queue pair.
+        qpn: u32,
+    },
     /// A CQN, QPN or key that does not exist.
     #[error("no such {0}")]
     NotFound(String),
@@ -132,6 +172,120 @@ pub enum ControlError {
     /// The device went away.
     #[error("device unavailable: {0}")]
     Unavailable(String),
+}
+
+/// A queue geometry the device cannot build.
+#[derive(Debug, Clone, Copy, Error, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Geometry {
+    /// A CQE size other than 64 or 128 bytes.
+    #[error("cqe_size {0} is not 64 or 128")]
+    CqeSize(u32),
+    /// A CQ entry count not a power of two in 2..=4194304.
+    #[error("cqe_cnt {0} is not a power of two in 2..=4194304")]
+    CqeCount(u32),
+    /// A send queue size not a power of two up to 32768 basic blocks.
+    #[error("sq_wqe_cnt {0} is not a power of two <= 32768")]
+    SqWqeCount(u32),
+    /// A receive queue whose WQE count or stride is not a power of two in range.
+    #[error(
+        "receive queue of {wqes} WQEs of {stride} bytes: both must be powers of two \
+         (<= 32768 WQEs, 16..=1024 bytes)"
+    )]
+    RecvQueue {
+        /// `rq_wqe_cnt`.
+        wqes: u32,
+        /// `rq_stride`.
+        stride: u32,
+    },
+    /// A path MTU other than 256, 512, 1024, 2048 or 4096 bytes.
+    #[error("path_mtu {0} is not 256, 512, 1024, 2048 or 4096")]
+    PathMtu(u32),
+}
+
+/// A memory region that cannot be registered.
+#[derive(Debug, Clone, Copy, Error, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RegionError {
+    /// The length is 0 or above the device's largest region.
+    #[error("memory region length {length} is not in 1..={max}")]
+    Length {
+        /// The length asked for.
+        length: u64,
+        /// The largest region, bytes.
+        max: u64,
+    },
+    /// The page list does not have one page per 4 KiB page the region touches.
+    #[error(
+        "memory region of {length} bytes at iova {iova:#x} touches {need} pages, {given} given"
+    )]
+    PageCount {
+        /// The region's length.
+        length: u64,
+        /// The region's first address.
+        iova: u64,
+        /// Pages it touches.
+        need: u64,
+        /// Pages given.
+        given: u64,
+    },
+    /// A page not 4 KiB aligned or not inside guest RAM.
+    #[error("memory region page {page:#x} is not a 4 KiB page inside guest RAM ({ram} bytes)")]
+    Page {
+        /// The page's guest-physical address.
+        page: u64,
+        /// Size of guest RAM.
+        ram: u64,
+    },
+    /// `iova + length` overflows.
+    #[error("memory region wraps the address space")]
+    Wraps,
+    /// Access flags outside `access::*`.
+    #[error("unknown access flags {0:#x}")]
+    UnknownAccess(u32),
+}
+
+/// A kind of queue, as errors name it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum QueueKind {
+    /// A completion queue.
+    Cq,
+    /// A queue pair.
+    Qp,
+}
+
+impl std::fmt::Display for QueueKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            QueueKind::Cq => "CQ",
+            QueueKind::Qp => "QP",
+        })
+    }
+}
+
+/// A ring or doorbell record of a control request, as errors name it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Place {
+    /// A CQ's entries.
+    CqBuffer,
+    /// A QP's send queue.
+    SqBuffer,
+    /// A QP's receive queue.
+    RqBuffer,
+    /// A CQ's doorbell record.
+    CqDoorbell,
+    /// A QP's doorbell record.
+    QpDoorbell,
+}
+
+impl std::fmt::Display for Place {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Place::CqBuffer => "CQ buffer",
+            Place::SqBuffer => "SQ buffer",
+            Place::RqBuffer => "RQ buffer",
+            Place::CqDoorbell => "CQ doorbell",
+            Place::QpDoorbell => "QP doorbell",
+        })
+    }
 }
 
 /// The control operations of a (software) HCA, as one guest sees them.

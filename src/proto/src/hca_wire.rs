@@ -52,7 +52,7 @@ pub enum Request {
 }
 
 /// A successful answer.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum Answer {
     /// A CQ or QP number.
@@ -110,9 +110,9 @@ pub fn serve(
                 return Ok(Served::Doorbell(n + 1));
             }
             Ok(Some(req)) => execute(ctl, &req),
-            Err(LineError::Json(e)) => {
-                Err(ControlError::Invalid(format!("malformed request: {e}")))
-            }
+            Err(LineError::Json(e)) => Err(ControlError::Malformed {
+                reason: e.to_string(),
+            }),
             Err(e) => return Err(e),
         };
         write_msg(w, &resp)?;
@@ -188,7 +188,7 @@ impl RemoteHca {
 }
 
 fn unexpected(a: Answer) -> ControlError {
-    ControlError::Invalid(format!("unexpected answer {a:?}"))
+    ControlError::UnexpectedAnswer(a)
 }
 
 impl HcaControl for RemoteHca {
@@ -311,8 +311,54 @@ mod tests {
         assert_eq!(n, Served::Ended(2));
         let text = String::from_utf8(out).unwrap();
         let mut lines = text.lines();
-        assert!(lines.next().unwrap().contains("malformed request"));
+        let first: Response = serde_json::from_str(lines.next().unwrap()).unwrap();
+        let e = first.unwrap_err();
+        assert!(matches!(e, ControlError::Malformed { .. }), "{e:?}");
+        assert!(e
+            .to_string()
+            .starts_with("invalid request: malformed request: "));
         assert_eq!(lines.next().unwrap(), r#"{"Ok":"done"}"#);
+    }
+
+    #[test]
+    fn typed_refusals_cross_the_wire_with_their_text() {
+        use crate::hca::{Geometry, Place, QueueKind, RegionError};
+        let cases = [
+            (
+                ControlError::Geometry(Geometry::CqeSize(32)),
+                "invalid request: cqe_size 32 is not 64 or 128",
+            ),
+            (
+                ControlError::Region(RegionError::UnknownAccess(0x10)),
+                "invalid request: unknown access flags 0x10",
+            ),
+            (
+                ControlError::DoorbellRecord {
+                    queue: QueueKind::Qp,
+                    addr: 0x1004,
+                    ram: 8192,
+                },
+                "invalid request: QP doorbell record 0x1004 must be 8-byte aligned inside guest \
+                 RAM (8192 bytes)",
+            ),
+            (
+                ControlError::Memory {
+                    place: Place::RqBuffer,
+                    reason: "a ring must have a non-zero size".into(),
+                },
+                "invalid request: RQ buffer: a ring must have a non-zero size",
+            ),
+            (
+                ControlError::UnexpectedAnswer(Answer::Done),
+                "invalid request: unexpected answer Done",
+            ),
+        ];
+        for (e, text) in cases {
+            assert_eq!(e.to_string(), text);
+            let line = serde_json::to_string(&Response::Err(e.clone())).unwrap();
+            let back: Response = serde_json::from_str(&line).unwrap();
+            assert_eq!(back, Err(e));
+        }
     }
 
     #[test]

@@ -6,7 +6,7 @@
 use resex_guestmem::{GuestAddress, GuestMemory};
 use std::sync::Arc;
 
-use crate::ShimError;
+use crate::{Placement, ShimError};
 
 /// A span of device-reachable memory.
 #[derive(Clone)]
@@ -34,10 +34,12 @@ impl Buffer {
         len: u64,
     ) -> Result<Self, ShimError> {
         if base.checked_add(len).is_none_or(|e| e > mem.size()) {
-            return Err(ShimError::Invalid(format!(
-                "buffer {base:#x}+{len} is outside its memory ({} bytes)",
-                mem.size()
-            )));
+            return Err(Placement::Buffer {
+                base,
+                len,
+                size: mem.size(),
+            }
+            .into());
         }
         Ok(Self {
             mem,
@@ -74,10 +76,12 @@ impl Buffer {
 
     fn check(&self, off: u64, n: usize) -> Result<GuestAddress, ShimError> {
         if off.checked_add(n as u64).is_none_or(|e| e > self.len) {
-            return Err(ShimError::Invalid(format!(
-                "access {off}+{n} outside a buffer of {} bytes",
-                self.len
-            )));
+            return Err(Placement::Access {
+                off,
+                n,
+                len: self.len,
+            }
+            .into());
         }
         Ok(GuestAddress(self.base + off))
     }

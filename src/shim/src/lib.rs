@@ -8,12 +8,15 @@
 //! - [`mailbox`]: the guest's end of the latency mailbox (reports the host reads out of guest
 //!   memory).
 //! - [`transport`]: the status-byte transport (and the sliding window it is measured against).
+//! - [`error`]: the typed cases of [`ShimError`] (a request, a placement, a transport's setting,
+//!   a peer's data).
 //!
 //! This crate runs inside guests: it depends on no host crate (only the shared formats).
 
 #![cfg_attr(test, allow(clippy::cast_possible_truncation))]
 
 pub mod buffer;
+pub mod error;
 pub mod guest;
 pub mod mailbox;
 pub mod provider;
@@ -23,6 +26,7 @@ pub mod transport;
 pub mod verbs;
 
 pub use buffer::Buffer;
+pub use error::{Placement, ProtocolError, RequestError, SenderKind, TransportError};
 pub use provider::{
     CompletionQueue, Mr, Provider, QpInit, QueuePair, RecvWr, RemoteAddr, SendOp, SendWr, Sge, Wc,
     WcOpcode, WcStatus,
@@ -38,9 +42,38 @@ pub enum ShimError {
     /// The device refused a control request.
     #[error("device: {0}")]
     Control(#[from] resex_proto::hca::ControlError),
-    /// A request the shim cannot express.
-    #[error("{0}")]
-    Invalid(String),
+    /// A request the shim cannot post or serve as asked.
+    #[error(transparent)]
+    Request(#[from] RequestError),
+    /// Memory that cannot hold what the shim was asked to place in it.
+    #[error(transparent)]
+    Placement(#[from] Placement),
+    /// A page list that does not describe a usable ring.
+    #[error(transparent)]
+    Ring(#[from] resex_guestmem::RingError),
+    /// A work queue entry or a send queue the mlx5 writer refused.
+    #[error(transparent)]
+    Writer(resex_mlx5::writer::WriteError),
+    /// A transport's setting, or a peer's, that cannot work.
+    #[error(transparent)]
+    Transport(#[from] TransportError),
+    /// Data or a completion the protocol does not allow (a hostile or broken peer).
+    #[error(transparent)]
+    Protocol(#[from] ProtocolError),
+    /// A libibverbs call failed.
+    #[error("{}", error::verbs_failure(call, *errno))]
+    Verbs {
+        /// The call.
+        call: &'static str,
+        /// The OS error it left, if it sets one.
+        errno: Option<i32>,
+    },
+    /// A thread of the shim's panicked.
+    #[error("the {thread} thread panicked")]
+    Panicked {
+        /// Which thread.
+        thread: &'static str,
+    },
     /// The queue has no room; `posted` requests of the chain were posted.
     #[error("queue full after posting {posted} requests")]
     QueueFull {

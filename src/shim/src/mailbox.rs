@@ -40,9 +40,34 @@ impl std::fmt::Debug for Mailbox {
 /// A mailbox that cannot be placed.
 #[derive(Debug, thiserror::Error)]
 pub enum MailboxError {
-    /// Bad geometry.
-    #[error("mailbox: {0}")]
-    Invalid(String),
+    /// A base address not 4 KiB aligned.
+    #[error("mailbox: base {base:#x} is not page aligned")]
+    Unaligned {
+        /// The base asked for.
+        base: u64,
+    },
+    /// No block, or blocks smaller than a report.
+    #[error(
+        "mailbox: {blocks} blocks of {block_size} bytes: need at least one block of {min_block}"
+    )]
+    Blocks {
+        /// Blocks asked for.
+        blocks: u32,
+        /// Bytes per block asked for.
+        block_size: u32,
+        /// The smallest block (a report), bytes.
+        min_block: usize,
+    },
+    /// Blocks that do not fit guest RAM.
+    #[error("mailbox: {len} bytes at {base:#x} do not fit {ram} bytes of RAM")]
+    OutsideRam {
+        /// The mailbox's bytes.
+        len: u64,
+        /// Its base.
+        base: u64,
+        /// Guest RAM's size.
+        ram: u64,
+    },
     /// Memory refused.
     #[error(transparent)]
     Mem(#[from] resex_guestmem::MemError),
@@ -57,21 +82,22 @@ impl Mailbox {
         block_size: u32,
     ) -> Result<Self, MailboxError> {
         if !base.is_multiple_of(4096) {
-            return Err(MailboxError::Invalid(format!(
-                "base {base:#x} is not page aligned"
-            )));
+            return Err(MailboxError::Unaligned { base });
         }
         if blocks == 0 || (block_size as usize) < REPORT_BYTES {
-            return Err(MailboxError::Invalid(format!(
-                "{blocks} blocks of {block_size} bytes: need at least one block of {REPORT_BYTES}"
-            )));
+            return Err(MailboxError::Blocks {
+                blocks,
+                block_size,
+                min_block: REPORT_BYTES,
+            });
         }
         let len = u64::from(blocks) * u64::from(block_size);
         if base.checked_add(len).is_none_or(|e| e > mem.size()) {
-            return Err(MailboxError::Invalid(format!(
-                "{len} bytes at {base:#x} do not fit {} bytes of RAM",
-                mem.size()
-            )));
+            return Err(MailboxError::OutsideRam {
+                len,
+                base,
+                ram: mem.size(),
+            });
         }
         for b in 0..blocks {
             mem.write_u8(
@@ -196,8 +222,30 @@ mod tests {
     #[test]
     fn refuses_impossible_geometry() {
         let mem: Arc<dyn GuestMemory> = Arc::new(VecMemory::new(1 << 16));
-        assert!(Mailbox::new(mem.clone(), 0x10001, 2, 128).is_err());
-        assert!(Mailbox::new(mem.clone(), 0x1000, 2, 16).is_err());
-        assert!(Mailbox::new(mem, 0xf000, 64, 128).is_err());
+        assert!(matches!(
+            Mailbox::new(mem.clone(), 0x10001, 2, 128),
+            Err(MailboxError::Unaligned { base: 0x10001 })
+        ));
+        assert!(matches!(
+            Mailbox::new(mem.clone(), 0x1000, 2, 16),
+            Err(MailboxError::Blocks {
+                blocks: 2,
+                block_size: 16,
+                min_block: REPORT_BYTES
+            })
+        ));
+        let e = Mailbox::new(mem, 0xf000, 64, 128).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "mailbox: 8192 bytes at 0xf000 do not fit 65536 bytes of RAM"
+        );
+        assert!(matches!(
+            e,
+            MailboxError::OutsideRam {
+                len: 8192,
+                base: 0xf000,
+                ram: 65536
+            }
+        ));
     }
 }

@@ -10,7 +10,7 @@ use crate::provider::{
     CompletionQueue, Mr, Provider, QpAddr, QpInit, QueuePair, RecvWr, SendOp, SendWr, Wc, WcOpcode,
     WcStatus,
 };
-use crate::ShimError;
+use crate::{RequestError, ShimError};
 use rdma_sys::*;
 use resex_guestmem::{GuestMemory, VecMemory};
 use std::collections::HashMap;
@@ -48,6 +48,14 @@ pub fn mtu_of(bytes: u32) -> Option<u32> {
 
 fn errno() -> std::io::Error {
     std::io::Error::last_os_error()
+}
+
+/// A libibverbs call that failed, with the OS error it left.
+fn verbs_failed(call: &'static str) -> ShimError {
+    ShimError::Verbs {
+        call,
+        errno: errno().raw_os_error(),
+    }
 }
 
 /// A raw verbs object pointer that may move between threads (verbs objects are thread safe).
@@ -171,10 +179,7 @@ impl Provider for VerbsProvider {
             )
         };
         if mr.is_null() {
-            return Err(ShimError::Invalid(format!(
-                "ibv_reg_mr failed ({})",
-                errno()
-            )));
+            return Err(verbs_failed("ibv_reg_mr"));
         }
         // SAFETY: mr is a valid registered region.
         let (lkey, rkey) = unsafe { ((*mr).lkey, (*mr).rkey) };
@@ -199,15 +204,9 @@ impl Provider for VerbsProvider {
             // SAFETY: the pointer came from ibv_reg_mr and is deregistered once.
             Some(r) => match unsafe { ibv_dereg_mr(r.0) } {
                 0 => Ok(()),
-                _ => Err(ShimError::Invalid(format!(
-                    "ibv_dereg_mr failed ({})",
-                    errno()
-                ))),
+                _ => Err(verbs_failed("ibv_dereg_mr")),
             },
-            None => Err(ShimError::Invalid(format!(
-                "no region with lkey {:#x}",
-                mr.lkey
-            ))),
+            None => Err(RequestError::NoRegion { lkey: mr.lkey }.into()),
         }
     }
 
@@ -223,10 +222,7 @@ impl Provider for VerbsProvider {
             )
         };
         if cq.is_null() {
-            return Err(ShimError::Invalid(format!(
-                "ibv_create_cq failed ({})",
-                errno()
-            )));
+            return Err(verbs_failed("ibv_create_cq"));
         }
         let mut next = self.next_cq.lock().unwrap_or_else(|p| p.into_inner());
         *next += 1;
@@ -250,9 +246,7 @@ impl Provider for VerbsProvider {
     ) -> Result<Box<dyn QueuePair>, ShimError> {
         let cqs = self.cqs.lock().unwrap_or_else(|p| p.into_inner());
         let (Some(scq), Some(rcq)) = (cqs.get(&send_cq), cqs.get(&recv_cq)) else {
-            return Err(ShimError::Invalid(format!(
-                "no completion queue {send_cq} or {recv_cq}"
-            )));
+            return Err(RequestError::NoCompletionQueue { send_cq, recv_cq }.into());
         };
         // SAFETY: all-zero is a valid ibv_qp_init_attr to fill in.
         let mut attr: ibv_qp_init_attr = unsafe { std::mem::zeroed() };
@@ -267,10 +261,7 @@ impl Provider for VerbsProvider {
         // SAFETY: pd is valid, attr is fully initialised.
         let qp = unsafe { ibv_create_qp(self.pd.0, &mut attr) };
         if qp.is_null() {
-            return Err(ShimError::Invalid(format!(
-                "ibv_create_qp failed ({})",
-                errno()
-            )));
+            return Err(verbs_failed("ibv_create_qp"));
         }
         // SAFETY: all-zero is a valid ibv_qp_attr to fill in.
         let mut a: ibv_qp_attr = unsafe { std::mem::zeroed() };
@@ -286,13 +277,9 @@ impl Provider for VerbsProvider {
             | ibv_qp_attr_mask::IBV_QP_ACCESS_FLAGS;
         // SAFETY: qp is valid; a and mask describe the INIT transition.
         if unsafe { ibv_modify_qp(qp, &mut a, i32::try_from(mask.0).unwrap_or(0)) } != 0 {
-            return Err(ShimError::Invalid(format!(
-                "ibv_modify_qp(INIT) failed ({})",
-                errno()
-            )));
+            return Err(verbs_failed("ibv_modify_qp(INIT)"));
         }
-        let mtu = mtu_of(init.path_mtu)
-            .ok_or_else(|| ShimError::Invalid(format!("path MTU {}", init.path_mtu)))?;
+        let mtu = mtu_of(init.path_mtu).ok_or(RequestError::PathMtu(init.path_mtu))?;
         Ok(Box::new(VerbsQp {
             qp: Raw(qp),
             mtu,
@@ -327,7 +314,10 @@ impl CompletionQueue for VerbsCq {
             )
         };
         if n < 0 {
-            return Err(ShimError::Invalid("ibv_poll_cq failed".into()));
+            return Err(ShimError::Verbs {
+                call: "ibv_poll_cq",
+                errno: None,
+            });
         }
         for wc in &self.wcs[..usize::try_from(n).unwrap_or(0)] {
             let with_imm = wc.wc_flags & ibv_wc_flags::IBV_WC_WITH_IMM.0 != 0;
@@ -402,10 +392,7 @@ impl QueuePair for VerbsQp {
             | ibv_qp_attr_mask::IBV_QP_MIN_RNR_TIMER;
         // SAFETY: qp is valid; a and mask describe the RTR transition.
         if unsafe { ibv_modify_qp(self.qp.0, &mut a, i32::try_from(mask.0).unwrap_or(0)) } != 0 {
-            return Err(ShimError::Invalid(format!(
-                "ibv_modify_qp(RTR) failed ({})",
-                errno()
-            )));
+            return Err(verbs_failed("ibv_modify_qp(RTR)"));
         }
         a.qp_state = ibv_qp_state::IBV_QPS_RTS;
         a.timeout = 14;
@@ -420,10 +407,7 @@ impl QueuePair for VerbsQp {
             | ibv_qp_attr_mask::IBV_QP_MAX_QP_RD_ATOMIC;
         // SAFETY: as above, for RTS.
         if unsafe { ibv_modify_qp(self.qp.0, &mut a, i32::try_from(mask.0).unwrap_or(0)) } != 0 {
-            return Err(ShimError::Invalid(format!(
-                "ibv_modify_qp(RTS) failed ({})",
-                errno()
-            )));
+            return Err(verbs_failed("ibv_modify_qp(RTS)"));
         }
         Ok(())
     }

@@ -38,6 +38,16 @@ fn status_byte_receiver_survives_torn_blocks_and_wrong_states() {
     w.b.mem.write(status(0), &[DATA, 7, 255]).unwrap();
     let err = rx.poll_block().unwrap_err();
     assert!(err.to_string().contains("claims"), "{err}");
+    assert!(
+        matches!(
+            err,
+            resex_shim::ShimError::Protocol(resex_shim::ProtocolError::Claims {
+                block: 0,
+                len: u32::MAX
+            })
+        ),
+        "{err:?}"
+    );
     assert_eq!(rx.status(0).unwrap(), FREE, "the torn block is freed");
     assert!(
         rx.poll_block().unwrap().is_none(),

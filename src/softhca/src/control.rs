@@ -9,7 +9,8 @@ use resex_mlx5::writer::CqWriter;
 use resex_mlx5::{mtu_bytes_to_enum, SEND_WQE_BB};
 use resex_proto::doorbell::Doorbell;
 use resex_proto::hca::{
-    ControlError, CreateCq, CreateQp, HcaControl, MrKeys, QpAddr, RegMr, RingDesc,
+    ControlError, CreateCq, CreateQp, Geometry, HcaControl, MrKeys, Place, QpAddr, QueueKind,
+    RegMr, RingDesc,
 };
 use std::collections::VecDeque;
 use std::os::unix::net::UnixStream;
@@ -29,16 +30,21 @@ fn lock(m: &Mutex<HcaState>) -> MutexGuard<'_, HcaState> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-fn ring(desc: &RingDesc, len: u64, ram: u64, what: &str) -> Result<PageRing, ControlError> {
-    PageRing::new(&desc.pages, desc.offset, len, ram)
-        .map_err(|e| ControlError::Invalid(format!("{what}: {e}")))
+fn ring(desc: &RingDesc, len: u64, ram: u64, place: Place) -> Result<PageRing, ControlError> {
+    PageRing::new(&desc.pages, desc.offset, len, ram).map_err(|e| memory(place, e))
 }
 
-fn dbrec_ok(addr: u64, ram: u64, what: &str) -> Result<GuestAddress, ControlError> {
+/// A ring or record guest memory refused, with guest memory's reason.
+fn memory(place: Place, e: impl std::fmt::Display) -> ControlError {
+    ControlError::Memory {
+        place,
+        reason: e.to_string(),
+    }
+}
+
+fn dbrec_ok(addr: u64, ram: u64, queue: QueueKind) -> Result<GuestAddress, ControlError> {
     if !addr.is_multiple_of(8) || addr.checked_add(8).is_none_or(|e| e > ram) {
-        return Err(ControlError::Invalid(format!(
-            "{what} doorbell record {addr:#x} must be 8-byte aligned inside guest RAM ({ram} bytes)"
-        )));
+        return Err(ControlError::DoorbellRecord { queue, addr, ram });
     }
     Ok(GuestAddress(addr))
 }
@@ -105,30 +111,24 @@ impl HcaControl for GuestPort {
         if st.cqs.len() >= MAX_OBJECTS {
             return Err(ControlError::NoResources("completion queues".into()));
         }
-        let size = CqeSize::from_bytes(req.cqe_size).ok_or_else(|| {
-            ControlError::Invalid(format!("cqe_size {} is not 64 or 128", req.cqe_size))
-        })?;
+        let size = CqeSize::from_bytes(req.cqe_size)
+            .ok_or(ControlError::Geometry(Geometry::CqeSize(req.cqe_size)))?;
         if !req.cqe_cnt.is_power_of_two() || req.cqe_cnt > 1 << 22 || req.cqe_cnt < 2 {
-            return Err(ControlError::Invalid(format!(
-                "cqe_cnt {} is not a power of two in 2..=4194304",
-                req.cqe_cnt
-            )));
+            return Err(ControlError::Geometry(Geometry::CqeCount(req.cqe_cnt)));
         }
         let pages = ring(
             &req.ring,
             u64::from(req.cqe_cnt) * size.bytes(),
             ram,
-            "CQ buffer",
+            Place::CqBuffer,
         )?;
-        let dbrec = dbrec_ok(req.dbrec, ram, "CQ")?;
-        let writer = CqWriter::new(pages, req.cqe_cnt, size, 0)
-            .map_err(|e| ControlError::Invalid(e.to_string()))?;
+        let dbrec = dbrec_ok(req.dbrec, ram, QueueKind::Cq)?;
+        let writer =
+            CqWriter::new(pages, req.cqe_cnt, size, 0).map_err(|e| memory(Place::CqBuffer, e))?;
         let mem = st.guests[&self.guest].mem.clone();
-        writer
-            .init(&*mem)
-            .map_err(|e| ControlError::Invalid(format!("CQ buffer: {e}")))?;
+        writer.init(&*mem).map_err(|e| memory(Place::CqBuffer, e))?;
         mem.write_be32(dbrec, 0)
-            .map_err(|e| ControlError::Invalid(format!("CQ doorbell: {e}")))?;
+            .map_err(|e| memory(Place::CqDoorbell, e))?;
         st.next_cqn += 1;
         let cqn = st.next_cqn;
         st.cqs.insert(
@@ -150,16 +150,13 @@ impl HcaControl for GuestPort {
             return Err(ControlError::NoResources("queue pairs".into()));
         }
         if !req.sq_wqe_cnt.is_power_of_two() || req.sq_wqe_cnt > 1 << 15 {
-            return Err(ControlError::Invalid(format!(
-                "sq_wqe_cnt {} is not a power of two <= 32768",
-                req.sq_wqe_cnt
-            )));
+            return Err(ControlError::Geometry(Geometry::SqWqeCount(req.sq_wqe_cnt)));
         }
         let sq = ring(
             &req.sq,
             u64::from(req.sq_wqe_cnt) * SEND_WQE_BB,
             ram,
-            "SQ buffer",
+            Place::SqBuffer,
         )?;
         let rq = if req.rq_wqe_cnt == 0 {
             None
@@ -169,33 +166,30 @@ impl HcaControl for GuestPort {
                 || !req.rq_stride.is_power_of_two()
                 || !(16..=1024).contains(&req.rq_stride)
             {
-                return Err(ControlError::Invalid(format!(
-                    "receive queue of {} WQEs of {} bytes: both must be powers of two (<= 32768 WQEs, 16..=1024 bytes)",
-                    req.rq_wqe_cnt, req.rq_stride
-                )));
+                return Err(ControlError::Geometry(Geometry::RecvQueue {
+                    wqes: req.rq_wqe_cnt,
+                    stride: req.rq_stride,
+                }));
             }
             Some(ring(
                 &req.rq,
                 u64::from(req.rq_wqe_cnt) * u64::from(req.rq_stride),
                 ram,
-                "RQ buffer",
+                Place::RqBuffer,
             )?)
         };
-        let dbrec = dbrec_ok(req.dbrec, ram, "QP")?;
+        let dbrec = dbrec_ok(req.dbrec, ram, QueueKind::Qp)?;
         for cqn in [req.send_cq, req.recv_cq] {
             if st.cqs.get(&cqn).is_none_or(|c| c.guest != self.guest) {
                 return Err(ControlError::NotFound(format!("completion queue {cqn}")));
             }
         }
         if mtu_bytes_to_enum(req.path_mtu).is_none() {
-            return Err(ControlError::Invalid(format!(
-                "path_mtu {} is not 256, 512, 1024, 2048 or 4096",
-                req.path_mtu
-            )));
+            return Err(ControlError::Geometry(Geometry::PathMtu(req.path_mtu)));
         }
         let mem = st.guests[&self.guest].mem.clone();
         mem.write(dbrec, &[0u8; 8])
-            .map_err(|e| ControlError::Invalid(format!("QP doorbell: {e}")))?;
+            .map_err(|e| memory(Place::QpDoorbell, e))?;
         let qpn = loop {
             st.next_qpn = (st.next_qpn + 1) & 0x00ff_ffff;
             if st.next_qpn >= 0x100 && !st.qps.contains_key(&st.next_qpn) {
@@ -244,9 +238,7 @@ impl HcaControl for GuestPort {
             .filter(|q| q.guest == self.guest)
             .ok_or_else(|| ControlError::NotFound(format!("queue pair {qpn:#x}")))?;
         if q.state != QpState::Init {
-            return Err(ControlError::Invalid(format!(
-                "queue pair {qpn:#x} is already connected"
-            )));
+            return Err(ControlError::AlreadyConnected { qpn });
         }
         q.remote = Some(remote.qpn);
         q.state = QpState::Rts;

@@ -1,7 +1,7 @@
 //! Memory regions: keys to guest page lists, access rights and bounds.
 
 use resex_guestmem::GuestAddress;
-use resex_proto::hca::{access, ControlError, MrKeys, RegMr};
+use resex_proto::hca::{access, ControlError, MrKeys, RegMr, RegionError};
 use std::collections::HashMap;
 
 /// Page size of the page lists.
@@ -55,43 +55,41 @@ impl MrTable {
         ram_size: u64,
     ) -> Result<MrKeys, ControlError> {
         if req.length == 0 || req.length > MAX_MR_BYTES {
-            return Err(ControlError::Invalid(format!(
-                "memory region length {} is not in 1..={MAX_MR_BYTES}",
-                req.length
-            )));
+            return Err(ControlError::Region(RegionError::Length {
+                length: req.length,
+                max: MAX_MR_BYTES,
+            }));
         }
         let first = req.iova % PAGE;
         let need = (first + req.length).div_ceil(PAGE);
         if req.pages.len() as u64 != need {
-            return Err(ControlError::Invalid(format!(
-                "memory region of {} bytes at iova {:#x} touches {need} pages, {} given",
-                req.length,
-                req.iova,
-                req.pages.len()
-            )));
+            return Err(ControlError::Region(RegionError::PageCount {
+                length: req.length,
+                iova: req.iova,
+                need,
+                given: req.pages.len() as u64,
+            }));
         }
         if let Some(bad) = req
             .pages
             .iter()
             .find(|&&p| p % PAGE != 0 || p.checked_add(PAGE).is_none_or(|e| e > ram_size))
         {
-            return Err(ControlError::Invalid(format!(
-                "memory region page {bad:#x} is not a 4 KiB page inside guest RAM ({ram_size} bytes)"
-            )));
+            return Err(ControlError::Region(RegionError::Page {
+                page: *bad,
+                ram: ram_size,
+            }));
         }
         if req.iova.checked_add(req.length).is_none() {
-            return Err(ControlError::Invalid(
-                "memory region wraps the address space".into(),
-            ));
+            return Err(ControlError::Region(RegionError::Wraps));
         }
         let known = access::LOCAL_WRITE
             | access::REMOTE_WRITE
             | access::REMOTE_READ
             | access::REMOTE_ATOMIC;
         if req.access & !known != 0 {
-            return Err(ControlError::Invalid(format!(
-                "unknown access flags {:#x}",
-                req.access & !known
+            return Err(ControlError::Region(RegionError::UnknownAccess(
+                req.access & !known,
             )));
         }
         if self.by_index.len() >= 1 << 20 {
@@ -268,5 +266,16 @@ mod tests {
             .register(g, &req(0, 10, vec![0x10], 0), 1 << 20)
             .unwrap_err();
         assert!(e.to_string().contains("not a 4 KiB page"), "{e}");
+        assert_eq!(
+            e,
+            ControlError::Region(RegionError::Page {
+                page: 0x10,
+                ram: 1 << 20
+            })
+        );
+        let e = t
+            .register(g, &req(0, 10, vec![0], 0x40), 1 << 20)
+            .unwrap_err();
+        assert_eq!(e, ControlError::Region(RegionError::UnknownAccess(0x40)));
     }
 }

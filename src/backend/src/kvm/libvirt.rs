@@ -27,9 +27,11 @@ impl std::fmt::Debug for KvmBackend {
     }
 }
 
-fn lv(what: impl Into<String>) -> impl FnOnce(virt::error::Error) -> BackendError {
-    let what = what.into();
-    move |e| BackendError::Invalid(format!("{what}: {}", e.message()))
+fn lv(call: &'static str) -> impl FnOnce(virt::error::Error) -> BackendError {
+    move |e| BackendError::Libvirt {
+        call,
+        message: e.message().to_owned(),
+    }
 }
 
 impl KvmBackend {
@@ -68,9 +70,11 @@ impl KvmBackend {
         let path = format!("/run/libvirt/qemu/{name}.pid");
         let text = std::fs::read_to_string(&path)
             .map_err(|e| BackendError::io(format!("reading {path} (QEMU's pid)"), e))?;
-        text.trim()
-            .parse()
-            .map_err(|_| BackendError::Invalid(format!("{path}: `{}` is not a pid", text.trim())))
+        text.trim().parse().map_err(|_| BackendError::Unparsable {
+            file: path.clone(),
+            text: text.trim().to_owned(),
+            expected: "a pid",
+        })
     }
 }
 

@@ -43,15 +43,13 @@ pub fn bandwidth_us(pct: Option<f64>) -> Result<(u64, i64), BackendError> {
             let period = ((1_000.0 * 100.0 / p).round() as u64).min(1_000_000);
             Ok((period, 1_000))
         }
-        Some(p) => Err(BackendError::Invalid(format!(
-            "cap {p}% is not a positive number"
-        ))),
+        Some(pct) => Err(BackendError::BadCap { pct }),
     }
 }
 
 /// A saved `{global_period, global_quota}` back as values.
 pub fn parse_saved(v: &serde_json::Value) -> Result<(Option<u64>, Option<i64>), BackendError> {
-    let bad = || BackendError::Invalid(format!("saved libvirt cap `{v}` is not ours"));
+    let bad = || BackendError::from(crate::SavedError::Libvirt { saved: v.clone() });
     let obj = v.as_object().ok_or_else(bad)?;
     let period = match obj.get("global_period") {
         None | Some(serde_json::Value::Null) => None,
@@ -82,6 +80,12 @@ mod tests {
         assert_eq!(bandwidth_us(Some(3.0)).unwrap(), (33_333, 1_000));
         assert_eq!(bandwidth_us(Some(0.01)).unwrap(), (1_000_000, 1_000));
         assert!(bandwidth_us(Some(0.0)).is_err() && bandwidth_us(Some(f64::NAN)).is_err());
+        let e = bandwidth_us(Some(-5.0)).unwrap_err();
+        assert!(
+            matches!(e, BackendError::BadCap { pct } if pct == -5.0),
+            "{e:?}"
+        );
+        assert_eq!(e.to_string(), "cap -5% is not a positive number");
     }
 
     #[test]
@@ -91,6 +95,11 @@ mod tests {
         let v = serde_json::json!({"global_period": null, "global_quota": null});
         assert_eq!(parse_saved(&v).unwrap(), (None, None));
         assert!(parse_saved(&serde_json::json!({"global_quota": "x"})).is_err());
-        assert!(parse_saved(&serde_json::json!(7)).is_err());
+        let e = parse_saved(&serde_json::json!(7)).unwrap_err();
+        assert!(
+            matches!(&e, BackendError::Saved(crate::SavedError::Libvirt { saved }) if saved == 7),
+            "{e:?}"
+        );
+        assert_eq!(e.to_string(), "saved libvirt cap `7` is not ours");
     }
 }

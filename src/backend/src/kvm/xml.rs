@@ -8,7 +8,7 @@
 //! for the rate lever). Written: the same two pieces, added to a definition that lacks them,
 //! leaving everything else byte for byte.
 
-use crate::BackendError;
+use crate::{BackendError, XmlError};
 
 /// The virtio-serial channel the guest's agent registers on.
 pub const AGENT_CHANNEL: &str = "org.resex.agent.0";
@@ -56,10 +56,6 @@ impl DomainXml {
     }
 }
 
-fn bad(what: impl Into<String>) -> BackendError {
-    BackendError::Invalid(what.into())
-}
-
 fn child<'a, 'i>(n: roxmltree::Node<'a, 'i>, tag: &str) -> Option<roxmltree::Node<'a, 'i>> {
     n.children().find(|c| c.has_tag_name(tag))
 }
@@ -70,7 +66,9 @@ fn bytes(n: roxmltree::Node<'_, '_>) -> Result<u64, BackendError> {
         .unwrap_or("")
         .trim()
         .parse()
-        .map_err(|_| bad(format!("<{}> is not a number", n.tag_name().name())))?;
+        .map_err(|_| XmlError::Size {
+            tag: n.tag_name().name().to_owned(),
+        })?;
     let unit = n.attribute("unit").unwrap_or("KiB");
     let mul: u64 = match unit {
         "b" | "bytes" => 1,
@@ -82,10 +80,14 @@ fn bytes(n: roxmltree::Node<'_, '_>) -> Result<u64, BackendError> {
         "G" | "GiB" => 1 << 30,
         "TB" => 1_000_000_000_000,
         "T" | "TiB" => 1 << 40,
-        other => return Err(bad(format!("memory unit `{other}` is unknown"))),
+        other => {
+            return Err(XmlError::Unit {
+                unit: other.to_owned(),
+            }
+            .into())
+        }
     };
-    v.checked_mul(mul)
-        .ok_or_else(|| bad("memory size overflows".to_owned()))
+    v.checked_mul(mul).ok_or(XmlError::Overflow.into())
 }
 
 fn agent_channel<'a, 'i>(devices: roxmltree::Node<'a, 'i>) -> Option<roxmltree::Node<'a, 'i>> {
@@ -162,22 +164,22 @@ fn passthrough(devices: roxmltree::Node<'_, '_>) -> Vec<String> {
 impl DomainXml {
     /// Parses a domain's XML (`virsh dumpxml`).
     pub fn parse(xml: &str) -> Result<Self, BackendError> {
-        let doc = roxmltree::Document::parse(xml).map_err(|e| bad(format!("domain XML: {e}")))?;
+        let doc = roxmltree::Document::parse(xml).map_err(XmlError::Parse)?;
         let dom = doc.root_element();
         if !dom.has_tag_name("domain") {
-            return Err(bad("domain XML: the root is not <domain>"));
+            return Err(XmlError::NotDomain.into());
         }
         let text = |tag: &str| child(dom, tag).and_then(|n| n.text()).map(str::trim);
-        let name = text("name").ok_or_else(|| bad("domain XML: no <name>"))?;
+        let name = text("name").ok_or(XmlError::Missing { tag: "name" })?;
         let vcpus = match text("vcpu") {
             Some(v) => v
                 .parse()
-                .map_err(|_| bad(format!("domain XML: <vcpu> `{v}` is not a number")))?,
+                .map_err(|_| XmlError::Vcpus { text: v.to_owned() })?,
             None => 1,
         };
         let memory = match child(dom, "currentMemory").or_else(|| child(dom, "memory")) {
             Some(n) => bytes(n)?,
-            None => return Err(bad("domain XML: no <memory>")),
+            None => return Err(XmlError::Missing { tag: "memory" }.into()),
         };
         let channel = child(dom, "devices").and_then(agent_channel);
         Ok(Self {
@@ -217,10 +219,10 @@ impl DomainXml {
 /// The definition with shared file memory and the agent channel added where missing (`None`:
 /// it has both already). Only insertions: the rest of the text is kept byte for byte.
 pub fn prepare(xml: &str) -> Result<Option<String>, BackendError> {
-    let doc = roxmltree::Document::parse(xml).map_err(|e| bad(format!("domain XML: {e}")))?;
+    let doc = roxmltree::Document::parse(xml).map_err(XmlError::Parse)?;
     let dom = doc.root_element();
     if !dom.has_tag_name("domain") {
-        return Err(bad("domain XML: the root is not <domain>"));
+        return Err(XmlError::NotDomain.into());
     }
     // (byte offset, text to insert), applied from the end.
     let mut edits: Vec<(usize, String)> = Vec::new();
@@ -230,17 +232,19 @@ pub fn prepare(xml: &str) -> Result<Option<String>, BackendError> {
             // access elements, add them if absent.
             for tag in ["source", "access"] {
                 if let Some(n) = child(mb, tag) {
-                    return Err(bad(format!(
-                        "<memoryBacking> already has a <{tag}> ({}); set <source type='file'/> \
-                         and <access mode='shared'/> by hand",
-                        &xml[n.range()]
-                    )));
+                    return Err(XmlError::MemoryBacking {
+                        tag,
+                        element: xml[n.range()].to_owned(),
+                    }
+                    .into());
                 }
             }
             let end = mb.range().end;
             let close = xml[..end]
                 .rfind("</memoryBacking>")
-                .ok_or_else(|| bad("domain XML: <memoryBacking/> is empty: remove it first"))?;
+                .ok_or(XmlError::Empty {
+                    tag: "memoryBacking",
+                })?;
             edits.push((
                 close,
                 "<source type='file'/><access mode='shared'/>".to_owned(),
@@ -252,16 +256,16 @@ pub fn prepare(xml: &str) -> Result<Option<String>, BackendError> {
                 .filter_map(|t| child(dom, t))
                 .map(|n| n.range().end)
                 .max()
-                .ok_or_else(|| bad("domain XML: no <memory>"))?;
+                .ok_or(XmlError::Missing { tag: "memory" })?;
             edits.push((after, format!("\n  {MEMORY_SNIPPET}")));
         }
     }
-    let devices = child(dom, "devices").ok_or_else(|| bad("domain XML: no <devices>"))?;
+    let devices = child(dom, "devices").ok_or(XmlError::Missing { tag: "devices" })?;
     if agent_channel(devices).is_none() {
         let end = devices.range().end;
         let close = xml[..end]
             .rfind("</devices>")
-            .ok_or_else(|| bad("domain XML: <devices/> is empty"))?;
+            .ok_or(XmlError::Empty { tag: "devices" })?;
         edits.push((close, format!("  {CHANNEL_SNIPPET}\n  ")));
     }
     if edits.is_empty() {
@@ -412,5 +416,30 @@ mod tests {
             assert!(DomainXml::parse(x).is_err(), "{x}");
         }
         assert!(prepare("<domain><name>x</name><memory>1</memory></domain>").is_err());
+        let cases = [
+            ("<notdomain/>", "domain XML: the root is not <domain>"),
+            ("<domain><name>x</name></domain>", "domain XML: no <memory>"),
+            (
+                "<domain><name>x</name><memory unit='XB'>1</memory></domain>",
+                "memory unit `XB` is unknown",
+            ),
+            (
+                "<domain><name>x</name><memory>99999999999999999999</memory></domain>",
+                "<memory> is not a number",
+            ),
+        ];
+        for (x, text) in cases {
+            let e = DomainXml::parse(x).unwrap_err();
+            assert!(matches!(e, BackendError::Xml(_)), "{x}: {e:?}");
+            assert_eq!(e.to_string(), text, "{x}");
+        }
+        assert!(matches!(
+            DomainXml::parse("<domain><memory>1</memory></domain>"),
+            Err(BackendError::Xml(XmlError::Missing { tag: "name" }))
+        ));
+        assert!(matches!(
+            prepare("<domain><name>x</name><memory>1</memory><devices/></domain>"),
+            Err(BackendError::Xml(XmlError::Empty { tag: "devices" }))
+        ));
     }
 }

@@ -75,10 +75,8 @@ pub fn target(vf: &Vf, root: &Path) -> Result<Target, BackendError> {
             netdev,
             vf,
         } => {
-            let h = Handle::parse(devlink).ok_or_else(|| {
-                BackendError::Invalid(format!(
-                    "`{devlink}` is not a devlink instance (BUS/DEVICE, e.g. pci/0000:03:00.0)"
-                ))
+            let h = Handle::parse(devlink).ok_or_else(|| VfError::NotDevlink {
+                text: devlink.clone(),
             })?;
             let pf_netdev = netdev.clone().or_else(|| {
                 let dir = root.join("bus").join(&h.bus).join("devices").join(&h.dev);
@@ -92,9 +90,7 @@ pub fn target(vf: &Vf, root: &Path) -> Result<Target, BackendError> {
                 pf_number: None,
             })
         }
-        Vf::Soft { vport, .. } => Err(BackendError::Invalid(format!(
-            "softhca vport {vport} is not an SR-IOV VF"
-        ))),
+        Vf::Soft { vport, .. } => Err(VfError::Soft { vport: *vport }.into()),
     }
 }
 
@@ -164,12 +160,160 @@ pub fn fmt_bits(b: u64) -> String {
     }
 }
 
+/// A kernel request on a VF's behalf, as a refusal names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NetlinkOp {
+    /// Opening a generic netlink socket for devlink.
+    OpenDevlink,
+    /// Listing devlink ports.
+    ListPorts,
+    /// Reading the rate leaf of the VF's eswitch port, to find it.
+    FindRateLeaf {
+        /// The PF's devlink instance.
+        devlink: Handle,
+        /// The VF's port.
+        port: u32,
+    },
+    /// Reading the rate leaf.
+    RateGet {
+        /// The PF's devlink instance.
+        devlink: Handle,
+        /// The VF's port.
+        port: u32,
+    },
+    /// Setting one attribute of the rate leaf.
+    RateSet {
+        /// The PF's devlink instance.
+        devlink: Handle,
+        /// The VF's port.
+        port: u32,
+        /// `tx_share` or `tx_max`.
+        attr: &'static str,
+        /// Its value, bytes per second (0: none).
+        bytes_per_sec: u64,
+    },
+    /// Opening an rtnetlink socket.
+    OpenRtnetlink,
+    /// Reading the PF's link (its VFs' rates).
+    GetLink {
+        /// The PF's network interface.
+        pf: String,
+    },
+    /// Setting the legacy VF rate.
+    SetVfRate {
+        /// The PF's network interface.
+        pf: String,
+        /// The VF's index.
+        vf: u32,
+        /// `min_tx_rate`, Mbit/s.
+        min_tx_rate: u32,
+        /// `max_tx_rate`, Mbit/s.
+        max_tx_rate: u32,
+    },
+}
+
+impl std::fmt::Display for NetlinkOp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NetlinkOp::OpenDevlink => f.write_str("opening devlink (generic netlink)"),
+            NetlinkOp::ListPorts => f.write_str("listing devlink ports"),
+            NetlinkOp::FindRateLeaf { devlink, port } => {
+                write!(f, "devlink port {devlink}/{port} has no rate leaf")
+            }
+            NetlinkOp::RateGet { devlink, port } => write!(f, "devlink rate get {devlink}/{port}"),
+            NetlinkOp::RateSet {
+                devlink,
+                port,
+                attr,
+                bytes_per_sec,
+            } => {
+                write!(f, "devlink rate set {devlink}/{port} {attr} ")?;
+                if *bytes_per_sec == 0 {
+                    f.write_str("0 (none)")?;
+                } else {
+                    write!(
+                        f,
+                        "{bytes_per_sec} B/s ({})",
+                        fmt_bits(bytes_per_sec.saturating_mul(8))
+                    )?;
+                }
+                f.write_str(" refused")
+            }
+            NetlinkOp::OpenRtnetlink => f.write_str("opening rtnetlink"),
+            NetlinkOp::GetLink { pf } => write!(f, "RTM_GETLINK {pf}"),
+            NetlinkOp::SetVfRate {
+                pf,
+                vf,
+                min_tx_rate,
+                max_tx_rate,
+            } => write!(
+                f,
+                "IFLA_VF_RATE on {pf} vf {vf} min_tx_rate {min_tx_rate} max_tx_rate \
+                 {max_tx_rate} (Mbit/s) refused"
+            ),
+        }
+    }
+}
+
+/// A VF, its address or its lever that cannot work.
+#[derive(Debug, thiserror::Error)]
+pub enum VfError {
+    /// Not `BUS/DEVICE`.
+    #[error("`{text}` is not a devlink instance (BUS/DEVICE, e.g. pci/0000:03:00.0)")]
+    NotDevlink {
+        /// The text given.
+        text: String,
+    },
+    /// Not `DDDD:BB:SS.F`.
+    #[error("`{text}` is not a PCI address (DDDD:BB:SS.F, e.g. 0000:03:00.2)")]
+    NotPci {
+        /// The text given.
+        text: String,
+    },
+    /// A softhca vport given where an SR-IOV VF is needed.
+    #[error("softhca vport {vport} is not an SR-IOV VF")]
+    Soft {
+        /// The vport.
+        vport: u32,
+    },
+    /// The kernel refused a request (other than with `EOPNOTSUPP`: that is unavailable).
+    #[error("{label}: {op}: {source}")]
+    Refused {
+        /// The VF, as messages name it.
+        label: String,
+        /// The request.
+        op: NetlinkOp,
+        /// The kernel's refusal.
+        source: NetlinkError,
+    },
+    /// A saved setting of the other mechanism than the one chosen.
+    #[error("{label}: {saved:?} is a setting of the other mechanism")]
+    OtherMechanism {
+        /// The VF, as messages name it.
+        label: String,
+        /// The setting.
+        saved: Saved,
+    },
+    /// A rate the legacy VF rate cannot say.
+    #[error("{label}: {source}")]
+    LegacyRate {
+        /// The VF, as messages name it.
+        label: String,
+        /// Why.
+        source: LegacyRateError,
+    },
+}
+
 /// A kernel refusal as one line: `LABEL: WHAT: ERROR`, unavailable for `EOPNOTSUPP`.
-fn refused(label: &str, what: &str, e: NetlinkError) -> BackendError {
-    let line = format!("{label}: {what}: {e}");
+fn refused(label: &str, op: NetlinkOp, e: NetlinkError) -> BackendError {
     match e.errno() {
-        Some(libc::EOPNOTSUPP) | None => BackendError::Unavailable(line),
-        Some(_) => BackendError::Invalid(line),
+        Some(libc::EOPNOTSUPP) | None => BackendError::Unavailable(format!("{label}: {op}: {e}")),
+        Some(_) => VfError::Refused {
+            label: label.to_owned(),
+            op,
+            source: e,
+        }
+        .into(),
     }
 }
 
@@ -201,11 +345,11 @@ impl NetlinkLever {
     }
 
     fn devlink(&self, t: &Target) -> Result<Chosen, BackendError> {
-        let open = |e| refused(&t.label, "opening devlink (generic netlink)", e);
+        let open = |e| refused(&t.label, NetlinkOp::OpenDevlink, e);
         let mut sock = devlink::Socket::open().map_err(open)?;
         let ports = sock
             .ports()
-            .map_err(|e| refused(&t.label, "listing devlink ports", e))?;
+            .map_err(|e| refused(&t.label, NetlinkOp::ListPorts, e))?;
         let port = devlink::find_vf_port(&ports, &t.devlink, t.vf, t.pf_number)
             .map(|p| p.index)
             .ok_or_else(|| {
@@ -218,7 +362,10 @@ impl NetlinkLever {
         sock.rate(&t.devlink, port).map_err(|e| {
             refused(
                 &t.label,
-                &format!("devlink port {}/{port} has no rate leaf", t.devlink),
+                NetlinkOp::FindRateLeaf {
+                    devlink: t.devlink.clone(),
+                    port,
+                },
                 e,
             )
         })?;
@@ -232,7 +379,8 @@ impl NetlinkLever {
                 t.label, t.devlink
             ))
         })?;
-        let sock = legacy::Socket::open().map_err(|e| refused(&t.label, "opening rtnetlink", e))?;
+        let sock =
+            legacy::Socket::open().map_err(|e| refused(&t.label, NetlinkOp::OpenRtnetlink, e))?;
         Ok(Chosen::Legacy { sock, pf })
     }
 
@@ -260,7 +408,10 @@ impl NetlinkLever {
                 let r = sock.rate(&t.devlink, *port).map_err(|e| {
                     refused(
                         &t.label,
-                        &format!("devlink rate get {}/{port}", t.devlink),
+                        NetlinkOp::RateGet {
+                            devlink: t.devlink.clone(),
+                            port: *port,
+                        },
                         e,
                     )
                 })?;
@@ -272,7 +423,7 @@ impl NetlinkLever {
             Chosen::Legacy { sock, pf } => {
                 match sock
                     .rate(pf, t.vf)
-                    .map_err(|e| refused(&t.label, &format!("RTM_GETLINK {pf}"), e))?
+                    .map_err(|e| refused(&t.label, NetlinkOp::GetLink { pf: pf.clone() }, e))?
                 {
                     Ok(r) => Ok(Saved::VfRate {
                         min_tx_rate: r.min,
@@ -293,7 +444,10 @@ impl NetlinkLever {
                 let now = sock.rate(&t.devlink, *port).map_err(|e| {
                     refused(
                         &t.label,
-                        &format!("devlink rate get {}/{port}", t.devlink),
+                        NetlinkOp::RateGet {
+                            devlink: t.devlink.clone(),
+                            port: *port,
+                        },
                         e,
                     )
                 })?;
@@ -311,17 +465,14 @@ impl NetlinkLever {
                         Attr::TxMax(v)
                     };
                     sock.set(&t.devlink, *port, a).map_err(|e| {
-                        let shown = if v == 0 {
-                            "0 (none)".to_owned()
-                        } else {
-                            format!("{v} B/s ({})", fmt_bits(v.saturating_mul(8)))
-                        };
                         refused(
                             &t.label,
-                            &format!(
-                                "devlink rate set {}/{port} {name} {shown} refused",
-                                t.devlink
-                            ),
+                            NetlinkOp::RateSet {
+                                devlink: t.devlink.clone(),
+                                port: *port,
+                                attr: name,
+                                bytes_per_sec: v,
+                            },
                             e,
                         )
                     })?;
@@ -342,18 +493,23 @@ impl NetlinkLever {
                 sock.set(pf, t.vf, r).map_err(|e| {
                     refused(
                         &t.label,
-                        &format!(
-                            "IFLA_VF_RATE on {pf} vf {} min_tx_rate {min_tx_rate} max_tx_rate \
-                             {max_tx_rate} (Mbit/s) refused",
-                            t.vf
-                        ),
+                        NetlinkOp::SetVfRate {
+                            pf: pf.clone(),
+                            vf: t.vf,
+                            min_tx_rate,
+                            max_tx_rate,
+                        },
                         e,
                     )
                 })
             }
-            (Chosen::Devlink { .. }, s) | (Chosen::Legacy { .. }, s) => Err(BackendError::Invalid(
-                format!("{}: {s:?} is a setting of the other mechanism", t.label),
-            )),
+            (Chosen::Devlink { .. }, s) | (Chosen::Legacy { .. }, s) => {
+                Err(VfError::OtherMechanism {
+                    label: t.label.clone(),
+                    saved: s,
+                }
+                .into())
+            }
         }
     }
 }
@@ -382,7 +538,7 @@ impl VfLever for NetlinkLever {
     fn save(&self, vf: &Vf) -> Result<serde_json::Value, BackendError> {
         let (t, mut c) = self.choose(vf)?;
         let s = Self::read(&t, &mut c)?;
-        serde_json::to_value(s).map_err(|e| BackendError::Invalid(e.to_string()))
+        serde_json::to_value(s).map_err(BackendError::Json)
     }
 
     fn set(&self, vf: &Vf, tx: TxLimit) -> Result<(), BackendError> {
@@ -394,7 +550,12 @@ impl VfLever for NetlinkLever {
             },
             Chosen::Legacy { .. } => {
                 let m = |b| {
-                    mbit_per_sec(b).map_err(|e| BackendError::Invalid(format!("{}: {e}", t.label)))
+                    mbit_per_sec(b).map_err(|source| {
+                        BackendError::from(VfError::LegacyRate {
+                            label: t.label.clone(),
+                            source,
+                        })
+                    })
                 };
                 Saved::VfRate {
                     min_tx_rate: m(tx.share_bps)?,
@@ -406,9 +567,11 @@ impl VfLever for NetlinkLever {
     }
 
     fn restore(&self, vf: &Vf, saved: &serde_json::Value) -> Result<(), BackendError> {
-        let s: Saved = serde_json::from_value(saved.clone()).map_err(|e| {
-            BackendError::Invalid(format!("saved VF rate {saved} is not ours: {e}"))
-        })?;
+        let s: Saved =
+            serde_json::from_value(saved.clone()).map_err(|source| crate::SavedError::VfRate {
+                saved: saved.clone(),
+                source,
+            })?;
         let t = target(vf, &self.sysfs)?;
         // Put back through the mechanism that saved it, whatever is chosen now.
         let mut c = match s {

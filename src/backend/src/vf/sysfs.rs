@@ -28,9 +28,7 @@ pub fn pci_addr(s: &str) -> Result<String, BackendError> {
     if ok {
         Ok(full)
     } else {
-        Err(BackendError::Invalid(format!(
-            "`{s}` is not a PCI address (DDDD:BB:SS.F, e.g. 0000:03:00.2)"
-        )))
+        Err(super::VfError::NotPci { text: s.to_owned() }.into())
     }
 }
 

@@ -233,12 +233,38 @@ fn refusals_become_one_line_naming_the_vf_and_the_attribute() {
         errno: libc::EINVAL,
         msg: Some("netdevsim: TX rate value not in link speed units of 1Mbps.".into()),
     };
+    let nsim = Handle::parse("netdevsim/netdevsim1").unwrap();
     let b = refused(
         "VF 0 of netdevsim/netdevsim1",
-        "devlink rate set netdevsim/netdevsim1/128 tx_share 62562500 B/s (500.5Mbit) refused",
+        NetlinkOp::RateSet {
+            devlink: nsim.clone(),
+            port: 128,
+            attr: "tx_share",
+            bytes_per_sec: 62_562_500,
+        },
         e,
     );
-    assert!(matches!(b, BackendError::Invalid(_)));
+    let BackendError::Vf(v) = &b else {
+        panic!("{b:?}")
+    };
+    assert!(
+        matches!(
+            **v,
+            VfError::Refused {
+                op: NetlinkOp::RateSet {
+                    port: 128,
+                    attr: "tx_share",
+                    ..
+                },
+                source: NetlinkError::Refused {
+                    errno: libc::EINVAL,
+                    ..
+                },
+                ..
+            }
+        ),
+        "{v:?}"
+    );
     let s = b.to_string();
     assert_eq!(
         s,
@@ -250,10 +276,51 @@ fn refusals_become_one_line_naming_the_vf_and_the_attribute() {
         errno: libc::EOPNOTSUPP,
         msg: None,
     };
-    assert!(matches!(
-        refused("VF", "x", n),
-        BackendError::Unavailable(_)
-    ));
+    let u = refused("VF", NetlinkOp::OpenRtnetlink, n);
+    assert!(matches!(u, BackendError::Unavailable(_)));
+    assert_eq!(
+        u.to_string(),
+        "VF: opening rtnetlink: EOPNOTSUPP (Operation not supported)"
+    );
+    // The other texts the lever's refusals put in that line.
+    let ops = [
+        (
+            NetlinkOp::RateSet {
+                devlink: nsim.clone(),
+                port: 128,
+                attr: "tx_max",
+                bytes_per_sec: 0,
+            },
+            "devlink rate set netdevsim/netdevsim1/128 tx_max 0 (none) refused",
+        ),
+        (
+            NetlinkOp::FindRateLeaf {
+                devlink: nsim.clone(),
+                port: 3,
+            },
+            "devlink port netdevsim/netdevsim1/3 has no rate leaf",
+        ),
+        (
+            NetlinkOp::RateGet {
+                devlink: nsim,
+                port: 3,
+            },
+            "devlink rate get netdevsim/netdevsim1/3",
+        ),
+        (
+            NetlinkOp::SetVfRate {
+                pf: "eth1".into(),
+                vf: 2,
+                min_tx_rate: 1,
+                max_tx_rate: 500,
+            },
+            "IFLA_VF_RATE on eth1 vf 2 min_tx_rate 1 max_tx_rate 500 (Mbit/s) refused",
+        ),
+        (NetlinkOp::GetLink { pf: "eth1".into() }, "RTM_GETLINK eth1"),
+    ];
+    for (op, text) in ops {
+        assert_eq!(op.to_string(), text);
+    }
 }
 
 #[test]
@@ -423,7 +490,10 @@ fn vfs_resolve_to_a_devlink_instance_and_an_index() {
         socket: "/x".into(),
         vport: 2,
     };
-    assert!(target(&soft, t.path()).is_err());
+    match target(&soft, t.path()) {
+        Err(BackendError::Vf(v)) => assert!(matches!(*v, VfError::Soft { vport: 2 }), "{v:?}"),
+        r => panic!("{r:?}"),
+    }
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! The real Xen: libxenctrl, libxenforeignmemory and libxenstore, loaded at run time through
 //! bindings bindgen generated from the installed headers (build.rs).
 
-use super::{PageBatch, SchedParams, Scheduler, XenDomain, XenOps};
+use super::{PageBatch, PageError, SchedParams, Scheduler, XenDomain, XenOps};
 use crate::BackendError;
 use resex_guestmem::RawRegion;
 use std::ffi::CString;
@@ -196,7 +196,7 @@ impl RealXen {
 
     fn read_xs(&self, path: &str) -> Result<Option<String>, BackendError> {
         let l = &self.libs;
-        let c = CString::new(path).map_err(|_| BackendError::Invalid(format!("path {path}")))?;
+        let c = CString::new(path).map_err(|_| BackendError::XenstorePath { path: path.into() })?;
         let mut len: std::os::raw::c_uint = 0;
         // SAFETY: xsh is open; XBT_NULL (0) is "no transaction"; len receives the size.
         let p = unsafe { l.xs.xs_read(l.xsh, 0, c.as_ptr(), &mut len) };
@@ -215,7 +215,7 @@ struct Batch {
     libs: Arc<Libs>,
     base: *mut std::ffi::c_void,
     pages: usize,
-    regions: Vec<Result<RawRegion, String>>,
+    regions: Vec<Result<RawRegion, PageError>>,
 }
 
 // SAFETY: the mapping is accessed only through RawRegion's atomic copies; unmapping in Drop
@@ -225,11 +225,11 @@ unsafe impl Send for Batch {}
 unsafe impl Sync for Batch {}
 
 impl PageBatch for Batch {
-    fn page(&self, i: usize) -> Result<&RawRegion, String> {
+    fn page(&self, i: usize) -> Result<&RawRegion, PageError> {
         match self.regions.get(i) {
             Some(Ok(r)) => Ok(r),
-            Some(Err(e)) => Err(e.clone()),
-            None => Err("beyond the batch".into()),
+            Some(Err(e)) => Err(*e),
+            None => Err(PageError::Beyond),
         }
     }
 }
@@ -364,10 +364,7 @@ impl XenOps for RealXen {
                     // until the batch is dropped, which drops the regions first.
                     Ok(unsafe { RawRegion::new((base as *mut u8).add(i * 4096), 4096) })
                 } else {
-                    Err(format!(
-                        "xenforeignmemory_map: {}",
-                        std::io::Error::from_raw_os_error(-e)
-                    ))
+                    Err(PageError::Refused { errno: -e })
                 }
             })
             .collect();
@@ -387,7 +384,7 @@ impl XenOps for RealXen {
     fn xs_write(&self, path: &str, value: &str) -> Result<(), BackendError> {
         let _g = self.guard();
         let l = &self.libs;
-        let c = CString::new(path).map_err(|_| BackendError::Invalid(format!("path {path}")))?;
+        let c = CString::new(path).map_err(|_| BackendError::XenstorePath { path: path.into() })?;
         // SAFETY: xsh is open; value's bytes are passed with their length (no NUL needed).
         let ok = unsafe {
             l.xs.xs_write(

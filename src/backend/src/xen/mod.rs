@@ -20,7 +20,7 @@ mod ffi;
 #[cfg(feature = "xen")]
 pub use ffi::RealXen;
 
-use crate::{BackendError, Channel, DomainInfo, Hypervisor};
+use crate::{BackendError, Channel, DomainInfo, Hypervisor, SavedError};
 use resex_guestmem::{GuestAddress, GuestMemory, MemError, RawRegion};
 use std::collections::HashMap;
 use std::io::{BufRead, Read, Write};
@@ -69,10 +69,24 @@ pub struct XenDomain {
     pub scheduler: Option<Scheduler>,
 }
 
+/// Why a page of a batch has no mapping.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum PageError {
+    /// Xen would not map the page (a hole, a page the guest gave up): the errno it gave.
+    #[error("xenforeignmemory_map: {}", std::io::Error::from_raw_os_error(*errno))]
+    Refused {
+        /// The (positive) errno.
+        errno: i32,
+    },
+    /// Past the end of the batch.
+    #[error("beyond the batch")]
+    Beyond,
+}
+
 /// A batch of mapped guest pages.
 pub trait PageBatch: Send + Sync {
     /// The mapping of page `i` of the batch, or why it is missing.
-    fn page(&self, i: usize) -> Result<&RawRegion, String>;
+    fn page(&self, i: usize) -> Result<&RawRegion, PageError>;
 }
 
 /// What the backend needs from Xen.
@@ -97,10 +111,11 @@ pub trait XenOps: Send + Sync {
         let Some(n) = self.xs_read(&format!("{be}/num_devs"))? else {
             return Ok(Vec::new());
         };
-        let n: u32 = n
-            .trim()
-            .parse()
-            .map_err(|_| BackendError::Invalid(format!("{be}/num_devs: `{n}` is not a count")))?;
+        let n: u32 = n.trim().parse().map_err(|_| BackendError::Unparsable {
+            file: format!("{be}/num_devs"),
+            text: n.trim().to_owned(),
+            expected: "a count",
+        })?;
         // A count past what any domain can have is junk, not a loop of 4 billion reads.
         let mut out = Vec::new();
         for i in 0..n.min(256) {
@@ -254,7 +269,7 @@ impl<O: XenOps + 'static> Hypervisor for XenBackend<O> {
             // Xen's cap is whole percent, at least 1 (0 means none).
             #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
             Some(c) if c.is_finite() && c > 0.0 => c.round().clamp(1.0, f64::from(u16::MAX)) as u16,
-            Some(c) => return Err(BackendError::Invalid(format!("cap {c}% is not positive"))),
+            Some(pct) => return Err(BackendError::BadCap { pct }),
         };
         self.ops.sched_set(domid, s, p)
     }
@@ -266,14 +281,17 @@ impl<O: XenOps + 'static> Hypervisor for XenBackend<O> {
             weight: u16,
             cap: u16,
         }
-        let s: Saved = serde_json::from_value(saved.clone())
-            .map_err(|e| BackendError::Invalid(format!("saved xen cap `{saved}`: {e}")))?;
+        let s: Saved = serde_json::from_value(saved.clone()).map_err(|source| SavedError::Xen {
+            saved: saved.clone(),
+            source,
+        })?;
         let (domid, now) = self.scheduler(key)?;
         if now != s.scheduler {
-            return Err(BackendError::Invalid(format!(
-                "domain moved from {:?} to {now:?}: its saved setting no longer applies",
-                s.scheduler
-            )));
+            return Err(SavedError::Moved {
+                from: s.scheduler,
+                to: now,
+            }
+            .into());
         }
         self.ops.sched_set(
             domid,
@@ -340,9 +358,10 @@ impl<O: XenOps> XenMemory<O> {
             let n = ((PAGE - a % PAGE).min(end - a)) as usize;
             let batch = self.batch(gfn / BATCH_PAGES)?;
             let i = (gfn % BATCH_PAGES) as usize;
-            let page = batch
-                .page(i)
-                .map_err(|why| MemError::Unmapped { gfn, why })?;
+            let page = batch.page(i).map_err(|why| MemError::Unmapped {
+                gfn,
+                why: why.to_string(),
+            })?;
             let done = (a - addr.0) as usize;
             if !f(page, off, done..done + n) {
                 return Err(MemError::Unmapped {

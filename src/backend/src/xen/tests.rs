@@ -9,15 +9,15 @@ struct FakeMem {
 }
 
 struct FakeBatch {
-    regions: Vec<Result<RawRegion, String>>,
+    regions: Vec<Result<RawRegion, PageError>>,
 }
 
 impl PageBatch for FakeBatch {
-    fn page(&self, i: usize) -> Result<&RawRegion, String> {
+    fn page(&self, i: usize) -> Result<&RawRegion, PageError> {
         match self.regions.get(i) {
             Some(Ok(r)) => Ok(r),
-            Some(Err(e)) => Err(e.clone()),
-            None => Err("beyond the batch".into()),
+            Some(Err(e)) => Err(*e),
+            None => Err(PageError::Beyond),
         }
     }
 }
@@ -104,7 +104,9 @@ impl XenOps for FakeXen {
                         // and is only accessed through the region's atomic copies meanwhile.
                         Ok(unsafe { RawRegion::new(p.as_mut_ptr(), 4096) })
                     }
-                    _ => Err(format!("gfn {g:#x}: EFAULT")),
+                    _ => Err(PageError::Refused {
+                        errno: libc::EFAULT,
+                    }),
                 },
             )
             .collect();
@@ -180,13 +182,25 @@ fn caps_by_the_domains_scheduler_and_exact_restore() {
     );
     b.set_cap(web, Some(30.0)).unwrap();
     assert_eq!(b.ops.sched_get(3, Scheduler::Credit).unwrap().cap, 30);
-    assert!(b.set_cap(web, Some(f64::NAN)).is_err());
+    assert!(matches!(
+        b.set_cap(web, Some(f64::NAN)),
+        Err(BackendError::BadCap { pct }) if pct.is_nan()
+    ));
     let e = b.set_cap(rt, Some(10.0)).unwrap_err().to_string();
     assert!(e.contains("credit or credit2"), "{e}");
     // A saved setting for another scheduler is refused, not misapplied.
     let wrong = serde_json::json!({"scheduler": "credit", "weight": 1, "cap": 1});
-    assert!(b.restore_cap(db, &wrong).is_err());
-    assert!(b.restore_cap(db, &serde_json::json!({"x": 1})).is_err());
+    assert!(matches!(
+        b.restore_cap(db, &wrong),
+        Err(BackendError::Saved(SavedError::Moved {
+            from: Scheduler::Credit,
+            to: Scheduler::Credit2
+        }))
+    ));
+    assert!(matches!(
+        b.restore_cap(db, &serde_json::json!({"x": 1})),
+        Err(BackendError::Saved(SavedError::Xen { .. }))
+    ));
 }
 
 #[test]
@@ -214,6 +228,13 @@ fn memory_is_mapped_in_batches_once_and_holes_are_errors() {
     // The hole at gfn 100 and the end of RAM.
     let e = m.read(GuestAddress(100 * 4096 + 8), &mut back).unwrap_err();
     assert!(matches!(e, MemError::Unmapped { gfn: 100, .. }), "{e}");
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "guest page 0x64 could not be mapped: xenforeignmemory_map: {}",
+            std::io::Error::from_raw_os_error(libc::EFAULT)
+        )
+    );
     assert!(matches!(
         m.read(GuestAddress((1 << 20) - 4), &mut back),
         Err(MemError::OutOfRange { .. })
@@ -284,8 +305,12 @@ fn the_vf_is_the_first_network_vf_libxl_passed_through() {
     );
     assert_eq!(b.vf(db).unwrap(), None, "no PCI backend: no VF");
     b.ops.xs_write(&format!("{be}/num_devs"), "lots").unwrap();
-    let e = b.vf(web).unwrap_err().to_string();
-    assert!(e.contains("not a count"), "{e}");
+    let e = b.vf(web).unwrap_err();
+    assert!(e.to_string().contains("not a count"), "{e}");
+    assert!(
+        matches!(&e, BackendError::Unparsable { text, expected: "a count", .. } if text == "lots"),
+        "{e:?}"
+    );
     assert!(matches!(
         b.vf("9/00000000-0000-0000-0000-000000000009"),
         Err(BackendError::NoDomain(_))

@@ -45,10 +45,13 @@ pub fn paper(a: &PaperArgs) -> Result<()> {
     let dir = a.policies.clone();
     let policy = move |name: &str| -> Result<resex_pricing::PolicyConfig, resex_lab::LabError> {
         let path = dir.join(format!("{name}.toml"));
-        let text = std::fs::read_to_string(&path)
-            .map_err(|e| resex_lab::LabError::Invalid(format!("{}: {e}", path.display())))?;
+        let text =
+            std::fs::read_to_string(&path).map_err(|source| resex_lab::LabError::PolicyFile {
+                path: path.clone(),
+                source,
+            })?;
         resex_pricing::PolicyConfig::from_toml(&text)
-            .map_err(|e| resex_lab::LabError::Invalid(format!("{}: {e}", path.display())))
+            .map_err(|source| resex_lab::LabError::Policy { path, source })
     };
     let base = LabConfig {
         seed: a.seed,

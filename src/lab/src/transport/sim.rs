@@ -33,6 +33,12 @@ pub enum SimError {
         /// What went wrong.
         source: Box<SimError>,
     },
+    /// Fig. 11 was asked of a transport it does not compare.
+    #[error("Fig. 11 compares status-byte and the sliding window, not {kind}")]
+    NotCompared {
+        /// The transport asked for.
+        kind: resex_shim::transport::Kind,
+    },
     /// The run passed its step budget or its time limit.
     #[error("gave up after {steps} steps at {at_ns} ns")]
     Budget {

@@ -147,9 +147,7 @@ pub fn sync_series(kind: Kind, s: &Setup, count: u64) -> Result<Vec<f64>, SimErr
                 .map(|(g, a)| a.saturating_sub(*g) as f64 / 1e3)
                 .collect())
         }
-        k => Err(SimError::Shim(resex_shim::ShimError::Invalid(format!(
-            "Fig. 11 compares status-byte and the sliding window, not {k}"
-        )))),
+        kind => Err(SimError::NotCompared { kind }),
     }
 }
 
@@ -164,5 +162,24 @@ mod tests {
         assert!((d.mean - 2.5).abs() < 1e-12);
         assert!((d.stddev - 1.25f64.sqrt()).abs() < 1e-12);
         assert_eq!(Dist::of(&[]), Dist::default());
+    }
+
+    #[test]
+    fn fig_11_refuses_a_transport_it_does_not_compare() {
+        let s = Setup {
+            bed: crate::transport::preset::STATUS_BYTE,
+            blocks: 3,
+            size: 4096,
+            charge_copies: false,
+        };
+        let e = sync_series(Kind::Cpwr, &s, 1).unwrap_err();
+        assert!(
+            matches!(e, SimError::NotCompared { kind: Kind::Cpwr }),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.to_string(),
+            "Fig. 11 compares status-byte and the sliding window, not cpwr"
+        );
     }
 }

@@ -47,7 +47,7 @@ impl SoftCq {
         let qp = lock(&self.qps)
             .get(&c.qpn)
             .cloned()
-            .ok_or_else(|| ShimError::Invalid(format!("completion for unknown QP {:#x}", c.qpn)))?;
+            .ok_or(ProtocolError::UnknownQp { qpn: c.qpn })?;
         let mut q = lock(&qp);
         let status = if c.is_error() {
             WcStatus::Error(c.syndrome)

@@ -8,7 +8,7 @@ use crate::provider::{
     CompletionQueue, Mr, Provider, QpAddr, QpInit, QueuePair, RecvWr, SendOp, SendWr, Wc, WcOpcode,
     WcStatus,
 };
-use crate::ShimError;
+use crate::{Placement, ProtocolError, RequestError, ShimError};
 use resex_guestmem::{GuestAddress, GuestMemory, PageRing};
 use resex_mlx5::consts::{cqe_op, send_op};
 use resex_mlx5::cqe::{is_valid_for, Cqe};
@@ -107,10 +107,12 @@ impl SoftProvider {
         let start = start.div_ceil(PAGE) * PAGE;
         let end = start.saturating_add(len).min(mem.size()) / PAGE * PAGE;
         if end <= start {
-            return Err(ShimError::Invalid(format!(
-                "no whole page in the heap {start:#x}+{len} of a {}-byte memory",
-                mem.size()
-            )));
+            return Err(Placement::Heap {
+                start,
+                len,
+                size: mem.size(),
+            }
+            .into());
         }
         Ok(Self {
             mem,
@@ -193,8 +195,7 @@ impl SoftProvider {
     fn dev_addr(&self, a: u64) -> Result<u64, ShimError> {
         match &self.phys {
             None => Ok(a),
-            Some(f) => f(a)
-                .ok_or_else(|| ShimError::Invalid(format!("{a:#x} has no guest-physical address"))),
+            Some(f) => f(a).ok_or(Placement::NoGuestPhysical { addr: a }.into()),
         }
     }
 
@@ -265,8 +266,7 @@ impl Provider for SoftProvider {
             cqe_size: 64,
             dbrec: self.dev_addr(dbrec.base())?,
         })?;
-        let ring = PageRing::new(&Self::pages(&buf), 0, u64::from(cnt) * 64, self.mem.size())
-            .map_err(|e| ShimError::Invalid(e.to_string()))?;
+        let ring = PageRing::new(&Self::pages(&buf), 0, u64::from(cnt) * 64, self.mem.size())?;
         lock(&self.rings).cqs.insert(
             cqn,
             CqRegistration {
@@ -342,20 +342,16 @@ impl Provider for SoftProvider {
             0,
             u64::from(sq_cnt) * SEND_WQE_BB,
             size,
-        )
-        .map_err(|e| ShimError::Invalid(e.to_string()))?;
+        )?;
         let sq = SqWriter::new(sq_ring, sq_cnt, GuestAddress(dbrec.base()), 0)
-            .map_err(|e| ShimError::Invalid(e.to_string()))?;
+            .map_err(ShimError::Writer)?;
         let rq = match &rq_buf {
-            Some(b) => Some(
-                PageRing::new(
-                    &Self::pages(b),
-                    0,
-                    u64::from(rq_cnt) * u64::from(rq_stride),
-                    size,
-                )
-                .map_err(|e| ShimError::Invalid(e.to_string()))?,
-            ),
+            Some(b) => Some(PageRing::new(
+                &Self::pages(b),
+                0,
+                u64::from(rq_cnt) * u64::from(rq_stride),
+                size,
+            )?),
             None => None,
         };
         let shared = Arc::new(Mutex::new(SqShared {

@@ -53,11 +53,11 @@ impl QueuePair for SoftQp {
             };
             if let Some(d) = wr.inline {
                 if d.len() > q.max_inline as usize || opcode == send_op::RDMA_READ {
-                    result = Err(ShimError::Invalid(format!(
-                        "inline data of {} bytes (at most {}; never for READ)",
-                        d.len(),
-                        q.max_inline
-                    )));
+                    result = Err(RequestError::Inline {
+                        len: d.len(),
+                        max: q.max_inline,
+                    }
+                    .into());
                     break;
                 }
             }
@@ -87,7 +87,7 @@ impl QueuePair for SoftQp {
                     break;
                 }
                 Err(e) => {
-                    result = Err(ShimError::Invalid(e.to_string()));
+                    result = Err(ShimError::Writer(e));
                     break;
                 }
             }
@@ -102,17 +102,18 @@ impl QueuePair for SoftQp {
     fn post_recv(&mut self, wrs: &[RecvWr<'_>]) -> Result<(), ShimError> {
         let mut q = lock(&self.shared);
         let Some(rq) = q.rq.clone() else {
-            return Err(ShimError::Invalid("this QP has no receive queue".into()));
+            return Err(RequestError::NoReceiveQueue.into());
         };
         let max_sge = (q.rq_stride / 16) as usize;
         let mut posted = 0;
         let mut result = Ok(());
         for wr in wrs {
             if wr.sges.len() > max_sge {
-                result = Err(ShimError::Invalid(format!(
-                    "{} scatter entries, at most {max_sge}",
-                    wr.sges.len()
-                )));
+                result = Err(RequestError::ScatterEntries {
+                    sges: wr.sges.len(),
+                    max: max_sge,
+                }
+                .into());
                 break;
             }
             if q.rq_head.wrapping_sub(q.rq_tail) >= q.rq_cnt {

@@ -6,7 +6,7 @@
 use super::status_byte::{Config, SbSender, StatusByteReceiver};
 use super::{cpwr, hipower, window, BlockReceiver, BlockSender, Kind};
 use crate::provider::{Provider, QpAddr};
-use crate::ShimError;
+use crate::{SenderKind, ShimError, TransportError};
 use serde::{Deserialize, Serialize};
 
 /// Options beyond the sizes.
@@ -125,14 +125,12 @@ impl PendingReceiver {
                 r
             }
             (inner, sender) => {
-                let kind = PendingReceiver(inner).endpoint().kind();
-                return Err(ShimError::Invalid(format!(
-                    "a {kind} receiver cannot accept a {} sender",
-                    match sender {
-                        SenderAddr::Qp(_) => "QP-addressed (status-byte, window or CPWR)",
-                        SenderAddr::Hipower(_) => "HiPower",
-                    }
-                )));
+                let receiver = PendingReceiver(inner).endpoint().kind();
+                let sender = match sender {
+                    SenderAddr::Qp(_) => SenderKind::Qp,
+                    SenderAddr::Hipower(_) => SenderKind::Hipower,
+                };
+                return Err(TransportError::Mismatch { receiver, sender }.into());
             }
         })
     }

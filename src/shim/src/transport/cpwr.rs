@@ -16,7 +16,7 @@ use crate::provider::{
     access, CompletionQueue, Mr, Provider, QpAddr, QpInit, QueuePair, RecvWr, RemoteAddr, SendOp,
     SendWr, Wc,
 };
-use crate::ShimError;
+use crate::{ShimError, TransportError};
 use std::collections::VecDeque;
 
 /// What the requester needs of the responder.
@@ -34,9 +34,12 @@ pub struct Endpoint {
 
 fn check(blocks: u32, block_size: u64) -> Result<(), ShimError> {
     if !(1..=255).contains(&blocks) || !(HEADER..=1 << 24).contains(&block_size) {
-        return Err(ShimError::Invalid(
-            "CPWR needs 1..=255 buffers of at most 16 MiB".into(),
-        ));
+        return Err(TransportError::Geometry {
+            kind: Kind::Cpwr,
+            blocks,
+            block_size,
+        }
+        .into());
     }
     Ok(())
 }

@@ -36,7 +36,7 @@ pub use work::Work;
 
 use crate::buffer::Buffer;
 use crate::provider::{CompletionQueue, Wc, WcStatus};
-use crate::ShimError;
+use crate::{ProtocolError, RequestError, ShimError};
 
 /// Bytes of block header.
 pub const HEADER: u64 = 8;
@@ -88,9 +88,7 @@ impl Framing {
     pub fn check(&self, len: usize) -> Result<(), ShimError> {
         let cap = self.block_size.saturating_sub(HEADER);
         if len as u64 > cap {
-            return Err(ShimError::Invalid(format!(
-                "{len} bytes do not fit a block of {cap}"
-            )));
+            return Err(RequestError::Payload { len, cap }.into());
         }
         Ok(())
     }
@@ -121,9 +119,7 @@ impl Framing {
         buf.read(base, &mut h)?;
         let (dev, packet, len) = parse_header(&h);
         if u64::from(len) > self.block_size - HEADER {
-            return Err(ShimError::Invalid(format!(
-                "block {block} claims {len} bytes, more than a block holds"
-            )));
+            return Err(ProtocolError::Claims { block, len }.into());
         }
         let mut data = vec![0u8; len as usize];
         buf.read(base + HEADER, &mut data)?;
@@ -139,7 +135,7 @@ pub(crate) fn poll_write_imm(
     cq: &mut dyn CompletionQueue,
     wcs: &mut Vec<Wc>,
     n: u32,
-    what: &str,
+    what: &'static str,
 ) -> Result<Option<(u32, Wc)>, ShimError> {
     wcs.clear();
     cq.poll(wcs, 1)?;
@@ -153,13 +149,11 @@ pub(crate) fn poll_write_imm(
         });
     }
     if wc.opcode != crate::provider::WcOpcode::RecvWriteImm {
-        return Err(ShimError::Invalid("unexpected receive completion".into()));
+        return Err(ProtocolError::UnexpectedCompletion { opcode: wc.opcode }.into());
     }
     let slot = wc.imm.unwrap_or(0) >> 24;
     if slot >= n {
-        return Err(ShimError::Invalid(format!(
-            "immediate names {what} {slot} of {n}"
-        )));
+        return Err(ProtocolError::Immediate { what, slot, n }.into());
     }
     Ok(Some((slot, wc)))
 }

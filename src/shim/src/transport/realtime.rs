@@ -216,7 +216,7 @@ impl Poller {
         self.stop.store(true, std::sync::atomic::Ordering::Release);
         match self.handle.take().map(|h| h.join()) {
             Some(Ok(r)) => r,
-            Some(Err(_)) => Err(ShimError::Invalid("the ACK thread panicked".into())),
+            Some(Err(_)) => Err(ShimError::Panicked { thread: "ACK" }),
             None => Ok(()),
         }
     }

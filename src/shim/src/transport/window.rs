@@ -18,7 +18,7 @@ use crate::provider::{
     access, CompletionQueue, Mr, Provider, QpAddr, QpInit, QueuePair, RecvWr, RemoteAddr, SendOp,
     SendWr, Wc,
 };
-use crate::ShimError;
+use crate::{ShimError, TransportError};
 use std::collections::VecDeque;
 
 /// What the sender needs of the receiver.
@@ -75,9 +75,12 @@ impl WindowReceiver {
     /// Allocates the ring and posts a receive per block.
     pub fn new(p: &dyn Provider, cfg: &Config) -> Result<Self, ShimError> {
         if cfg.blocks == 0 || cfg.blocks > 255 || HEADER + cfg.payload > 1 << 24 {
-            return Err(ShimError::Invalid(
-                "blocks must be 1..=255 and a block at most 16 MiB".into(),
-            ));
+            return Err(TransportError::Geometry {
+                kind: Kind::SlidingWindow,
+                blocks: cfg.blocks,
+                block_size: HEADER.saturating_add(cfg.payload),
+            }
+            .into());
         }
         let block_size = HEADER + cfg.payload;
         let ring = p.alloc(block_size * u64::from(cfg.blocks))?;
@@ -237,9 +240,12 @@ impl WindowSender {
     ) -> Result<Self, ShimError> {
         let n = remote.n;
         if n == 0 || n > 255 || remote.block_size < HEADER {
-            return Err(ShimError::Invalid(
-                "receiver endpoint has no usable ring".into(),
-            ));
+            return Err(TransportError::Endpoint {
+                kind: Kind::SlidingWindow,
+                blocks: n,
+                block_size: remote.block_size,
+            }
+            .into());
         }
         let send = p.alloc(remote.block_size * u64::from(n))?;
         let send = p.reg_mr(&send, access::LOCAL_WRITE)?;

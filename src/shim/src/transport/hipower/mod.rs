@@ -42,9 +42,12 @@ pub const THRESHOLD_PCT: u32 = 50;
 
 pub(crate) fn check(n: u32, block_size: u64) -> Result<(), ShimError> {
     if n == 0 || n > 4096 || block_size < crate::transport::HEADER {
-        return Err(ShimError::Invalid(
-            "HiPower needs 1..=4096 buffers holding at least a header".into(),
-        ));
+        return Err(crate::TransportError::Geometry {
+            kind: crate::transport::Kind::Hipower,
+            blocks: n,
+            block_size,
+        }
+        .into());
     }
     Ok(())
 }

@@ -104,10 +104,11 @@ impl HpReceiver {
     /// Connects to the requester (its QP and bitmap0); it must have the same C.
     pub fn accept(&mut self, requester: Endpoint) -> Result<(), ShimError> {
         if requester.n != self.n {
-            return Err(ShimError::Invalid(format!(
-                "requester has {} buffers, this responder {}",
-                requester.n, self.n
-            )));
+            return Err(crate::TransportError::Buffers {
+                requester: requester.n,
+                responder: self.n,
+            }
+            .into());
         }
         self.qp.connect(requester.qp)?;
         self.peer = Some(requester);

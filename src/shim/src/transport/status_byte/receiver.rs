@@ -39,7 +39,12 @@ impl StatusByteReceiver {
     /// Allocates and registers the receive blocks and region 3, and a QP for the sender.
     pub fn new(p: &dyn Provider, cfg: &Config) -> Result<Self, ShimError> {
         if cfg.blocks == 0 || cfg.blocks > 255 {
-            return Err(ShimError::Invalid("blocks must be 1..=255".into()));
+            return Err(crate::TransportError::Geometry {
+                kind: crate::transport::Kind::StatusByte,
+                blocks: cfg.blocks,
+                block_size: HEADER.saturating_add(cfg.payload),
+            }
+            .into());
         }
         let block_size = HEADER + cfg.payload;
         let blocks = p.alloc(block_size * u64::from(cfg.blocks))?;
@@ -98,7 +103,7 @@ impl StatusByteReceiver {
 
     fn set(&self, block: u32, v: u8) -> Result<(), ShimError> {
         if block >= self.n {
-            return Err(ShimError::Invalid(format!("block {block} of {}", self.n)));
+            return Err(crate::RequestError::Block { block, n: self.n }.into());
         }
         self.status.buf.write_u8(u64::from(block), v)
     }

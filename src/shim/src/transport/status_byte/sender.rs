@@ -69,9 +69,12 @@ impl SbSender {
     /// receiver at `remote`.
     pub fn connect(p: &dyn Provider, cfg: &Config, remote: Endpoint) -> Result<Self, ShimError> {
         if remote.n == 0 || remote.n > 255 || remote.block_size < HEADER {
-            return Err(ShimError::Invalid(
-                "receiver endpoint has no usable blocks".into(),
-            ));
+            return Err(crate::TransportError::Endpoint {
+                kind: crate::transport::Kind::StatusByte,
+                blocks: remote.n,
+                block_size: remote.block_size,
+            }
+            .into());
         }
         let n = cfg.blocks.clamp(1, 255);
         let block_size = remote.block_size;
