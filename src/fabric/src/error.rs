@@ -1,7 +1,6 @@
 //! Why a fabric cannot be built or run.
 
 use crate::dcqcn::DcqcnError;
-use crate::spec::NetError;
 
 /// A fabric scenario that cannot work.
 #[derive(Debug, thiserror::Error)]
@@ -168,5 +167,44 @@ pub enum Limit {
     Recorded {
         /// Buckets of the run.
         buckets: usize,
+    },
+}
+
+/// `[net]` values that cannot work.
+#[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
+pub enum NetError {
+    /// A threshold or the buffer outside 0..=1000000 KB.
+    #[error("[net] {field} = {value}: must be 0..=1000000 KB")]
+    Kb {
+        /// `kmin_kb`, `kmax_kb` or `buffer_kb`.
+        field: &'static str,
+        /// The value given.
+        value: f64,
+    },
+    /// `kmax_kb` not above `kmin_kb`.
+    #[error("[net] kmax_kb = {kmax_kb} must be above kmin_kb = {kmin_kb}")]
+    Thresholds {
+        /// The lower marking threshold, KB.
+        kmin_kb: f64,
+        /// The upper marking threshold, KB.
+        kmax_kb: f64,
+    },
+    /// A buffer of 0 KB.
+    #[error("[net] buffer_kb must be above 0")]
+    NoBuffer {
+        /// The buffer given, KB.
+        buffer_kb: f64,
+    },
+    /// `pmax` outside [0, 1].
+    #[error("[net] pmax = {pmax}: must be 0..=1")]
+    Pmax {
+        /// The value given.
+        pmax: f64,
+    },
+    /// `mtu` outside 64..=65536 bytes.
+    #[error("[net] mtu = {mtu}: must be 64..=65536 bytes")]
+    Mtu {
+        /// The value given, bytes.
+        mtu: f64,
     },
 }

@@ -89,7 +89,7 @@ impl Job {
     /// The iteration ends at `done` (its last flow finished): it is recorded, and the next
     /// compute phase starts. Returns when that phase ends (`None`: the job is done).
     pub fn finish_iteration(&mut self, done: u64) -> Option<u64> {
-        if self.iters.len() < crate::sim::MAX_ITERS {
+        if self.iters.len() < crate::options::MAX_ITERS {
             self.iters.push(done.saturating_sub(self.iter_start));
         }
         self.iter_start = done;

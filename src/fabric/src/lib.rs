@@ -32,6 +32,7 @@ pub mod error;
 pub mod generate;
 pub mod job;
 pub mod net;
+pub mod options;
 pub mod paper;
 pub mod record;
 pub mod result;

@@ -5,8 +5,8 @@
 use crate::error::{FabricError, Limit};
 use crate::job::{Flow, Job};
 use crate::net::Net;
+use crate::options::{RunOptions, MAX_CELLS};
 use crate::result::{JobResult, LinkSeries, VmBytes};
-use crate::sim::{RunOptions, MAX_CELLS};
 
 /// The run's records.
 #[derive(Debug)]

@@ -28,7 +28,7 @@
 //! A flow between two VMs of one host crosses `A.tx` only (the NIC loops it back).
 
 use crate::dcqcn::DcqcnParams;
-use crate::error::{FabricError, JobError};
+use crate::error::{FabricError, JobError, NetError};
 use serde::{Deserialize, Serialize};
 
 fn one() -> f64 {
@@ -207,45 +207,6 @@ impl NetSpec {
         }
         Ok(())
     }
-}
-
-/// `[net]` values that cannot work.
-#[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
-pub enum NetError {
-    /// A threshold or the buffer outside 0..=1000000 KB.
-    #[error("[net] {field} = {value}: must be 0..=1000000 KB")]
-    Kb {
-        /// `kmin_kb`, `kmax_kb` or `buffer_kb`.
-        field: &'static str,
-        /// The value given.
-        value: f64,
-    },
-    /// `kmax_kb` not above `kmin_kb`.
-    #[error("[net] kmax_kb = {kmax_kb} must be above kmin_kb = {kmin_kb}")]
-    Thresholds {
-        /// The lower marking threshold, KB.
-        kmin_kb: f64,
-        /// The upper marking threshold, KB.
-        kmax_kb: f64,
-    },
-    /// A buffer of 0 KB.
-    #[error("[net] buffer_kb must be above 0")]
-    NoBuffer {
-        /// The buffer given, KB.
-        buffer_kb: f64,
-    },
-    /// `pmax` outside [0, 1].
-    #[error("[net] pmax = {pmax}: must be 0..=1")]
-    Pmax {
-        /// The value given.
-        pmax: f64,
-    },
-    /// `mtu` outside 64..=65536 bytes.
-    #[error("[net] mtu = {mtu}: must be 64..=65536 bytes")]
-    Mtu {
-        /// The value given, bytes.
-        mtu: f64,
-    },
 }
 
 impl Default for NetSpec {

@@ -3,7 +3,8 @@
 
 use resex_fabric::error::JobError;
 use resex_fabric::paper::{group, PaperConfig};
-use resex_fabric::spec::{CcSpec, NetError, NetSpec};
+use resex_fabric::error::NetError;
+use resex_fabric::spec::{CcSpec, NetSpec};
 use resex_fabric::{
     run, FabricError, FabricSpec, HostSpec, JobSpec, LinkSpec, RouteSpec, RunOptions,
 };

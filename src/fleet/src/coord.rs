@@ -14,13 +14,14 @@
 //! another host elected) has its writes refused, and its session ends.
 
 use crate::alloc::{Allocation, RoundReport};
+use crate::client::{etcd, get_prefix};
 use crate::config::FleetConfig;
 use crate::error::FleetError;
 use crate::keys;
 use crate::plan::Planner;
 use crate::record::HostSummary;
 use crate::topology::Topology;
-use etcd_client::{Client, Compare, CompareOp, GetOptions, PutOptions, Txn, TxnOp};
+use etcd_client::{Client, Compare, CompareOp, PutOptions, Txn, TxnOp};
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
@@ -29,64 +30,6 @@ pub const TXN_OPS: usize = 100;
 
 /// Bytes per transaction (etcd refuses requests over 1.5 MiB).
 pub const TXN_BYTES: usize = 1 << 20;
-
-/// The most bytes one read of a prefix returns.
-pub const MAX_BYTES: usize = 256 << 20;
-
-/// Keys per read (each answer must stay under gRPC's 4 MiB limit: a 64-VM summary is ~9 KB;
-/// a page that is too large is read again in halves).
-pub const PAGE: i64 = 128;
-
-/// The most keys one read of a prefix returns (a hostile writer cannot make it unbounded).
-pub const MAX_KEYS: usize = 1_000_000;
-
-pub(crate) fn etcd(e: etcd_client::Error) -> FleetError {
-    FleetError::Etcd(e.to_string())
-}
-
-/// Every key under `prefix` (key, value, lease), in pages of [`PAGE`], at most [`MAX_KEYS`].
-pub(crate) async fn get_prefix(
-    c: &mut Client,
-    prefix: &str,
-) -> Result<Vec<(String, Vec<u8>, i64)>, FleetError> {
-    let mut end = prefix.as_bytes().to_vec();
-    // The range end of a prefix: its last byte plus one (prefixes here end in '/').
-    if let Some(b) = end.last_mut() {
-        *b += 1;
-    }
-    let mut from = prefix.as_bytes().to_vec();
-    let mut out = Vec::new();
-    let mut bytes = 0usize;
-    let mut page = PAGE;
-    loop {
-        let opts = GetOptions::new().with_range(end.clone()).with_limit(page);
-        let r = match c.get(from.clone(), Some(opts)).await {
-            Ok(r) => r,
-            // Large values (up to etcd's 1.5 MiB request limit each): smaller pages, down to
-            // one key, which always fits.
-            Err(e) if page > 1 && e.to_string().contains("too large") => {
-                page /= 2;
-                continue;
-            }
-            Err(e) => return Err(etcd(e)),
-        };
-        for kv in r.kvs() {
-            bytes += kv.key().len() + kv.value().len();
-            out.push((
-                String::from_utf8_lossy(kv.key()).into_owned(),
-                kv.value().to_vec(),
-                kv.lease(),
-            ));
-        }
-        match r.kvs().last() {
-            Some(last) if r.more() && out.len() < MAX_KEYS && bytes < MAX_BYTES => {
-                from = last.key().to_vec();
-                from.push(0);
-            }
-            _ => return Ok(out),
-        }
-    }
-}
 
 /// The coordinator's memory between rounds.
 #[derive(Debug, Default)]
@@ -288,7 +231,7 @@ pub async fn read_alloc(
                     reason: format!("an allocation for {}", a.host),
                 });
             }
-            if a.stale(crate::etcd::unix_ms()) {
+            if a.stale(crate::client::unix_ms()) {
                 return Err(FleetError::BadValue {
                     key,
                     reason: format!(

@@ -14,9 +14,10 @@
 //! - [`status`]: the fleet view from what etcd holds (hosts, leader, lease ages, top
 //!   aggressors), pure.
 //! - [`error`]: why the fleet cannot be reached or used.
-//! - `etcd` (feature `etcd`): the client: a member that registers under a lease, keeps it
-//!   alive, publishes its summary and campaigns for the coordinator; the fleet view read back.
-//!   Without the feature, [`connect_error`] says in one line what is missing.
+//! - `etcd` (feature `etcd`): the public face of the three below: `Fleet` and
+//!   `Member`. Without the feature, [`connect_error`] says in one line what is
+//!   missing.
+//! - `client` (feature `etcd`): connecting (auth, TLS), paged reads, the fleet view read back.
 //! - `coord` (feature `etcd`): the coordinator's round over etcd, and a host reading its
 //!   allocation.
 //! - `member` (feature `etcd`): a host in the fleet (lease, summaries, election, the
@@ -36,6 +37,8 @@ pub mod record;
 pub mod status;
 pub mod topology;
 
+#[cfg(feature = "etcd")]
+pub mod client;
 #[cfg(feature = "etcd")]
 pub mod coord;
 #[cfg(feature = "etcd")]

@@ -166,7 +166,7 @@ impl LocalEtcd {
             cfg.key_file = Some(t.key.clone());
         }
         let t = Instant::now();
-        while crate::etcd::Fleet::connect(&cfg).is_err() {
+        while crate::client::Fleet::connect(&cfg).is_err() {
             if t.elapsed() > Duration::from_secs(20) {
                 return Err(FleetError::Etcd("etcd did not answer within 20 s".into()));
             }

@@ -11,10 +11,10 @@
 //! the fleet re-forms.
 
 use crate::alloc::Allocation;
+use crate::client::{connect, etcd, runtime, unix_ms, Fleet};
 use crate::config::FleetConfig;
-use crate::coord::{coordinate, etcd, read_alloc, CoordState};
+use crate::coord::{coordinate, read_alloc, CoordState};
 use crate::error::FleetError;
-use crate::etcd::{connect, runtime, unix_ms, Fleet};
 use crate::keys;
 use crate::record::{HostRecord, HostSummary};
 use etcd_client::PutOptions;

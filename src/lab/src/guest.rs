@@ -1,7 +1,7 @@
 //! One lab guest: its memory, its BenchEx server model on a vCPU, its latency mailbox and
 //! registration, and the figures the run reports about it.
 
-use crate::host::LabError;
+use crate::error::LabError;
 use crate::server::{compute_ns, Server, Work};
 use resex_common::{LatencySummary, VmId};
 use resex_core::VmInfo;

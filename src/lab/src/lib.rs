@@ -21,6 +21,7 @@
 
 pub mod compare;
 pub mod driver;
+pub mod error;
 pub mod events;
 pub mod fabric;
 pub mod guest;

@@ -128,7 +128,7 @@ pub enum ControlError {
     },
     /// The device answered a request with an answer for another kind of request.
     #[error("invalid request: unexpected answer {0:?}")]
-    UnexpectedAnswer(crate::hca_wire::Answer),
+    UnexpectedAnswer(Answer),
     /// A queue's geometry the device cannot build.
     #[error("invalid request: {0}")]
     Geometry(Geometry),
@@ -310,4 +310,16 @@ pub trait HcaControl: Send + Sync {
             "this device has no doorbell: it polls the doorbell records".into(),
         ))
     }
+}
+
+/// A successful answer (what the wire carries back, [`crate::hca_wire`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum Answer {
+    /// A CQ or QP number.
+    Number(u32),
+    /// A region's keys.
+    Keys(MrKeys),
+    /// Done.
+    Done,
 }

@@ -5,6 +5,7 @@
 
 use crate::channel::{read_msg, write_msg, LineError, MAX_LINE};
 use crate::doorbell::Doorbell;
+pub use crate::hca::Answer;
 use crate::hca::{ControlError, CreateCq, CreateQp, HcaControl, MrKeys, QpAddr, RegMr};
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, Write};
@@ -49,18 +50,6 @@ pub enum Request {
     /// Turns this connection into the guest's doorbell ([`HcaControl::doorbell`]): after the
     /// answer (`done`) the guest writes only rings (any bytes) on it, and the host reads them.
     Doorbell,
-}
-
-/// A successful answer.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", deny_unknown_fields)]
-pub enum Answer {
-    /// A CQ or QP number.
-    Number(u32),
-    /// A region's keys.
-    Keys(MrKeys),
-    /// Done.
-    Done,
 }
 
 /// The answer line.
