@@ -43,4 +43,4 @@ pub use dcqcn::{Dcqcn, DcqcnParams};
 pub use error::FabricError;
 pub use result::{FabricResult, JobResult, LinkSeries};
 pub use sim::{run, RunOptions};
-pub use spec::{CcMode, FabricSpec, HostSpec, JobSpec, LinkSpec, RouteSpec};
+pub use spec::{CcMode, FabricLink, FabricSpec, HostSpec, JobSpec, RouteSpec};

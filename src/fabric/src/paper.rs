@@ -15,7 +15,7 @@
 use crate::error::FabricError;
 use crate::result::FabricResult;
 use crate::sim::{run, RunOptions};
-use crate::spec::{CcMode, CcSpec, FabricSpec, HostSpec, JobSpec, LinkSpec, NetSpec, RouteSpec};
+use crate::spec::{CcMode, CcSpec, FabricLink, FabricSpec, HostSpec, JobSpec, NetSpec, RouteSpec};
 use serde::Serialize;
 
 /// The bottleneck's rate, b/s.
@@ -173,7 +173,7 @@ pub fn group_spec(
         }
         job_specs.push(js);
     }
-    let link = |name: &str, record: bool| LinkSpec {
+    let link = |name: &str, record: bool| FabricLink {
         name: name.into(),
         gbps: LINK_BPS / 1e9,
         priority_queues: None,

@@ -69,7 +69,7 @@ pub struct FabricSpec {
     pub tors: Vec<TorSpec>,
     /// Named links.
     #[serde(default, rename = "link")]
-    pub links: Vec<LinkSpec>,
+    pub links: Vec<FabricLink>,
     /// Routes between hosts.
     #[serde(default, rename = "route")]
     pub routes: Vec<RouteSpec>,
@@ -249,7 +249,7 @@ pub struct TorSpec {
 /// `[[link]]`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct LinkSpec {
+pub struct FabricLink {
     /// Name.
     pub name: String,
     /// Rate, Gb/s.

@@ -2,11 +2,11 @@
 //! its per-VM traffic, the paper's experiment's shape, and clear errors.
 
 use resex_fabric::error::JobError;
-use resex_fabric::paper::{group, PaperConfig};
 use resex_fabric::error::NetError;
+use resex_fabric::paper::{group, PaperConfig};
 use resex_fabric::spec::{CcSpec, NetSpec};
 use resex_fabric::{
-    run, FabricError, FabricSpec, HostSpec, JobSpec, LinkSpec, RouteSpec, RunOptions,
+    run, FabricError, FabricLink, FabricSpec, HostSpec, JobSpec, RouteSpec, RunOptions,
 };
 
 fn host(n: &str) -> HostSpec {
@@ -33,13 +33,13 @@ fn shared(jobs: &[(f64, f64)], prio: bool) -> FabricSpec {
         hosts: Vec::new(),
         tors: Vec::new(),
         links: vec![
-            LinkSpec {
+            FabricLink {
                 name: "l1".into(),
                 gbps: 50.0,
                 priority_queues: None,
                 record: true,
             },
-            LinkSpec {
+            FabricLink {
                 name: "l1r".into(),
                 gbps: 50.0,
                 priority_queues: None,
