@@ -107,6 +107,15 @@ fn resexd_links_no_lab_crate_and_none_of_drums_experiments() {
 }
 
 #[test]
+fn the_fleet_is_a_feature_of_resexd() {
+    assert_links_none(
+        "resex-daemon",
+        &["resex-fleet", "etcd-client"],
+        "resexd joins a fleet only when built with `--features fleet`",
+    );
+}
+
+#[test]
 fn top_links_no_solver_and_no_host_core() {
     assert_links_none(
         "resex-top",

@@ -46,6 +46,26 @@ use serde::Deserialize;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
+/// The `[fleet]` section: the fleet's settings in a build with the fleet.
+#[cfg(feature = "fleet")]
+pub type FleetSection = resex_fleet::FleetConfig;
+/// The `[fleet]` section: in a build without the fleet, read only to be refused.
+#[cfg(not(feature = "fleet"))]
+pub type FleetSection = toml::Table;
+
+/// What a resexd built without the fleet says to a `[fleet]` section or `--fleet`.
+pub const NO_FLEET: &str = "this resexd was built without the fleet: rebuild it with `--features fleet` (Debian: protobuf-compiler to build, etcd-server to run)";
+
+#[cfg(feature = "fleet")]
+fn check_fleet(f: &FleetSection) -> Result<(), ConfigError> {
+    f.validate().map_err(ConfigError::Fleet)
+}
+
+#[cfg(not(feature = "fleet"))]
+fn check_fleet(_: &FleetSection) -> Result<(), ConfigError> {
+    Err(ConfigError::NoFleet)
+}
+
 /// The configuration.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -97,9 +117,10 @@ pub struct Config {
     /// The rate lever of SR-IOV VFs.
     #[serde(default)]
     pub rates: RatesConfig,
-    /// `[fleet]`: join a fleet through etcd (needs a build with `--features fleet`).
+    /// `[fleet]`: join a fleet through etcd (needs a build with `--features fleet`; without
+    /// it the section is refused).
     #[serde(default)]
-    pub fleet: Option<resex_fleet::FleetConfig>,
+    pub fleet: Option<FleetSection>,
     /// `[vms.NAME]`: what the admin grants each VM, by name.
     #[serde(default)]
     pub vms: BTreeMap<String, Grant>,
@@ -290,8 +311,12 @@ pub enum ConfigError {
         gbps: f64,
     },
     /// A `[fleet]` section that cannot work.
+    #[cfg(feature = "fleet")]
     #[error("[fleet]: {0}")]
     Fleet(#[source] resex_fleet::FleetError),
+    /// A `[fleet]` section (or `--fleet`) in a resexd built without the fleet.
+    #[error("{NO_FLEET}")]
+    NoFleet,
     /// A VM entitled to nothing.
     #[error("[vms.{vm}] entitlement must be above 0 (omit it for an equal split)")]
     Entitlement {
@@ -339,7 +364,7 @@ impl Config {
             }
         }
         if let Some(f) = &c.fleet {
-            f.validate().map_err(ConfigError::Fleet)?;
+            check_fleet(f)?;
         }
         for (name, g) in &c.vms {
             if g.entitlement == Some(0) {
@@ -475,6 +500,17 @@ mod tests {
         assert!(Config::from_toml("[link]\ngbs = 1\n").is_err());
     }
 
+    #[cfg(not(feature = "fleet"))]
+    #[test]
+    fn a_fleet_section_is_refused_without_the_fleet() {
+        let e =
+            Config::from_toml("[fleet]\nendpoints = [\"http://127.0.0.1:2379\"]\n").unwrap_err();
+        assert!(matches!(e, ConfigError::NoFleet), "{e}");
+        assert!(e.to_string().contains("--features fleet"), "{e}");
+        assert!(Config::default().fleet.is_none());
+    }
+
+    #[cfg(feature = "fleet")]
     #[test]
     fn the_fleet_section_is_checked() {
         let c =

@@ -113,6 +113,7 @@ impl DaemonHandle {
 
     /// Where a fleet member hands this host's allocations (`None`: lift them), outliving this
     /// borrow.
+    #[cfg(feature = "fleet")]
     pub fn fleet_sink(&self) -> impl FnMut(Option<&resex_fleet::Allocation>) + Send + 'static {
         let cmd = Mutex::new(self.cmd.clone());
         move |a| {

@@ -42,6 +42,7 @@ pub struct FleetGrant {
     pub valid: Duration,
 }
 
+#[cfg(feature = "fleet")]
 impl FleetGrant {
     /// The grant in a host's allocation from the coordinator.
     pub fn of(a: &resex_fleet::Allocation) -> Self {

@@ -109,7 +109,7 @@ fn join_fleet(
 #[cfg(not(feature = "fleet"))]
 fn join_fleet(cfg: &Config, _d: &resex_daemon::control::DaemonHandle) -> Result<Option<()>> {
     if cfg.fleet.is_some() {
-        bail!("{}", resex_fleet::connect_error());
+        bail!("{}", resex_daemon::config::NO_FLEET);
     }
     Ok(None)
 }
@@ -198,6 +198,7 @@ fn configure(cli: &Cli) -> Result<Config> {
 }
 
 /// `--fleet`, `--fleet-host` and `--fleet-ttl` over the `[fleet]` section, checked.
+#[cfg(feature = "fleet")]
 fn fleet_flags(cli: &Cli, cfg: &mut Config) -> Result<()> {
     if !cli.fleet.is_empty() {
         let mut f = cfg
@@ -218,6 +219,15 @@ fn fleet_flags(cli: &Cli, cfg: &mut Config) -> Result<()> {
             f.ttl_s = t;
         }
         f.validate().context("[fleet]")?;
+    }
+    Ok(())
+}
+
+/// Without the fleet, `--fleet` and its settings are refused in one line.
+#[cfg(not(feature = "fleet"))]
+fn fleet_flags(cli: &Cli, _: &mut Config) -> Result<()> {
+    if !cli.fleet.is_empty() || cli.fleet_host.is_some() || cli.fleet_ttl.is_some() {
+        bail!("{}", resex_daemon::config::NO_FLEET);
     }
     Ok(())
 }
