@@ -46,6 +46,6 @@ pub use entitlement::{Entitled, Entitlement};
 pub use ledger::Account;
 pub use policy::{Ctx, Policy};
 pub use types::{
-    Baseline, CapDecision, CapReason, IntervalInput, LatencyReport, EngineOutput, TxDecision,
-    TxLimit, TxReason, VmId, AccountRow, VmSpec, VmUsage,
+    AccountRow, Baseline, CapDecision, CapReason, EngineOutput, IntervalInput, LatencyReport,
+    TxDecision, TxLimit, TxReason, VmId, VmSpec, VmUsage,
 };

@@ -4,7 +4,7 @@
 use crate::config::PolicyConfig;
 use crate::engine::{Engine, PricingError};
 use crate::trace::Trace;
-use crate::types::{IntervalInput, VmId, AccountRow, VmSpec, VmUsage};
+use crate::types::{AccountRow, IntervalInput, VmId, VmSpec, VmUsage};
 use serde::Serialize;
 use std::collections::BTreeMap;
 

@@ -1,7 +1,7 @@
 //! The DRUM policy through the engine, against hand-computed allocations.
 
 use resex_pricing::{
-    CapReason, Engine, IntervalInput, PolicyConfig, EngineOutput, TxLimit, TxReason, VmId, VmSpec,
+    CapReason, Engine, EngineOutput, IntervalInput, PolicyConfig, TxLimit, TxReason, VmId, VmSpec,
     VmUsage,
 };
 

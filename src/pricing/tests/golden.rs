@@ -2,8 +2,8 @@
 #![allow(clippy::cast_possible_truncation)]
 
 use resex_pricing::{
-    Baseline, CapReason, Engine, IntervalInput, IoSharesMode, LatencyReport, PolicyConfig,
-    PolicyKind, EngineOutput, VmId, VmSpec, VmUsage,
+    Baseline, CapReason, Engine, EngineOutput, IntervalInput, IoSharesMode, LatencyReport,
+    PolicyConfig, PolicyKind, VmId, VmSpec, VmUsage,
 };
 
 fn step(e: &mut Engine, i: u64, usage: &[VmUsage]) -> EngineOutput {

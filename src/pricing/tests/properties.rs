@@ -4,7 +4,7 @@
 
 use proptest::prelude::*;
 use resex_pricing::{
-    Engine, IntervalInput, LatencyReport, PolicyConfig, PolicyKind, EngineOutput, VmId, VmSpec,
+    Engine, EngineOutput, IntervalInput, LatencyReport, PolicyConfig, PolicyKind, VmId, VmSpec,
     VmUsage,
 };
 
