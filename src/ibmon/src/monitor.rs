@@ -6,7 +6,7 @@ use crate::hot::{Ram, ViaTrait};
 use crate::registry::Layout;
 use crate::sq::{Last, SqCursor, SqRing};
 use resex_common::LogLimiter;
-use resex_guestmem::{prefetch_host_lines, GuestMemory};
+use resex_guestmem::{prefetch_host, prefetch_host_lines, GuestMemory};
 use resex_mlx5::consts::cqe_op;
 use resex_mlx5::dbrec::read_cq_ci;
 
@@ -182,13 +182,16 @@ impl VmMonitor {
     /// Asks the cache for this monitor's own packed state that [`Self::prefetch`] and
     /// [`Self::scan`] read first: the CQ cursors and the page table, and, when the last scan
     /// walked a send queue, the SQ cursors and the counters. A host that scans many VMs calls
-    /// it a few VMs ahead of [`Self::prefetch`] ([`crate::scan_all`] does).
+    /// it a few VMs ahead of [`Self::prefetch`] ([`crate::scan_all`] does). The first CQ's
+    /// cursor is brought in whole (it may straddle two lines); the rest is a line each.
     pub fn prefetch_state(&self) {
-        prefetch_host_lines(&*self.cqs);
-        prefetch_host_lines(&*self.pages);
+        if let Some(cq) = self.cqs.first() {
+            prefetch_host_lines(cq);
+        }
+        prefetch_host(&*self.pages);
         if self.walked != 0 {
-            prefetch_host_lines(&*self.qps);
-            prefetch_host_lines(&*self.counters);
+            prefetch_host(&*self.qps);
+            prefetch_host(&*self.counters);
         }
     }
 
