@@ -30,7 +30,7 @@ use resex_fabric::job::Phase;
 use resex_fabric::record::{job_results, Recorder};
 use resex_fabric::result::VmBytes;
 use resex_fabric::spec::CcMode;
-use resex_fabric::{FabricError, FabricResult, FabricSpec, RunOptions};
+use resex_fabric::{DcqcnParams, FabricError, FabricResult, FabricSpec, RunOptions};
 use resex_pricing::PolicyConfig;
 use resex_scenario::Scenario;
 
@@ -266,13 +266,79 @@ fn nodes(
 
 /// Runs `spec` with every host a whole lab host; `progress(now_ns, end_ns)` about a hundred
 /// times along the way.
-#[allow(clippy::too_many_lines)]
 pub fn run_on_hosts(
     spec: &FabricSpec,
     run: &RunOptions,
     opts: &HostsOptions,
     mut progress: impl FnMut(u64, u64),
 ) -> Result<HostsResult, HostsError> {
+    let (duration, dt) = check_run(spec, run)?;
+    let mut b = build(spec)?;
+    if b.flows.len() > MAX_WORKERS {
+        return Err(OnHostsError::Workers {
+            workers: b.flows.len(),
+            max: MAX_WORKERS,
+        }
+        .into());
+    }
+    // Hosts step on the grid of `dt`: the run ends on it.
+    let end = (to_ns(duration) / dt * dt).max(dt);
+    let cells = usize::try_from(end / 1_000_000 + 1)
+        .unwrap_or(usize::MAX)
+        .saturating_mul(b.flows.len());
+    if run.traffic && cells > resex_fabric::sim::MAX_CELLS {
+        return Err(OnHostsError::Traffic {
+            vms: b.flows.len(),
+            seconds: duration,
+        }
+        .into());
+    }
+    let (mut nodes, mut workers) = nodes(spec, &b, dt, duration, run.traffic, opts)?;
+    let no_traffic = RunOptions {
+        traffic: false,
+        ..*run
+    };
+    let rec = Recorder::new(&b.net, &b.flows, &b.recorded, b.vms.len(), end, &no_traffic)?;
+    // Every job's first iteration: its workers compute from its start.
+    for j in 0..b.jobs.len() {
+        if let Phase::Compute(t0) = b.jobs[j].phase {
+            let start = b.jobs[j].iter_start;
+            push_iteration(&mut b, &mut nodes, &mut workers, j, start, t0 - start, dt);
+        }
+    }
+    let mut sim = Sim {
+        b,
+        nodes,
+        workers,
+        rec,
+        active: Vec::new(),
+        params: spec.cc.dcqcn,
+        adaptive: spec.cc.mode == CcMode::Adaptive,
+        mtu: spec.net.mtu,
+        dt,
+    };
+    let mut now = 0u64;
+    let mut steps = 0u64;
+    let tick = (end / 100).max(1);
+    let mut next_tick = tick;
+    while now < end {
+        let stepping = !sim.active.is_empty();
+        now = sim.step(now, end)?;
+        steps += u64::from(stepping);
+        if now >= next_tick {
+            progress(now, end);
+            next_tick = (now / tick + 1) * tick;
+        }
+    }
+    for n in &mut sim.nodes {
+        n.host.advance_events(&mut n.ev, end).map_err(host_err(n))?;
+    }
+    progress(end, end);
+    finish(spec, sim.b, sim.nodes, sim.rec, run, (duration, steps))
+}
+
+/// The run's length (seconds) and step (ns), checked: what whole lab hosts can run.
+fn check_run(spec: &FabricSpec, run: &RunOptions) -> Result<(f64, u64), HostsError> {
     let duration = run.duration_s.unwrap_or(spec.duration_s);
     if !(duration.is_finite() && duration > 0.0 && duration <= 1e4) {
         return Err(FabricError::Duration {
@@ -295,66 +361,51 @@ pub fn run_on_hosts(
         }
         .into());
     }
-    let mut b = build(spec)?;
-    if b.flows.len() > MAX_WORKERS {
-        return Err(OnHostsError::Workers {
-            workers: b.flows.len(),
-            max: MAX_WORKERS,
-        }
-        .into());
-    }
-    // Hosts step on the grid of `dt`: the run ends on it.
-    let end = (to_ns(duration) / dt * dt).max(dt);
-    let cells = usize::try_from(end / 1_000_000 + 1)
-        .unwrap_or(usize::MAX)
-        .saturating_mul(b.flows.len());
-    if run.traffic && cells > resex_fabric::sim::MAX_CELLS {
-        return Err(OnHostsError::Traffic {
-            vms: b.flows.len(),
-            seconds: duration,
-        }
-        .into());
-    }
-    let (mut nodes, mut workers) = nodes(spec, &b, dt, duration, run.traffic, opts)?;
-    let params = spec.cc.dcqcn;
-    let adaptive = spec.cc.mode == CcMode::Adaptive;
-    let mtu = spec.net.mtu;
-    let no_traffic = RunOptions {
-        traffic: false,
-        ..*run
-    };
-    let mut rec = Recorder::new(&b.net, &b.flows, &b.recorded, b.vms.len(), end, &no_traffic)?;
-    // Every job's first iteration: its workers compute from its start.
-    for j in 0..b.jobs.len() {
-        if let Phase::Compute(t0) = b.jobs[j].phase {
-            let start = b.jobs[j].iter_start;
-            push_iteration(&mut b, &mut nodes, &mut workers, j, start, t0 - start, dt);
-        }
-    }
-    let mut active: Vec<usize> = Vec::new();
-    let mut now = 0u64;
-    let mut steps = 0u64;
-    let tick = (end / 100).max(1);
-    let mut next_tick = tick;
-    while now < end {
-        let stepping = !active.is_empty();
-        let t = if !stepping {
-            nodes.iter().map(|n| n.ev.next).min().unwrap_or(end)
+    Ok((duration, dt))
+}
+
+/// The fabric and its hosts as they run.
+struct Sim {
+    b: Built,
+    nodes: Vec<Node>,
+    workers: Vec<Worker>,
+    rec: Recorder,
+    /// The flows sending.
+    active: Vec<usize>,
+    params: DcqcnParams,
+    adaptive: bool,
+    mtu: f64,
+    dt: u64,
+}
+
+impl Sim {
+    /// One step from `now`: to the next event when nothing sends, else `dt`. Returns its end.
+    fn step(&mut self, now: u64, end: u64) -> Result<u64, HostsError> {
+        let t = if self.active.is_empty() {
+            self.nodes.iter().map(|n| n.ev.next).min().unwrap_or(end)
         } else {
-            now + dt
+            now + self.dt
         }
-        .clamp(now + dt, end);
-        let h = t - now;
-        // 1. The links serve the rates the sending flows offer; each gets its share as the
-        //    ceiling of its vport.
-        for &f in &active {
+        .clamp(now + self.dt, end);
+        self.serve_links(now, t - now);
+        self.move_hosts(t)?;
+        self.account(now, t);
+        self.start_senders(t);
+        Ok(t)
+    }
+
+    /// 1. The links serve the rates the sending flows offer (`h` ns); each gets its share as
+    ///    the ceiling of its vport.
+    fn serve_links(&mut self, now: u64, h: u64) {
+        let (b, nodes, workers) = (&mut self.b, &mut self.nodes, &mut self.workers);
+        for &f in &self.active {
             let fl = &b.flows[f];
             let w = &workers[f];
             b.net
                 .offer_slots(&fl.slots, offer(&nodes[w.node].host, w.guest, fl.cc.rc));
         }
         b.net.serve(h);
-        for &f in &active {
+        for &f in &self.active {
             let fl = &b.flows[f];
             let (share, p) = b.net.share_and_marking(&fl.slots);
             let w = &mut workers[f];
@@ -369,8 +420,11 @@ pub fn run_on_hosts(
                     .set_fabric_ceiling(w.guest, Some(bps), now);
             }
         }
-        // 2. The hosts move to t.
-        for n in &mut nodes {
+    }
+
+    /// 2. The hosts move to `t`.
+    fn move_hosts(&mut self, t: u64) -> Result<(), HostsError> {
+        for n in &mut self.nodes {
             if n.sending > 0 {
                 n.ev.next = n.ev.next.min(t);
             }
@@ -379,80 +433,89 @@ pub fn run_on_hosts(
                 n.host.advance_events(&mut n.ev, t).map_err(host_err(n))?;
             }
         }
-        // 3. What each flow sent; flows done; iterations done.
+        Ok(())
+    }
+
+    /// 3. What each flow sent in the step `now..t`; flows done; iterations done.
+    fn account(&mut self, now: u64, t: u64) {
         let mut k = 0;
-        while k < active.len() {
-            let f = active[k];
-            let w = workers[f];
-            let node = &nodes[w.node];
-            let wire = node.host.hca.stats(w.qpn).map_or(w.wire, |s| s.wire_bytes);
-            #[allow(clippy::cast_precision_loss)]
-            let sent = wire.saturating_sub(w.wire) as f64;
-            workers[f].wire = wire;
-            let fl = &mut b.flows[f];
-            fl.left = (fl.left - sent).max(0.0);
-            rec.sent(&b.net, fl, now, sent);
-            if w.mark > 0.0 {
-                fl.marks += w.mark * sent / mtu;
-                if fl.marks >= 1.0 && fl.cc.can_notify(t) {
-                    fl.cc.on_cnp(&params, t);
-                    fl.marks = 0.0;
-                }
-            }
-            let prog = if adaptive && fl.bytes > 0.0 {
-                1.0 - fl.left / fl.bytes
-            } else {
-                0.0
-            };
-            fl.cc.advance(&params, t, prog);
-            if node.host.guests[w.guest].server.done > w.done {
-                active.swap_remove(k);
-                workers[f].state = State::Idle;
-                nodes[w.node].sending -= 1;
-                nodes[w.node].host.set_fabric_ceiling(w.guest, None, t);
-                workers[f].ceiling = 0;
-                let j = b.flows[f].job as usize;
-                if let Phase::Comm(n) = b.jobs[j].phase {
-                    if n <= 1 {
-                        if let Some(next) = b.jobs[j].finish_iteration(t) {
-                            push_iteration(&mut b, &mut nodes, &mut workers, j, t, next - t, dt);
-                        }
-                    } else {
-                        b.jobs[j].phase = Phase::Comm(n - 1);
-                    }
-                }
+        while k < self.active.len() {
+            let f = self.active[k];
+            if self.sent(f, now, t) {
+                self.active.swap_remove(k);
+                self.flow_done(f, t);
             } else {
                 k += 1;
             }
         }
-        // Workers that posted their transfer in this step start sending.
-        for n in nodes.iter_mut().filter(|n| n.moved) {
+    }
+
+    /// Flow `f`'s bytes of this step into its record and its controller; true when its
+    /// transfer is done.
+    fn sent(&mut self, f: usize, now: u64, t: u64) -> bool {
+        let w = self.workers[f];
+        let node = &self.nodes[w.node];
+        let wire = node.host.hca.stats(w.qpn).map_or(w.wire, |s| s.wire_bytes);
+        #[allow(clippy::cast_precision_loss)]
+        let sent = wire.saturating_sub(w.wire) as f64;
+        self.workers[f].wire = wire;
+        let fl = &mut self.b.flows[f];
+        fl.left = (fl.left - sent).max(0.0);
+        self.rec.sent(&self.b.net, fl, now, sent);
+        if w.mark > 0.0 {
+            fl.marks += w.mark * sent / self.mtu;
+            if fl.marks >= 1.0 && fl.cc.can_notify(t) {
+                fl.cc.on_cnp(&self.params, t);
+                fl.marks = 0.0;
+            }
+        }
+        let prog = if self.adaptive && fl.bytes > 0.0 {
+            1.0 - fl.left / fl.bytes
+        } else {
+            0.0
+        };
+        fl.cc.advance(&self.params, t, prog);
+        node.host.guests[w.guest].server.done > w.done
+    }
+
+    /// Flow `f` finished its transfer at `t`: its worker idles, its job's iteration may end.
+    fn flow_done(&mut self, f: usize, t: u64) {
+        let w = self.workers[f];
+        self.workers[f].state = State::Idle;
+        self.nodes[w.node].sending -= 1;
+        self.nodes[w.node].host.set_fabric_ceiling(w.guest, None, t);
+        self.workers[f].ceiling = 0;
+        let j = self.b.flows[f].job as usize;
+        if let Phase::Comm(n) = self.b.jobs[j].phase {
+            if n <= 1 {
+                if let Some(next) = self.b.jobs[j].finish_iteration(t) {
+                    let (b, nodes, workers) = (&mut self.b, &mut self.nodes, &mut self.workers);
+                    push_iteration(b, nodes, workers, j, t, next - t, self.dt);
+                }
+            } else {
+                self.b.jobs[j].phase = Phase::Comm(n - 1);
+            }
+        }
+    }
+
+    /// Workers that posted their transfer in this step start sending.
+    fn start_senders(&mut self, t: u64) {
+        for n in self.nodes.iter_mut().filter(|n| n.moved) {
             for &f in &n.flows {
-                let w = &mut workers[f];
+                let w = &mut self.workers[f];
                 if w.state != State::Computing || !n.host.guests[w.guest].server.sending() {
                     continue;
                 }
                 w.state = State::Sending;
                 w.wire = n.host.hca.stats(w.qpn).map_or(0, |s| s.wire_bytes);
-                let fl = &mut b.flows[f];
+                let fl = &mut self.b.flows[f];
                 fl.left = fl.bytes;
-                fl.cc.advance(&params, t, 0.0);
+                fl.cc.advance(&self.params, t, 0.0);
                 n.sending += 1;
-                active.push(f);
+                self.active.push(f);
             }
         }
-        now = t;
-        steps += u64::from(stepping);
-        if now >= next_tick {
-            progress(now, end);
-            next_tick = (now / tick + 1) * tick;
-        }
     }
-    for n in &mut nodes {
-        n.host.advance_events(&mut n.ev, end).map_err(host_err(n))?;
-    }
-    progress(end, end);
-    finish(spec, b, nodes, rec, run, (duration, steps))
 }
 
 /// What a sending flow offers the links: its controller's rate, or less when its host's own
