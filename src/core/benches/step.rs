@@ -5,7 +5,9 @@
 //! with a policy, prices. Beside each step, alternating, the monitor's own tick over the same
 //! guests (`resex_ibmon::scan_all` over bare `VmMonitor`s, what `cargo bench -p resex-ibmon
 //! --bench monitor` times): the difference is what the core costs over the scan, measured in
-//! one run on the same memory. Prints a table; not a timed test.
+//! one run on the same memory. The last two columns split the rounds by which went first: a
+//! step that goes first reads the guests' new lines cold, as resexd's only scan does. Prints a
+//! table; not a timed test.
 //!
 //! `cargo bench -p resex-core --bench step`
 
@@ -106,8 +108,9 @@ fn work(h: &mut Host) {
 }
 
 /// Medians of `rounds` monitor ticks and of as many steps over the same guests (alternating
-/// which goes first), us.
-fn measure(h: &mut Host, rounds: usize, busy: bool) -> (f64, f64) {
+/// which goes first), us; and the medians of step minus tick over the rounds where the step
+/// went first (it read the guests' new lines cold) and where it went second.
+fn measure(h: &mut Host, rounds: usize, busy: bool) -> (f64, f64, f64, f64) {
     let (mut ticks, mut steps) = (Vec::with_capacity(rounds), Vec::with_capacity(rounds));
     for r in 0..rounds {
         if busy {
@@ -135,7 +138,15 @@ fn measure(h: &mut Host, rounds: usize, busy: bool) -> (f64, f64) {
             }
         }
     }
-    (median(ticks), median(steps))
+    let over = |first: usize| {
+        let d = (first..rounds)
+            .step_by(2)
+            .map(|r| steps[r] - ticks[r])
+            .collect();
+        median(d)
+    };
+    let (cold, warm) = (over(1), over(0));
+    (median(ticks), median(steps), cold, warm)
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -146,8 +157,8 @@ fn median(mut v: Vec<f64>) -> f64 {
 fn main() {
     println!("host core step, {VMS} VMs x 4 rings, RAM files behind Arc<dyn GuestMemory>");
     println!(
-        "{:<40} {:>9} {:>9} {:>9} target (step over tick)",
-        "case (medians of 101)", "tick us", "step us", "over us"
+        "{:<40} {:>9} {:>9} {:>9} {:>10} {:>10} target (over)",
+        "case (medians of 101)", "tick us", "step us", "over us", "step 1st", "step 2nd"
     );
     for policy in [None, Some("ioshares"), Some("governor")] {
         let mut h = host(policy);
@@ -155,7 +166,7 @@ fn main() {
         measure(&mut h, 20, true);
         let name = policy.unwrap_or("no policy");
         for busy in [false, true] {
-            let (tick, step) = measure(&mut h, 101, busy);
+            let (tick, step, cold, warm) = measure(&mut h, 101, busy);
             let case = if busy {
                 format!("busy (2 CQEs + 8 WQEs each), {name}")
             } else {
@@ -167,7 +178,7 @@ fn main() {
                 _ => "",
             };
             println!(
-                "{case:<40} {tick:>9.1} {step:>9.1} {:>9.1} {target}",
+                "{case:<40} {tick:>9.1} {step:>9.1} {:>9.1} {cold:>10.1} {warm:>10.1} {target}",
                 step - tick
             );
         }

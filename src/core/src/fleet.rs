@@ -51,17 +51,22 @@ impl HostCore {
         self.fleet_until_ns = c.as_ref().map(|c| c.until_ns);
         for i in 0..self.vms.len() {
             let id = self.vms[i].id;
-            let new = want.get(self.vms[i].info.name.as_str()).copied();
+            let new = want.get(self.vms[i].cold.info.name.as_str()).copied();
             let account = self.engine.as_ref().and_then(|e| e.account(id));
             let vm = &mut self.vms[i];
-            if !Tx::has(&vm.info) {
+            if !Tx::has(&vm.cold.info) {
                 continue;
             }
             if new.is_some() {
                 done.applied += 1;
             }
-            let policy = Tx::of_account(account, &vm.info);
-            if let Some(i) = vm.levers.tx.set_ceiling(id, new.map(tx_ceiling), policy) {
+            let policy = Tx::of_account(account, &vm.cold.info);
+            if let Some(i) = vm
+                .cold
+                .levers
+                .tx
+                .set_ceiling(id, new.map(tx_ceiling), policy)
+            {
                 intents.push(i);
             }
         }

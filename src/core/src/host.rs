@@ -41,6 +41,8 @@ pub struct HostCore {
     pub(crate) fleet_until_ns: Option<u64>,
     /// Levers changed between steps (the fleet's), for the next step's rows (the journal).
     pub(crate) pending: Intents,
+    /// The VM set changed since the last step: its rows are built afresh.
+    pub(crate) rows_stale: bool,
 }
 
 impl std::fmt::Debug for HostCore {
@@ -73,6 +75,7 @@ impl HostCore {
             snapshot_at_ns: 0,
             fleet_until_ns: None,
             pending: Intents::default(),
+            rows_stale: true,
         }
     }
 
@@ -138,7 +141,10 @@ impl HostCore {
 
     /// A VM by name.
     pub fn find(&self, name: &str) -> Option<VmId> {
-        self.vms.iter().find(|v| v.info.name == name).map(|v| v.id)
+        self.vms
+            .iter()
+            .find(|v| v.cold.info.name == name)
+            .map(|v| v.id)
     }
 
     /// A VM appeared (its id must be new); it is priced from the next interval.
@@ -150,10 +156,11 @@ impl HostCore {
         let vm = Vm::new(id, info);
         if let Some(e) = &mut self.engine {
             if let Err(err) = e.add_vm(vm.spec(), self.last.map_or(1, |l| l + 1)) {
-                tracing::error!("{}: {err}", vm.info.name);
+                tracing::error!("{}: {err}", vm.cold.info.name);
             }
         }
         self.vms.insert(at, vm);
+        self.rows_stale = true;
         Ok(())
     }
 
@@ -161,10 +168,11 @@ impl HostCore {
     pub fn remove_vm(&mut self, id: VmId) -> Option<VmInfo> {
         let i = self.index(id)?;
         let vm = self.vms.remove(i);
+        self.rows_stale = true;
         if let Some(e) = &mut self.engine {
             e.remove_vm(id);
         }
-        Some(vm.info)
+        Some(vm.cold.info)
     }
 
     /// The VM's guest memory (once the backend could map it).
@@ -175,7 +183,10 @@ impl HostCore {
 
     /// A CPU-time sample.
     pub fn cpu_sample(&mut self, id: VmId, s: CpuSample) -> Result<(), CoreError> {
-        self.vm_mut(id)?.cpu.sample(s);
+        let vm = self.vm_mut(id)?;
+        vm.cold.cpu.sample(s);
+        vm.cpu_pct = vm.cold.cpu.pct();
+        vm.row_idle = false;
         Ok(())
     }
 
@@ -196,15 +207,18 @@ impl HostCore {
     ) -> Result<(), CoreError> {
         let limits = self.cfg.limits;
         let vm = self.vm_mut(id)?;
-        if let Err(e) = vm.rings.install(doc, layout, vm.info.ram_size, &limits) {
-            vm.rejections += 1;
-            vm.last_error = Some(e.to_string());
+        if let Err(e) = vm
+            .rings
+            .install(doc, layout, vm.cold.info.ram_size, &limits)
+        {
+            vm.cold.rejections += 1;
+            vm.cold.last_error = Some(e.to_string());
             return Err(e.into());
         }
-        vm.registrations += 1;
+        vm.cold.registrations += 1;
         tracing::info!(
             "{}: registered {} queue pairs",
-            vm.info.name,
+            vm.cold.info.name,
             vm.rings.qps()
         );
         Ok(())
@@ -213,8 +227,8 @@ impl HostCore {
     /// A registration the registrar refused, for the record.
     pub fn registration_refused(&mut self, id: VmId, error: String) -> Result<(), CoreError> {
         let vm = self.vm_mut(id)?;
-        vm.rejections += 1;
-        vm.last_error = Some(error);
+        vm.cold.rejections += 1;
+        vm.cold.last_error = Some(error);
         Ok(())
     }
 
@@ -237,11 +251,11 @@ impl HostCore {
         let account = self.engine.as_ref().and_then(|e| e.account(id));
         let i = self.index(id).ok_or(CoreError::UnknownVm(id))?;
         let vm = &mut self.vms[i];
-        if !K::has(&vm.info) {
+        if !K::has(&vm.cold.info) {
             return Err(K::missing(name));
         }
-        let policy = K::of_account(account, &vm.info);
-        let (msg, intent) = K::of_mut(&mut vm.levers).pin(id, set, policy);
+        let policy = K::of_account(account, &vm.cold.info);
+        let (msg, intent) = K::of_mut(&mut vm.cold.levers).pin(id, set, policy);
         tracing::info!("{name}: {msg}");
         Ok((msg, intent))
     }
@@ -254,10 +268,10 @@ impl HostCore {
         let mut intents = Intents::default();
         for vm in &mut self.vms {
             // The fleet's ceiling, if any, stays: it is not the policy's.
-            if let Some(i) = vm.levers.cap.reset(vm.id) {
+            if let Some(i) = vm.cold.levers.cap.reset(vm.id) {
                 intents.push(i);
             }
-            if let Some(i) = vm.levers.tx.reset(vm.id) {
+            if let Some(i) = vm.cold.levers.tx.reset(vm.id) {
                 intents.push(i);
             }
         }
@@ -279,7 +293,7 @@ impl HostCore {
                 let from = self.last.map_or(1, |l| l + 1);
                 for vm in &self.vms {
                     if let Err(err) = e.add_vm(vm.spec(), from) {
-                        tracing::error!("{}: {err}", vm.info.name);
+                        tracing::error!("{}: {err}", vm.cold.info.name);
                     }
                 }
                 self.engine = Some(e);
@@ -300,10 +314,10 @@ impl HostCore {
         let mut intents = Intents::default();
         self.fleet_until_ns = None;
         for vm in &mut self.vms {
-            if let Some(i) = vm.levers.cap.restore(vm.id) {
+            if let Some(i) = vm.cold.levers.cap.restore(vm.id) {
                 intents.push(i);
             }
-            if let Some(i) = vm.levers.tx.restore(vm.id) {
+            if let Some(i) = vm.cold.levers.tx.restore(vm.id) {
                 intents.push(i);
             }
         }

@@ -47,6 +47,26 @@ pub struct VmRow {
     pub tx_set: Option<TxIntent>,
 }
 
+impl VmRow {
+    /// A VM's row before pricing and lever changes.
+    pub(crate) fn new(
+        vm: VmId,
+        cpu_pct: f64,
+        delta: Counters,
+        report: Option<LatencyReport>,
+    ) -> Self {
+        Self {
+            vm,
+            cpu_pct,
+            delta,
+            report,
+            priced: None,
+            cap_set: None,
+            tx_set: None,
+        }
+    }
+}
+
 /// The result of one step.
 #[derive(Debug, Clone, Default)]
 pub struct StepOutput {

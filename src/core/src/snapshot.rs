@@ -15,18 +15,18 @@ impl HostCore {
         self.bits_since_snapshot = 0.0;
         self.snapshot_at_ns = now_ns;
         let entitled = resex_pricing::entitlement::split(
-            self.vms.iter().map(|v| v.info.entitlement.tx_bps),
+            self.vms.iter().map(|v| v.cold.info.entitlement.tx_bps),
             self.cfg.link.bits_per_sec as f64,
         );
         let mut vms = Vec::with_capacity(self.vms.len());
         for (i, &entitled_bps) in entitled.iter().enumerate() {
             let vm = &self.vms[i];
-            let at = (vm.rings.total(), vm.cpu.last());
+            let at = (vm.rings.total(), vm.cold.cpu.last());
             vms.push(VmSnap {
                 entitled_bps,
                 ..self.vm_snap(vm, dt)
             });
-            self.vms[i].at_snapshot = Some(at);
+            self.vms[i].cold.at_snapshot = Some(at);
         }
         Snapshot {
             uptime_ms: 0,
@@ -57,21 +57,21 @@ impl HostCore {
     /// account and its totals (the entitlement in force is the caller's).
     fn vm_snap(&self, vm: &Vm, dt: f64) -> VmSnap {
         let total = vm.rings.total();
-        let cpu_now = vm.cpu.last();
-        let (prev, cpu_prev) = vm.at_snapshot.unwrap_or((total, cpu_now));
+        let cpu_now = vm.cold.cpu.last();
+        let (prev, cpu_prev) = vm.cold.at_snapshot.unwrap_or((total, cpu_now));
         let d = total - prev;
         let cpu_pct = match (cpu_prev, cpu_now) {
             (Some(a), Some(b)) if b.at_ns > a.at_ns => {
                 b.total_ns.saturating_sub(a.total_ns) as f64 * 100.0 / (b.at_ns - a.at_ns) as f64
             }
-            _ => vm.cpu.pct(),
+            _ => vm.cold.cpu.pct(),
         };
-        let r = vm.last_report;
+        let r = vm.cold.last_report;
         VmSnap {
             id: vm.id,
-            name: vm.info.name.clone(),
+            name: vm.cold.info.name.clone(),
             state: vm.state().into(),
-            vcpus: vm.info.vcpus,
+            vcpus: vm.cold.info.vcpus,
             cpu_pct,
             mtus_per_s: d.mtus as f64 / dt,
             bytes_per_s: d.tx_bytes as f64 / dt,
@@ -118,7 +118,7 @@ impl HostCore {
             interferer: acc
                 .and_then(|a| a.interferer)
                 .and_then(|id| self.index(id))
-                .map(|j| self.vms[j].info.name.clone()),
+                .map(|j| self.vms[j].cold.info.name.clone()),
             ..base
         }
     }
@@ -126,23 +126,23 @@ impl HostCore {
 
 /// A VM's levers and what it reported and was refused, for its line.
 fn levers_snap(vm: &Vm) -> VmSnap {
-    let tx = vm.levers.tx.value();
+    let tx = vm.cold.levers.tx.value();
     VmSnap {
-        cap_pct: vm.levers.cap.value(),
-        cap_mechanism: vm.info.cap_mechanism.clone(),
-        cap_reason: vm.levers.cap.reason(),
+        cap_pct: vm.cold.levers.cap.value(),
+        cap_mechanism: vm.cold.info.cap_mechanism.clone(),
+        cap_reason: vm.cold.levers.cap.reason(),
         tx_share_bps: tx.share_bps,
         tx_max_bps: tx.max_bps,
-        tx_lever: vm.info.tx_lever.clone(),
-        tx_reason: vm.levers.tx.reason(),
+        tx_lever: vm.cold.info.tx_lever.clone(),
+        tx_reason: vm.cold.levers.tx.reason(),
         tx_weight: tx.weight,
-        reports: vm.reports,
-        lat_requests_total: vm.lat_totals.0,
-        lat_sum_us: vm.lat_totals.1 / 1000.0,
-        lat_p99_sum_us: vm.lat_totals.2 / 1000.0,
-        bad_reports: vm.bad_reports,
-        rejected_registrations: vm.rejections,
-        last_error: vm.last_error.clone(),
+        reports: vm.cold.reports,
+        lat_requests_total: vm.cold.lat_totals.0,
+        lat_sum_us: vm.cold.lat_totals.1 / 1000.0,
+        lat_p99_sum_us: vm.cold.lat_totals.2 / 1000.0,
+        bad_reports: vm.cold.bad_reports,
+        rejected_registrations: vm.cold.rejections,
+        last_error: vm.cold.last_error.clone(),
         ..VmSnap::default()
     }
 }

@@ -6,7 +6,9 @@
 //! CPU percent taken from its last samples. The link's utilisation is
 //! the bits the monitors counted (payload plus headers) over the link's capacity in the
 //! interval. Every VM's usage goes to the engine (when there is a policy); its cap decisions become intents, except for VMs
-//! the admin pinned. No allocation once the VM set is stable (buffers are reused).
+//! the admin pinned. No allocation once the VM set is stable (buffers are reused), and the rows
+//! are kept between steps: an idle VM whose row already says so is not written again (a change
+//! of the VM set rebuilds them all).
 
 use crate::error::CoreError;
 use crate::host::HostCore;
@@ -41,7 +43,6 @@ impl HostCore {
         let budget = self.cfg.scan_budget;
         let link = self.cfg.link;
         self.out.interval = interval;
-        self.out.rows.clear();
         self.out.intents.clear();
         let lapsed = self.expire_fleet(now_ns);
         self.out.intents.tx.extend_from_slice(&lapsed.tx);
@@ -49,40 +50,50 @@ impl HostCore {
         let mut bits = 0.0;
         // Usage is the engine's input: none is built without a policy.
         let priced = self.engine.is_some();
+        // Rows are kept between steps while the VM set stays: a VM idle now whose row is
+        // already its idle row is not written again.
+        let fresh = std::mem::take(&mut self.rows_stale);
+        if fresh {
+            self.out.rows.clear();
+        }
         let (rows, usage) = (&mut self.out.rows, &mut self.usage);
+        let mut i = 0;
         // One pass of ibmon's pipeline over every VM's rings; the rest of a VM's interval
         // (mailbox, CPU, NIC times) right after its scan.
         scan_all(&mut self.vms, budget, |vm, delta| {
-            let mut row = VmRow {
-                vm: vm.id,
-                cpu_pct: vm.cpu.pct(),
-                delta: delta.unwrap_or_default(),
-                report: None,
-                priced: None,
-                cap_set: None,
-                tx_set: None,
-            };
-            row.report = vm.drain_mailbox(interval);
-            bits += link.bits(&row.delta);
+            let delta = delta.unwrap_or_default();
+            let report = vm.drain_mailbox(interval);
+            if !delta.is_zero() {
+                bits += link.bits(&delta);
+            }
             let nic = vm.nic.take_interval();
             if priced {
                 usage.push(VmUsage {
                     vm: vm.id,
-                    cpu_pct: row.cpu_pct,
-                    mtus: row.delta.mtus,
-                    bytes: row.delta.tx_bytes,
-                    report: row.report,
+                    cpu_pct: vm.cpu_pct,
+                    mtus: delta.mtus,
+                    bytes: delta.tx_bytes,
+                    report,
                     nic,
                 });
             }
-            rows.push(row);
+            let idle = report.is_none() && delta.is_zero();
+            if fresh || !(idle && vm.row_idle) {
+                let row = VmRow::new(vm.id, vm.cpu_pct, delta, report);
+                match rows.get_mut(i) {
+                    Some(r) if !fresh => *r = row,
+                    _ => rows.push(row),
+                }
+            }
+            vm.row_idle = idle;
+            i += 1;
         });
         self.bits_since_snapshot += bits;
         self.out.link_util = link.utilisation(bits, self.interval_ns);
         self.price(interval);
         // Levers changed between steps (the fleet's) show in this step's rows (the journal).
-        mark_pending(&mut self.out.rows, &mut self.pending.caps);
-        mark_pending(&mut self.out.rows, &mut self.pending.tx);
+        mark_pending(&mut self.vms, &mut self.out.rows, &mut self.pending.caps);
+        mark_pending(&mut self.vms, &mut self.out.rows, &mut self.pending.tx);
         Ok(&self.out)
     }
 
@@ -111,6 +122,9 @@ impl HostCore {
                 r += 1;
             }
             if let Some(row) = self.out.rows.get_mut(r).filter(|row| row.vm == er.vm) {
+                if let Some(vm) = self.vms.get_mut(r) {
+                    vm.row_idle = false;
+                }
                 row.priced = Some(Priced {
                     balance: er.balance,
                     allotment: er.allotment,
@@ -137,11 +151,15 @@ impl Vm {
         } else {
             mailbox::drain_next(mem, mb, &mut self.mailbox_next)
         };
-        self.reports += u64::from(d.valid);
+        self.cold.reports += u64::from(d.valid);
         if d.bad > 0 {
-            self.bad_reports += u64::from(d.bad);
-            if let Some(k) = self.log_mailbox.hit() {
-                tracing::warn!("{}: {} mailbox blocks refused [{k}]", self.info.name, d.bad);
+            self.cold.bad_reports += u64::from(d.bad);
+            if let Some(k) = self.cold.log_mailbox.hit() {
+                tracing::warn!(
+                    "{}: {} mailbox blocks refused [{k}]",
+                    self.cold.info.name,
+                    d.bad
+                );
             }
         }
         if let Some(r) = d.report {
@@ -166,25 +184,30 @@ fn decide<K: RowSlot>(
         let Some(vm) = vms.get_mut(r).filter(|v| v.id == id) else {
             continue;
         };
-        if !K::has(&vm.info) {
+        if !K::has(&vm.cold.info) {
             continue;
         }
-        let Some(intent) = K::of_mut(&mut vm.levers).decide(id, set, reason, &vm.info) else {
+        let Some(intent) = K::of_mut(&mut vm.cold.levers).decide(id, set, reason, &vm.cold.info)
+        else {
             continue;
         };
         out.intents.push(intent);
         // Rows and VMs are in the same order and of the same length.
         if let Some(row) = out.rows.get_mut(r) {
             *K::slot(row) = Some(intent);
+            vm.row_idle = false;
         }
     }
 }
 
 /// Changes made between steps into this step's rows (a change the step made itself stays).
-fn mark_pending<K: RowSlot>(rows: &mut [VmRow], pending: &mut Vec<Intent<K>>) {
+fn mark_pending<K: RowSlot>(vms: &mut [Vm], rows: &mut [VmRow], pending: &mut Vec<Intent<K>>) {
     for i in pending.drain(..) {
         if let Ok(r) = rows.binary_search_by_key(&i.vm, |r| r.vm) {
             K::slot(&mut rows[r]).get_or_insert(i);
+            if let Some(vm) = vms.get_mut(r) {
+                vm.row_idle = false;
+            }
         }
     }
 }

@@ -9,18 +9,29 @@ use resex_ibmon::{Counters, ScanTarget, VmRings};
 use resex_pricing::{BaselineLearner, VmSpec};
 use std::sync::Arc;
 
-/// One VM. In declaration order (`repr(C)`): what a step reads for every VM first, its rings
-/// (their hot head first) next, then what only the admin, snapshots and pricing read.
+/// One VM. In declaration order (`repr(C)`): what a step reads for every VM, its rings (their
+/// hot head first) last; what only the admin, snapshots, reports and pricing read is behind one
+/// pointer, so that the core's array of VMs is dense (a step walks it like a stream).
 #[repr(C)]
 pub(crate) struct Vm {
     pub(crate) id: VmId,
     /// The mailbox block the guest's writer fills next (where the host looks each tick).
     pub(crate) mailbox_next: u32,
+    /// Its row in the core's last output is its idle row (nothing counted, no report, no
+    /// price, no lever change) with its present CPU percent: an idle step need not write it.
+    pub(crate) row_idle: bool,
     pub(crate) mem: Option<Arc<dyn GuestMemory>>,
-    pub(crate) cpu: CpuMeter,
+    /// Its CPU percent in force (the CPU meter's, kept here for the step).
+    pub(crate) cpu_pct: f64,
     /// What the NIC measured of its work requests (where the driver can read it).
     pub(crate) nic: NicMeter,
     pub(crate) rings: VmRings,
+    pub(crate) cold: Box<VmCold>,
+}
+
+/// What a step does not read for every VM.
+pub(crate) struct VmCold {
+    pub(crate) cpu: CpuMeter,
     pub(crate) info: VmInfo,
     pub(crate) learner: BaselineLearner,
     pub(crate) last_report: Option<LatencyReport>,
@@ -60,12 +71,9 @@ impl NicMeter {
 impl Vm {
     pub(crate) fn new(id: VmId, info: VmInfo) -> Self {
         let rings = VmRings::new(info.name.as_str());
-        Self {
-            id,
-            info,
-            mem: None,
-            rings,
+        let cold = VmCold {
             cpu: CpuMeter::default(),
+            info,
             learner: BaselineLearner::default(),
             last_report: None,
             levers: Levers::default(),
@@ -76,9 +84,17 @@ impl Vm {
             bad_reports: 0,
             lat_totals: (0, 0.0, 0.0),
             log_mailbox: LogLimiter::default(),
-            mailbox_next: 0,
             at_snapshot: None,
+        };
+        Self {
+            id,
+            mailbox_next: 0,
+            row_idle: false,
+            mem: None,
+            cpu_pct: 0.0,
             nic: NicMeter::default(),
+            rings,
+            cold: Box::new(cold),
         }
     }
 
@@ -86,30 +102,30 @@ impl Vm {
     pub(crate) fn spec(&self) -> VmSpec {
         VmSpec {
             id: self.id,
-            name: self.info.name.clone(),
-            vcpus: self.info.vcpus.max(1),
-            weight: self.info.weight,
-            sla_threshold: self.info.sla_threshold,
-            baseline: self.learner.baseline(),
-            entitlement: self.info.entitlement,
+            name: self.cold.info.name.clone(),
+            vcpus: self.cold.info.vcpus.max(1),
+            weight: self.cold.info.weight,
+            sla_threshold: self.cold.info.sla_threshold,
+            baseline: self.cold.learner.baseline(),
+            entitlement: self.cold.info.entitlement,
         }
     }
 
     /// Takes a merged report.
     pub(crate) fn take_report(&mut self, r: LatencyReport) {
-        self.last_report = Some(r);
-        self.learner.learn(&r);
+        self.cold.last_report = Some(r);
+        self.cold.learner.learn(&r);
         let c = r.count as f64;
-        self.lat_totals.0 += r.count;
-        self.lat_totals.1 += c * r.mean_ns;
-        self.lat_totals.2 += c * r.p99_ns;
+        self.cold.lat_totals.0 += r.count;
+        self.cold.lat_totals.1 += c * r.mean_ns;
+        self.cold.lat_totals.2 += c * r.p99_ns;
     }
 
     /// `registered`, `rejected` or `waiting`.
     pub(crate) fn state(&self) -> &'static str {
-        if self.registrations > 0 {
+        if self.cold.registrations > 0 {
             "registered"
-        } else if self.rejections > 0 {
+        } else if self.cold.rejections > 0 {
             "rejected"
         } else {
             "waiting"
@@ -135,7 +151,7 @@ pub struct VmView<'a> {
 
 impl std::fmt::Debug for VmView<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "VmView({} {})", self.vm.id, self.vm.info.name)
+        write!(f, "VmView({} {})", self.vm.id, self.vm.cold.info.name)
     }
 }
 
@@ -146,7 +162,7 @@ impl<'a> VmView<'a> {
     }
     /// What the driver said about it.
     pub fn info(&self) -> &'a VmInfo {
-        &self.vm.info
+        &self.vm.cold.info
     }
     /// Everything its monitors counted.
     pub fn total(&self) -> Counters {
@@ -154,19 +170,19 @@ impl<'a> VmView<'a> {
     }
     /// Its levers (in force, pinned, the fleet's ceiling, why).
     pub fn levers(&self) -> &'a Levers {
-        &self.vm.levers
+        &self.vm.cold.levers
     }
     /// The cap the core decided (None: the original setting).
     pub fn cap(&self) -> Option<f64> {
-        self.vm.levers.cap.value()
+        self.vm.cold.levers.cap.value()
     }
     /// The admin's pinned cap.
     pub fn pinned(&self) -> Option<f64> {
-        self.vm.levers.cap.pinned().flatten()
+        self.vm.cold.levers.cap.pinned().flatten()
     }
     /// The transmit limit the core decided.
     pub fn tx(&self) -> TxLimit {
-        self.vm.levers.tx.value()
+        self.vm.cold.levers.tx.value()
     }
     /// Queue pairs monitored.
     pub fn qps(&self) -> usize {
@@ -174,7 +190,7 @@ impl<'a> VmView<'a> {
     }
     /// Reports accepted and mailbox blocks refused.
     pub fn reports(&self) -> (u64, u64) {
-        (self.vm.reports, self.vm.bad_reports)
+        (self.vm.cold.reports, self.vm.cold.bad_reports)
     }
     /// Monitors attached at the rings' present position (the rings were already live).
     pub fn attached_live(&self) -> u64 {
@@ -186,6 +202,6 @@ impl<'a> VmView<'a> {
     }
     /// Its learned quiet latency.
     pub fn baseline(&self) -> Option<resex_pricing::Baseline> {
-        self.vm.learner.baseline()
+        self.vm.cold.learner.baseline()
     }
 }

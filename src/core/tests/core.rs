@@ -397,3 +397,72 @@ fn transmit_limits_are_pinned_only_where_a_lever_exists_and_restored() {
     let (_, un) = core.pin::<Tx>("vm1", None).unwrap();
     assert!(un.value.is_none());
 }
+
+/// Rows are kept between steps and an idle VM's is not written again: each step's rows must
+/// still be exactly what that step saw (nothing left over from a busy, reporting or priced
+/// interval before), the CPU percent the latest, the VMs those of the moment.
+#[test]
+fn each_steps_rows_are_that_steps_own_through_busy_idle_and_changes() {
+    let (mut a, b) = (Guest::new(21), Guest::new(22));
+    let mut core = core_with(&[&a, &b]);
+    let sample = |total_ns, at_ns| CpuSample { total_ns, at_ns };
+    core.cpu_sample(VmId(2), sample(0, 0)).unwrap();
+    let zero = Counters::default();
+    for k in 1..=12u64 {
+        // VM 1: busy on odd intervals, a report on every fourth; VM 2: idle, its CPU percent
+        // moving every third.
+        if k % 2 == 1 {
+            a.work(0, 2, 1000);
+        }
+        if k % 4 == 0 {
+            a.report(5, 50_000);
+        }
+        if k % 3 == 0 {
+            core.cpu_sample(VmId(2), sample(k * 10_000, k * MS))
+                .unwrap();
+        }
+        let truth = a.truth();
+        let out = core.step(k * MS).unwrap().clone();
+        let (r1, r2) = (out.rows[0], out.rows[1]);
+        assert_eq!(
+            r1.delta == zero,
+            k % 2 == 0,
+            "vm1 busy only on odd intervals ({k})"
+        );
+        assert_eq!(
+            r1.report.is_some(),
+            k % 4 == 0,
+            "vm1's report only when sent ({k})"
+        );
+        assert_eq!(r2.delta, zero);
+        assert!(r2.report.is_none() && r2.priced.is_none() && r2.cap_set.is_none());
+        let pct = if k >= 3 { 1.0 } else { 0.0 };
+        assert!(
+            (r2.cpu_pct - pct).abs() < 1e-9,
+            "vm2's CPU at {k}: {}",
+            r2.cpu_pct
+        );
+        assert_eq!(core.vm(VmId(1)).unwrap().total(), truth);
+    }
+    // A VM added between steps gets its row, in id order; a policy prices every row, and
+    // the step after a policy is dropped shows no price.
+    core.add_vm(VmId(3), VmInfo::new("vm3", 1, RAM)).unwrap();
+    core.set_policy(policy(GREEDY), 12 * MS);
+    let out = core.step(13 * MS).unwrap();
+    assert_eq!(
+        out.rows.iter().map(|r| r.vm).collect::<Vec<_>>(),
+        [VmId(1), VmId(2), VmId(3)]
+    );
+    assert!(out.rows.iter().all(|r| r.priced.is_some()));
+    core.set_policy(None, 13 * MS);
+    let out = core.step(14 * MS).unwrap();
+    assert!(
+        out.rows.iter().all(|r| r.priced.is_none()),
+        "{:?}",
+        out.rows
+    );
+    assert!(out
+        .rows
+        .iter()
+        .all(|r| r.delta == zero && r.report.is_none()));
+}

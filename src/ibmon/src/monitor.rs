@@ -222,6 +222,14 @@ impl VmMonitor {
         }
     }
 
+    /// [`Self::scan`], returning what it counted.
+    #[inline]
+    pub fn scan_delta<M: GuestMemory + ?Sized>(&mut self, mem: &M, budget: u32) -> Counters {
+        let before = self.total;
+        self.scan(mem, budget);
+        self.total.since(&before)
+    }
+
     fn scan_with<R: Ram>(&mut self, r: &R, budget: u32) -> ScanOutcome {
         self.walked = 0;
         let out = self.scan_rings(r, budget);

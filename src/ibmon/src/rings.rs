@@ -37,8 +37,7 @@ use resex_proto::{QpRegistration, Registration};
 use smallvec::SmallVec;
 use std::collections::{HashMap, HashSet};
 
-/// In declaration order (`repr(C)`): what a tick reads first, the CQ set (attach only) last.
-#[repr(C)]
+/// One monitor and its attachment.
 struct Watch {
     mon: VmMonitor,
     /// Not scanned yet: decide at the first scan whether to count from the registration's
@@ -46,7 +45,6 @@ struct Watch {
     fresh: bool,
     /// Start at the present position whatever the indices (a re-attachment).
     from_now: bool,
-    cq_dbrecs: HashSet<u64>,
 }
 
 /// A queue pair counted from the present position instead of from its start.
@@ -61,19 +59,28 @@ pub struct LateQp {
 }
 
 /// One VM's rings (see the module's documentation). In declaration order (`repr(C)`): what a
-/// tick reads (the first watch's monitor inline) before what only attaching and reports read.
+/// tick reads (the first watch's monitor inline); what only attaching, totals and reports read
+/// is behind one pointer, so that a host's array of VMs stays dense.
 #[derive(Default)]
 #[repr(C)]
 pub struct VmRings {
-    retired: Counters,
-    prev_total: Counters,
     mailbox: Option<MailboxLayout>,
     /// One watch per registration that brought new QPs; the first inline (most VMs have
     /// one), so a tick reaches the monitor without following a pointer.
     watches: SmallVec<[Watch; 1]>,
+    cold: Box<Cold>,
+}
+
+/// What a tick does not read.
+#[derive(Default)]
+struct Cold {
     /// The VM's name, in log lines.
     name: String,
     known: HashMap<u32, QpRegistration>,
+    /// The doorbell records of every CQ the watches monitor.
+    cq_dbrecs: HashSet<u64>,
+    /// What the monitors dropped at a re-attachment had counted.
+    retired: Counters,
     reattached: u64,
     attached_live: u64,
     late: Vec<LateQp>,
@@ -81,7 +88,12 @@ pub struct VmRings {
 
 impl std::fmt::Debug for VmRings {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "VmRings({}: {} QPs)", self.name, self.known.len())
+        write!(
+            f,
+            "VmRings({}: {} QPs)",
+            self.cold.name,
+            self.cold.known.len()
+        )
     }
 }
 
@@ -187,14 +199,17 @@ impl VmRings {
     /// No ring yet; `name` names the VM in log lines.
     pub fn new(name: impl Into<String>) -> Self {
         Self {
-            name: name.into(),
+            cold: Box::new(Cold {
+                name: name.into(),
+                ..Cold::default()
+            }),
             ..Self::default()
         }
     }
 
     /// Queue pairs monitored.
     pub fn qps(&self) -> usize {
-        self.known.len()
+        self.cold.known.len()
     }
 
     /// The latency mailbox, once registered.
@@ -204,17 +219,17 @@ impl VmRings {
 
     /// Re-attachments that may have lost counts (a new QP on a CQ already monitored).
     pub fn reattached(&self) -> u64 {
-        self.reattached
+        self.cold.reattached
     }
 
     /// Monitors started at the rings' present position because they were already live.
     pub fn attached_live(&self) -> u64 {
-        self.attached_live
+        self.cold.attached_live
     }
 
     /// The QPs of those monitors (at most [`MAX_LATE`], the first ones).
     pub fn late(&self) -> &[LateQp] {
-        &self.late
+        &self.cold.late
     }
 
     /// Installs a registration with its validation against the VM's RAM (`full`). Only the
@@ -230,38 +245,34 @@ impl VmRings {
         let new: Vec<&QpRegistration> = doc
             .qps
             .iter()
-            .filter(|q| self.known.get(&q.qpn) != Some(*q))
+            .filter(|q| self.cold.known.get(&q.qpn) != Some(*q))
             .collect();
         if new.is_empty() {
             self.mailbox = full.mailbox;
             return Ok(());
         }
-        let watched: HashSet<u64> = self
-            .watches
-            .iter()
-            .flat_map(|w| w.cq_dbrecs.iter().copied())
-            .collect();
-        let clash = new
-            .iter()
-            .any(|q| self.known.contains_key(&q.qpn) || cq_dbrecs(q).any(|d| watched.contains(&d)));
+        let watched = &self.cold.cq_dbrecs;
+        let clash = new.iter().any(|q| {
+            self.cold.known.contains_key(&q.qpn) || cq_dbrecs(q).any(|d| watched.contains(&d))
+        });
         if clash {
             for w in self.watches.drain(..) {
-                self.retired += w.mon.total();
+                self.cold.retired += w.mon.total();
             }
             self.mailbox = full.mailbox.clone();
             let mon = VmMonitor::new(full);
-            self.reattached += 1;
+            self.cold.reattached += 1;
             tracing::info!(
                 "{}: rings re-attached from their present position",
-                self.name
+                self.cold.name
             );
+            self.cold.cq_dbrecs = doc.qps.iter().flat_map(cq_dbrecs).collect();
             self.watches.push(Watch {
-                cq_dbrecs: doc.qps.iter().flat_map(cq_dbrecs).collect(),
                 mon,
                 fresh: true,
                 from_now: true,
             });
-            self.known = doc.qps.iter().map(|q| (q.qpn, q.clone())).collect();
+            self.cold.known = doc.qps.iter().map(|q| (q.qpn, q.clone())).collect();
             return Ok(());
         }
         let sub = Registration {
@@ -273,14 +284,16 @@ impl VmRings {
         };
         let layout = validate(&sub, ram_size, limits)?;
         self.mailbox = full.mailbox;
+        self.cold
+            .cq_dbrecs
+            .extend(sub.qps.iter().flat_map(cq_dbrecs));
         self.watches.push(Watch {
-            cq_dbrecs: sub.qps.iter().flat_map(cq_dbrecs).collect(),
             mon: VmMonitor::new(layout),
             fresh: true,
             from_now: false,
         });
         for q in sub.qps {
-            self.known.insert(q.qpn, q);
+            self.cold.known.insert(q.qpn, q);
         }
         Ok(())
     }
@@ -303,36 +316,50 @@ impl VmRings {
     /// returns what happened since the last scan. A monitor's first scan attaches it: from the
     /// registration's start indices, or from the present position when the rings are a lap or
     /// more past them.
+    #[inline]
     pub fn scan<M: GuestMemory + ?Sized>(&mut self, mem: &M, budget: u32) -> Counters {
+        // Most VMs, most ticks: one monitor, attached.
+        if let [w] = self.watches.as_mut_slice() {
+            if !w.fresh {
+                return w.mon.scan_delta(mem, budget.max(64));
+            }
+        }
+        self.scan_each(mem, budget)
+    }
+
+    #[inline(never)]
+    fn scan_each<M: GuestMemory + ?Sized>(&mut self, mem: &M, budget: u32) -> Counters {
         let n = u32::try_from(self.watches.len()).unwrap_or(u32::MAX).max(1);
         let each = (budget / n).max(64);
-        let mut total = self.retired;
+        let mut delta = Counters::default();
         for w in &mut self.watches {
             if w.fresh {
                 w.fresh = false;
                 if w.from_now {
                     attach_now(&mut w.mon, mem);
                 } else if past_start(w.mon.layout(), mem) {
-                    let room = MAX_LATE.saturating_sub(self.late.len());
-                    self.late.extend(late_qps(w.mon.layout(), mem, room));
+                    let cold = &mut *self.cold;
+                    let room = MAX_LATE.saturating_sub(cold.late.len());
+                    cold.late.extend(late_qps(w.mon.layout(), mem, room));
                     attach_now(&mut w.mon, mem);
-                    self.attached_live += 1;
+                    cold.attached_live += 1;
                     tracing::info!(
                         "{}: attached to rings already in use: counting starts now",
-                        self.name
+                        cold.name
                     );
                 }
             }
-            w.mon.scan(mem, each);
-            total += w.mon.total();
+            delta += w.mon.scan_delta(mem, each);
         }
-        let delta = total - self.prev_total;
-        self.prev_total = total;
         delta
     }
 
     /// Everything counted so far.
     pub fn total(&self) -> Counters {
-        self.prev_total
+        let mut total = self.cold.retired;
+        for w in &self.watches {
+            total += w.mon.total();
+        }
+        total
     }
 }
