@@ -13,12 +13,14 @@ fn main() {
 mod xen {
     use std::path::PathBuf;
 
-    fn one(header: &str, lib: &str, functions: &[&str], types: &[&str], vars: &[&str]) {
+    fn one(headers: &[&str], lib: &str, functions: &[&str], types: &[&str], vars: &[&str]) {
+        let includes: String = headers
+            .iter()
+            .map(|h| format!("#include <{h}>\n"))
+            .collect();
+        let header = headers.join(", ");
         let mut b = bindgen::Builder::default()
-            .header_contents(
-                "wrapper.h",
-                &format!("#include <stdint.h>\n#include <{header}>\n"),
-            )
+            .header_contents("wrapper.h", &format!("#include <stdint.h>\n{includes}"))
             .dynamic_library_name(lib)
             .layout_tests(false)
             .derive_default(true);
@@ -42,7 +44,7 @@ mod xen {
 
     pub fn generate() {
         one(
-            "xenctrl.h",
+            &["xenctrl.h"],
             "XenCtrl",
             &[
                 "xc_interface_open",
@@ -65,10 +67,11 @@ mod xen {
                 "XEN_SCHEDULER_CREDIT",
                 "XEN_SCHEDULER_CREDIT2",
                 "XEN_DOMINF_dying",
+                "XEN_DOMINF_hvm_guest",
             ],
         );
         one(
-            "xenforeignmemory.h",
+            &["xenforeignmemory.h"],
             "XenForeignMemory",
             &[
                 "xenforeignmemory_open",
@@ -80,10 +83,19 @@ mod xen {
             &[],
         );
         one(
-            "xenstore.h",
+            &["xenstore.h"],
             "XenStore",
             &["xs_open", "xs_close", "xs_read", "xs_write"],
             &[],
+            &[],
+        );
+        // A PV domain's p2m (its pseudo-physical frames to machine frames), as xl's save and
+        // dump code maps it.
+        one(
+            &["xenctrl.h", "xenguest.h"],
+            "XenGuest",
+            &["xc_map_domain_meminfo", "xc_unmap_domain_meminfo"],
+            &["xc_domain_meminfo"],
             &[],
         );
     }

@@ -15,6 +15,7 @@ mod kvm;
 mod lab;
 mod price;
 mod top;
+mod xen;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -61,6 +62,9 @@ enum Command {
     /// KVM through libvirt: prepare a domain for resex.
     #[command(subcommand)]
     Kvm(kvm::KvmCommand),
+    /// Xen: read a domain's memory as resexd's xen backend does (needs `--features xen`).
+    #[command(subcommand)]
+    Xen(xen::XenCommand),
     /// The guest agent with BenchEx's server (what the embedded host starts; see resex-agent).
     #[command(disable_help_flag = true)]
     Agent {
@@ -108,6 +112,7 @@ fn main() -> ExitCode {
         Command::Cap(a) => top::cap(a),
         Command::Rate(a) => top::rate(a),
         Command::Kvm(c) => kvm::run(c),
+        Command::Xen(c) => xen::run(c),
         Command::Agent { args } => {
             resex_agent::cli::main_with(std::iter::once("resex-agent".into()).chain(args))
         }

@@ -30,6 +30,7 @@ macro_rules! bindings {
 bindings!(ctrl, "XenCtrl.rs");
 bindings!(fmem, "XenForeignMemory.rs");
 bindings!(store, "XenStore.rs");
+bindings!(guest, "XenGuest.rs");
 
 /// What is missing when this is not a Xen dom0.
 pub const PRIVCMD: &str = "/dev/xen/privcmd";
@@ -80,6 +81,8 @@ struct Libs {
     xc: ctrl::XenCtrl,
     fm: fmem::XenForeignMemory,
     xs: store::XenStore,
+    /// libxenguest, for PV domains' p2m (None: not installed; PV memory is then unavailable).
+    xg: Option<guest::XenGuest>,
     xch: *mut ctrl::xc_interface,
     fmh: *mut fmem::xenforeignmemory_handle,
     xsh: *mut store::xs_handle,
@@ -137,6 +140,8 @@ impl RealXen {
         })?;
         // SAFETY: as above.
         let xs = load("libxenstore.so", |p| unsafe { store::XenStore::new(p) })?;
+        // SAFETY: as above.
+        let xg = load("libxenguest.so", |p| unsafe { guest::XenGuest::new(p) }).ok();
         // SAFETY: null logger and flags 0 are documented defaults.
         let xch = unsafe { xc.xc_interface_open(std::ptr::null_mut(), std::ptr::null_mut(), 0) };
         if xch.is_null() {
@@ -164,6 +169,7 @@ impl RealXen {
                 xc,
                 fm,
                 xs,
+                xg,
                 xch,
                 fmh,
                 xsh,
@@ -209,6 +215,33 @@ impl RealXen {
         unsafe { libc::free(p) };
         Ok(Some(String::from_utf8_lossy(&bytes).into_owned()))
     }
+}
+
+/// Entry `pfn` of a mapped p2m: a machine frame, or `None` past its end, for an invalid entry
+/// (all ones) or one Linux marks as not the guest's RAM (its foreign and identity bits).
+///
+/// # Safety
+/// `mi.p2m_table` must map `mi.p2m_size` entries of `mi.guest_width` bytes.
+unsafe fn p2m_entry(mi: &guest::xc_domain_meminfo, pfn: u64) -> Option<u64> {
+    if pfn >= mi.p2m_size {
+        return None;
+    }
+    let i = usize::try_from(pfn).ok()?;
+    let (raw, marks) = if mi.guest_width == 4 {
+        // SAFETY: i < p2m_size entries of 4 bytes (the caller's contract).
+        let e = unsafe { (mi.p2m_table as *const u32).add(i).read_unaligned() };
+        (u64::from(e), 3 << 30)
+    } else {
+        // SAFETY: i < p2m_size entries of 8 bytes (the caller's contract).
+        let e = unsafe { (mi.p2m_table as *const u64).add(i).read_unaligned() };
+        (e, 3 << 62)
+    };
+    let invalid = if mi.guest_width == 4 {
+        u64::from(u32::MAX)
+    } else {
+        u64::MAX
+    };
+    (raw != invalid && raw & marks == 0).then_some(raw)
 }
 
 struct Batch {
@@ -282,6 +315,7 @@ impl XenOps for RealXen {
                 ram_bytes: d.tot_pages.saturating_mul(4096),
                 cpu_time_ns: d.cpu_time,
                 scheduler: self.scheduler_of(d.cpupool),
+                pv: d.flags & ctrl::XEN_DOMINF_hvm_guest == 0,
             });
         }
         Ok(out)
@@ -376,6 +410,30 @@ impl XenOps for RealXen {
         }))
     }
 
+    fn frames(&self, domid: u32, pfns: &[u64]) -> Result<Vec<Option<u64>>, BackendError> {
+        let _g = self.guard();
+        let l = &self.libs;
+        let xg = l.xg.as_ref().ok_or_else(|| {
+            BackendError::Unavailable(
+                "cannot load libxenguest.so, which maps a PV domain's p2m: install the Xen \
+                 libraries (Debian: libxen-dev)"
+                    .into(),
+            )
+        })?;
+        let mut mi = guest::xc_domain_meminfo::default();
+        // SAFETY: xch is open (the same xc_interface type under another bindgen module); mi is
+        // zeroed, as the call requires, and is released below with the matching call.
+        let rc = unsafe { xg.xc_map_domain_meminfo(l.xch.cast(), domid, &mut mi) };
+        if rc != 0 || mi.p2m_table.is_null() {
+            return Err(err("xc_map_domain_meminfo"));
+        }
+        // SAFETY: p2m_table maps p2m_size entries of guest_width bytes each, until the unmap.
+        let out = pfns.iter().map(|&p| unsafe { p2m_entry(&mi, p) }).collect();
+        // SAFETY: mi came from xc_map_domain_meminfo and is released once.
+        unsafe { xg.xc_unmap_domain_meminfo(l.xch.cast(), &mut mi) };
+        Ok(out)
+    }
+
     fn xs_read(&self, path: &str) -> Result<Option<String>, BackendError> {
         let _g = self.guard();
         self.read_xs(path)
@@ -430,5 +488,7 @@ mod tests {
             fmem::XenForeignMemory::new(p)
         })
         .unwrap();
+        // SAFETY: as above.
+        load("libxenguest.so", |p| unsafe { guest::XenGuest::new(p) }).unwrap();
     }
 }

@@ -4,7 +4,10 @@
 //! - Caps: `xc_sched_credit_domain_set` or `xc_sched_credit2_domain_set`, by the scheduler of
 //!   the domain's cpupool; both take a cap in percent of one physical CPU (0: none), our unit.
 //! - Guest memory: xenforeignmemory, mapped in batches of [`BATCH_PAGES`] pages when first
-//!   touched and cached ([`XenMemory`]); gfn = guest-physical address / 4096.
+//!   touched and cached ([`XenMemory`]). A guest's address / 4096 is its frame number: what
+//!   the foreign mapping takes for a guest Xen translates (HVM, PVH), while for a PV guest the
+//!   mapping takes machine frames, which its p2m gives ([`XenOps::frames`]; the agent in a PV
+//!   guest registers pseudo-physical addresses from `/proc/self/pagemap`).
 //! - Registration: xenstore, under the guest-writable `/local/domain/ID/data/resex/`: the host
 //!   writes its channel lines to `host`, the guest its to `guest`, each value `SEQ LINE`
 //!   ([`XenstoreChannel`]).
@@ -29,6 +32,8 @@ use std::time::{Duration, Instant};
 
 /// Pages mapped at once.
 pub const BATCH_PAGES: u64 = 64;
+/// The frame asked for where a PV guest's page has none (Xen refuses it, that page alone).
+pub const NO_FRAME: u64 = u64::MAX;
 const PAGE: u64 = 4096;
 
 /// A domain's scheduler.
@@ -67,6 +72,9 @@ pub struct XenDomain {
     pub cpu_time_ns: u64,
     /// Its cpupool's scheduler (`None`: one we cannot cap, e.g. RTDS or null).
     pub scheduler: Option<Scheduler>,
+    /// A PV guest: its frame numbers are pseudo-physical, and mapping its pages takes the
+    /// machine frames of its p2m.
+    pub pv: bool,
 }
 
 /// Why a page of a batch has no mapping.
@@ -97,8 +105,12 @@ pub trait XenOps: Send + Sync {
     fn sched_get(&self, domid: u32, s: Scheduler) -> Result<SchedParams, BackendError>;
     /// Sets them.
     fn sched_set(&self, domid: u32, s: Scheduler, p: SchedParams) -> Result<(), BackendError>;
-    /// Maps `gfns` of the domain (read-write), one batch.
+    /// Maps `gfns` of the domain (read-write), one batch: frame numbers as the foreign mapping
+    /// takes them (for a PV domain, machine frames: see [`Self::frames`]).
     fn map(&self, domid: u32, gfns: &[u64]) -> Result<Box<dyn PageBatch>, BackendError>;
+    /// A PV domain's machine frames behind its pseudo-physical frames `pfns`, from its p2m
+    /// (`None`: no frame behind that page, or past the p2m's end).
+    fn frames(&self, domid: u32, pfns: &[u64]) -> Result<Vec<Option<u64>>, BackendError>;
     /// Reads a xenstore path.
     fn xs_read(&self, path: &str) -> Result<Option<String>, BackendError>;
     /// Writes a xenstore path.
@@ -225,6 +237,7 @@ impl<O: XenOps + 'static> Hypervisor for XenBackend<O> {
                 Arc::new(XenMemory {
                     ops: self.ops.clone(),
                     domid: d.domid,
+                    pv: d.pv,
                     size: crate::lowmem(d.ram_bytes),
                     batches: Mutex::new(HashMap::new()),
                 })
@@ -309,6 +322,8 @@ impl<O: XenOps + 'static> Hypervisor for XenBackend<O> {
 pub struct XenMemory<O: XenOps> {
     ops: Arc<O>,
     domid: u32,
+    /// Frames go through the domain's p2m.
+    pv: bool,
     size: u64,
     batches: Mutex<HashMap<u64, Arc<dyn PageBatch>>>,
 }
@@ -322,15 +337,18 @@ impl<O: XenOps> XenMemory<O> {
         let first = n * BATCH_PAGES;
         let last = (first + BATCH_PAGES).min(self.size.div_ceil(PAGE));
         let gfns: Vec<u64> = (first..last).collect();
-        let x: Arc<dyn PageBatch> =
-            Arc::from(
-                self.ops
-                    .map(self.domid, &gfns)
-                    .map_err(|e| MemError::Unmapped {
-                        gfn: first,
-                        why: e.to_string(),
-                    })?,
-            );
+        let unmapped = |e: BackendError| MemError::Unmapped {
+            gfn: first,
+            why: e.to_string(),
+        };
+        let frames = if self.pv {
+            let f = self.ops.frames(self.domid, &gfns).map_err(unmapped)?;
+            // A page with no machine frame is refused by the mapping, that page alone.
+            f.into_iter().map(|f| f.unwrap_or(NO_FRAME)).collect()
+        } else {
+            gfns
+        };
+        let x: Arc<dyn PageBatch> = Arc::from(self.ops.map(self.domid, &frames).map_err(unmapped)?);
         b.insert(n, x.clone());
         Ok(x)
     }

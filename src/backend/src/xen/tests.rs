@@ -40,15 +40,21 @@ impl FakeXen {
             ram_bytes: 1 << 20,
             cpu_time_ns: 7_000_000 * u64::from(domid),
             scheduler: s,
+            pv: domid == PV_DOM,
         };
         let mut pages: Vec<Option<Box<[u8; 4096]>>> =
             (0..256).map(|_| Some(Box::new([0u8; 4096]))).collect();
         pages[100] = None; // a hole
+                           // The PV domain's pages are machine frames, found through its p2m.
+        let machine = (0..MACHINE_FRAMES)
+            .map(|_| Some(Box::new([0u8; 4096])))
+            .collect();
         Self {
             doms: Mutex::new(vec![
                 dom(3, "web", Some(Scheduler::Credit)),
                 dom(4, "db", Some(Scheduler::Credit2)),
                 dom(5, "rt", None),
+                dom(PV_DOM, "pv", Some(Scheduler::Credit2)),
             ]),
             sched: Mutex::new(HashMap::from([
                 (
@@ -66,7 +72,10 @@ impl FakeXen {
                     },
                 ),
             ])),
-            mem: Mutex::new(HashMap::from([(3, FakeMem { pages })])),
+            mem: Mutex::new(HashMap::from([
+                (3, FakeMem { pages }),
+                (PV_DOM, FakeMem { pages: machine }),
+            ])),
             xs: Mutex::new(HashMap::new()),
             maps: AtomicUsize::new(0),
         }
@@ -112,6 +121,10 @@ impl XenOps for FakeXen {
             .collect();
         Ok(Box::new(FakeBatch { regions }))
     }
+    fn frames(&self, domid: u32, pfns: &[u64]) -> Result<Vec<Option<u64>>, BackendError> {
+        assert_eq!(domid, PV_DOM, "only a PV domain's frames are translated");
+        Ok(pfns.iter().map(|&p| p2m(p)).collect())
+    }
     fn xs_read(&self, path: &str) -> Result<Option<String>, BackendError> {
         Ok(self.xs.lock().unwrap().get(path).cloned())
     }
@@ -119,6 +132,14 @@ impl XenOps for FakeXen {
         self.xs.lock().unwrap().insert(path.into(), value.into());
         Ok(())
     }
+}
+
+/// The PV domain of the fake, and its p2m: pseudo-physical frame `p` is machine frame
+/// `p2m(p)`, scattered over a larger machine; frame 7 has none.
+const PV_DOM: u32 = 6;
+const MACHINE_FRAMES: usize = 4096;
+fn p2m(pfn: u64) -> Option<u64> {
+    (pfn < 256 && pfn != 7).then_some((pfn * 37 + 11) % MACHINE_FRAMES as u64)
 }
 
 fn backend() -> XenBackend<FakeXen> {
@@ -129,7 +150,7 @@ fn backend() -> XenBackend<FakeXen> {
 fn domains_cpu_time_and_keys() {
     let b = backend();
     let d = b.domains().unwrap();
-    assert_eq!(d.len(), 3);
+    assert_eq!(d.len(), 4);
     assert_eq!(d[0].key, "3/00000000-0000-0000-0000-000000000003");
     assert_eq!(
         (d[0].name.as_str(), d[0].vcpus, d[0].ram_size),
@@ -315,4 +336,36 @@ fn the_vf_is_the_first_network_vf_libxl_passed_through() {
         b.vf("9/00000000-0000-0000-0000-000000000009"),
         Err(BackendError::NoDomain(_))
     ));
+}
+
+#[test]
+fn a_pv_domains_pages_are_its_p2ms_machine_frames() {
+    let b = backend();
+    let key = "6/00000000-0000-0000-0000-000000000006";
+    let m = b.memory(key).unwrap();
+    // What the guest's agent registers is pseudo-physical: page 70 is machine frame p2m(70).
+    m.write(GuestAddress(70 * 4096 + 12), b"pv page").unwrap();
+    let mut back = [0u8; 7];
+    m.read(GuestAddress(70 * 4096 + 12), &mut back).unwrap();
+    assert_eq!(&back, b"pv page");
+    let mfn = usize::try_from(p2m(70).unwrap()).unwrap();
+    {
+        let mem = b.ops.mem.lock().unwrap();
+        let page = mem[&PV_DOM].pages[mfn].as_ref().unwrap();
+        assert_eq!(&page[12..19], b"pv page", "written at the machine frame");
+        assert!(mem[&PV_DOM].pages[70]
+            .as_ref()
+            .unwrap()
+            .iter()
+            .all(|&x| x == 0));
+    }
+    // A page with no machine frame is an error of its own; its batch's others still map.
+    assert!(matches!(
+        m.read(GuestAddress(7 * 4096), &mut back),
+        Err(MemError::Unmapped { gfn: 7, .. })
+    ));
+    m.read(GuestAddress(8 * 4096), &mut back).unwrap();
+    // An HVM domain's frames are not translated (the fake would panic).
+    let hvm = b.memory("3/00000000-0000-0000-0000-000000000003").unwrap();
+    hvm.read(GuestAddress(4096), &mut back).unwrap();
 }
