@@ -217,6 +217,16 @@ impl RealXen {
     }
 }
 
+/// A domain's handle as a UUID string.
+fn uuid_of(d: &ctrl::xc_domaininfo_t) -> String {
+    let h = d.handle;
+    format!(
+        "{:02x}{:02x}{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}{:02x}{:02x}{:02x}{:02x}",
+        h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7], h[8], h[9], h[10], h[11], h[12], h[13],
+        h[14], h[15]
+    )
+}
+
 /// Entry `pfn` of a mapped p2m: a machine frame, or `None` past its end, for an invalid entry
 /// (all ones) or one Linux marks as not the guest's RAM (its foreign and identity bits).
 ///
@@ -301,12 +311,7 @@ impl XenOps for RealXen {
             let name = self
                 .read_xs(&format!("/local/domain/{domid}/name"))?
                 .unwrap_or_else(|| format!("domain-{domid}"));
-            let h = d.handle;
-            let uuid = format!(
-                "{:02x}{:02x}{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}{:02x}{:02x}{:02x}{:02x}",
-                h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7], h[8], h[9], h[10], h[11], h[12],
-                h[13], h[14], h[15]
-            );
+            let uuid = uuid_of(d);
             out.push(XenDomain {
                 domid,
                 name,
@@ -319,6 +324,20 @@ impl XenOps for RealXen {
             });
         }
         Ok(out)
+    }
+
+    fn cpu_time(&self, domid: u32) -> Result<Option<(String, u64)>, BackendError> {
+        let _g = self.guard();
+        let l = &self.libs;
+        let mut d = ctrl::xc_domaininfo_t::default();
+        // SAFETY: `d` has room for the one entry asked for, from `domid` on.
+        let n = unsafe { l.xc.xc_domain_getinfolist(l.xch, domid, 1, &mut d) };
+        if n < 0 {
+            return Err(err("xc_domain_getinfolist"));
+        }
+        // The next domain up is returned when `domid` is gone.
+        let live = n == 1 && u32::from(d.domain) == domid && d.flags & ctrl::XEN_DOMINF_dying == 0;
+        Ok(live.then(|| (uuid_of(&d), d.cpu_time)))
     }
 
     fn sched_get(&self, domid: u32, s: Scheduler) -> Result<SchedParams, BackendError> {
