@@ -216,12 +216,15 @@ impl Sampler {
     fn cpu(&mut self) -> bool {
         let mut batch = Vec::with_capacity(self.known.len());
         for (key, k) in &self.known {
+            // Stamped at the middle of the call: a slow hypervisor call (or this thread
+            // preempted around it) skews the sample by half the call, not the whole.
+            let before = ns_since(self.clock);
             match self.hv.cpu_time_ns(key) {
                 Ok(total_ns) => batch.push((
                     k.id,
                     CpuSample {
                         total_ns,
-                        at_ns: ns_since(self.clock),
+                        at_ns: before + ns_since(self.clock).saturating_sub(before) / 2,
                     },
                 )),
                 Err(e) => {
