@@ -109,6 +109,15 @@ impl Registrar {
             }
             let reply = match read_msg::<GuestMsg>(r, MAX_LINE) {
                 Ok(None) => return false,
+                // A channel that times out is a guest saying nothing (no agent yet, or an
+                // idle one): not worth a warning; the session starts again with a new hello.
+                Err(LineError::Io(e)) if quiet(&e) => {
+                    tracing::debug!(
+                        "{}: nothing from the guest's agent; saying hello again",
+                        self.name
+                    );
+                    return false;
+                }
                 Err(LineError::Io(_) | LineError::TooLong(_)) => {
                     if let Some(n) = self.log.hit() {
                         tracing::warn!(
@@ -165,4 +174,12 @@ impl Registrar {
         });
         HostMsg::Rejected { error }
     }
+}
+
+/// A read that ended for want of data, not because the channel broke.
+fn quiet(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock
+    )
 }
