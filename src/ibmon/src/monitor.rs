@@ -227,7 +227,7 @@ impl VmMonitor {
     pub fn scan_delta<M: GuestMemory + ?Sized>(&mut self, mem: &M, budget: u32) -> Counters {
         let before = self.total;
         self.scan(mem, budget);
-        self.total.since(&before)
+        self.total - before
     }
 
     fn scan_with<R: Ram>(&mut self, r: &R, budget: u32) -> ScanOutcome {
