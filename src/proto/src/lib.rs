@@ -9,6 +9,7 @@
 //! - [`hca_admin`]: the host's own admin path to softhca (the rate lever's vport limits).
 //! - [`channel`]: the agent's control channel messages (hello, register, accepted/rejected).
 //! - [`mailbox`]: the latency-report mailbox's block format.
+//! - [`xsline`]: a reliable line stream over xenstore keys (the Xen twin of a virtio-serial port).
 
 #![cfg_attr(test, allow(clippy::cast_possible_truncation))]
 
@@ -19,6 +20,7 @@ pub mod hca_admin;
 pub mod hca_wire;
 pub mod mailbox;
 pub mod registration;
+pub mod xsline;
 
 pub use registration::{
     CqRegistration, MailboxRegistration, QpRegistration, Registration, SqRegistration,
