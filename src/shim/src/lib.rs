@@ -4,6 +4,8 @@
 //!   per-request signalling, `post_recv`, `poll_cq`) behind the [`Provider`] trait.
 //! - [`soft`]: the `softhca` provider (mlx5 rings in guest RAM, doorbell records).
 //! - [`guest`]: a guest process's RAM file and softhca control socket, as a provider.
+//! - [`xenbus`]: xenstore from inside a Xen domU (`/dev/xen/xenbus`), the guest's end of an
+//!   [`resex_proto::xsline`] link.
 //! - `verbs` (feature `rdma`): real devices through libibverbs.
 //! - [`mailbox`]: the guest's end of the latency mailbox (reports the host reads out of guest
 //!   memory).
@@ -24,6 +26,7 @@ pub mod soft;
 pub mod transport;
 #[cfg(feature = "rdma")]
 pub mod verbs;
+pub mod xenbus;
 
 pub use buffer::Buffer;
 pub use error::{Placement, ProtocolError, RequestError, SenderKind, TransportError};
