@@ -29,6 +29,11 @@ pub struct Cli {
     /// come from /proc/self/pagemap (needs root), and --hca / --channel are virtio-serial ports.
     #[arg(long)]
     vm: bool,
+    /// With --vm, in a Xen domU: the HCA, the channel and `--listen xs:NAME` are xenstore links
+    /// (through /dev/xen/xenbus) instead of virtio-serial ports. Chosen by itself in a domU
+    /// with no virtio-serial ports.
+    #[arg(long, requires = "vm")]
+    xen: bool,
     /// With --vm: MiB of locked memory for the mailbox, rings and buffers.
     #[arg(long, default_value_t = 32)]
     arena_mib: u64,
@@ -64,21 +69,24 @@ pub struct Cli {
 /// Runs the agent command line from `args` (the first is the program name).
 pub fn main_with<I: IntoIterator<Item = std::ffi::OsString>>(args: I) -> Result<()> {
     let cli = Cli::parse_from(args);
+    let xen = xen_store(&cli)?;
     let (mem, provider, phys): (_, _, Option<resex_shim::soft::PhysFn>) = if cli.vm {
         let pinned = Arc::new(
             resex_guestmem::PinnedMemory::new(cli.arena_mib.max(4) << 20)
                 .context("locking the agent's memory")?,
         );
-        let hca = crate::vm::port(&cli.hca)?;
-        tracing::info!("waiting for the host's software HCA on {}", hca.display());
-        let f = resex_shim::guest::open_port(&hca, &|| false)
-            .with_context(|| format!("opening {}", hca.display()))?
-            .context("stopped")?;
-        let r = std::io::BufReader::new(f.try_clone()?);
-        let ctl = Arc::new(resex_proto::hca_wire::RemoteHca::new(
-            Box::new(r),
-            Box::new(f),
-        ));
+        let ctl: Arc<dyn resex_proto::hca::HcaControl> = match &xen {
+            Some(store) => {
+                tracing::info!("waiting for the host's software HCA (resex xen hca) on xenstore");
+                let stop = stop_on_signals()?;
+                let stopped = || stop.load(std::sync::atomic::Ordering::Acquire);
+                if !crate::xen::wait_for_hca(&**store, &stopped).context("reading xenstore")? {
+                    return Ok(());
+                }
+                Arc::new(crate::xen::remote_hca(store.clone()))
+            }
+            None => Arc::new(open_hca_port(&cli.hca)?),
+        };
         let mem: Arc<dyn resex_guestmem::GuestMemory> = pinned.clone();
         let phys: resex_shim::soft::PhysFn = {
             let p = pinned.clone();
@@ -88,7 +96,8 @@ pub fn main_with<I: IntoIterator<Item = std::ffi::OsString>>(args: I) -> Result<
         let p = resex_shim::SoftProvider::with_phys(mem.clone(), 1 << 20, size, ctl, phys.clone())
             .context("the shim over locked memory")?;
         tracing::info!(
-            "vm mode: {} MiB locked, guest-physical pages {:#x}..",
+            "vm mode: {}{} MiB locked, guest-physical pages {:#x}..",
+            if xen.is_some() { "xen, " } else { "" },
             size >> 20,
             pinned.pages().first().copied().unwrap_or(0)
         );
@@ -121,7 +130,9 @@ pub fn main_with<I: IntoIterator<Item = std::ffi::OsString>>(args: I) -> Result<
             mailbox: Some(mbreg.clone()),
         })
     };
-    let chan: Box<dyn crate::session::ChannelEnd> = if cli.vm {
+    let chan: Box<dyn crate::session::ChannelEnd> = if let Some(store) = &xen {
+        Box::new(crate::xen::XenChannel::new(store.clone(), "agent"))
+    } else if cli.vm {
         Box::new(crate::vm::PortChannel::new(crate::vm::port(&cli.channel)?))
     } else {
         let path = PathBuf::from(&cli.channel);
@@ -149,4 +160,31 @@ pub fn main_with<I: IntoIterator<Item = std::ffi::OsString>>(args: I) -> Result<
         let _ = std::fs::remove_file(&cli.channel);
     }
     Ok(())
+}
+
+/// xenstore, when the agent's links are over it (`--xen`, or a Xen domU without virtio-serial
+/// ports).
+fn xen_store(cli: &Cli) -> Result<Option<Arc<dyn resex_proto::xsline::Store>>> {
+    let auto = cli.vm
+        && resex_shim::xenbus::available()
+        && !std::path::Path::new("/sys/class/virtio-ports").exists();
+    if !(cli.xen || auto) {
+        return Ok(None);
+    }
+    let bus = resex_shim::xenbus::XenBus::open().context("opening xenstore")?;
+    Ok(Some(Arc::new(bus)))
+}
+
+/// The software HCA's control path over the virtio-serial port `name`.
+fn open_hca_port(name: &str) -> Result<resex_proto::hca_wire::RemoteHca> {
+    let hca = crate::vm::port(name)?;
+    tracing::info!("waiting for the host's software HCA on {}", hca.display());
+    let f = resex_shim::guest::open_port(&hca, &|| false)
+        .with_context(|| format!("opening {}", hca.display()))?
+        .context("stopped")?;
+    let r = std::io::BufReader::new(f.try_clone()?);
+    Ok(resex_proto::hca_wire::RemoteHca::new(
+        Box::new(r),
+        Box::new(f),
+    ))
 }

@@ -10,6 +10,7 @@
 //! - [`gate`], registration before use: a new QP is registered before the application posts.
 //! - [`Agent`]: both, with a reporting thread.
 //! - [`vm`], inside a real VM: virtio-serial ports for the channel and the HCA.
+//! - [`xen`], inside a Xen domU: xenstore links for the channel, the HCA and the bootstrap.
 //! - [`cli`], the `resex-agent` command line (the agent with BenchEx's server as the workload).
 
 pub mod cli;
@@ -17,6 +18,7 @@ pub mod event;
 pub mod gate;
 pub mod session;
 pub mod vm;
+pub mod xen;
 
 use gate::Gate;
 use resex_common::LatencyRecorder;

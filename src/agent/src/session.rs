@@ -2,7 +2,7 @@
 //! a session, register, re-register whenever the guest's rings change, and wait for the next
 //! session when the host goes away (a restarted daemon gets the registration again).
 
-use resex_proto::channel::{read_msg, write_msg, GuestMsg, HostMsg, MAX_LINE};
+use resex_proto::channel::{read_msg, write_msg, GuestMsg, HostMsg, LineError, MAX_LINE};
 use resex_proto::Registration;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixListener;
@@ -24,6 +24,12 @@ pub type Session = (Box<dyn BufRead + Send>, Box<dyn Write + Send>);
 pub trait ChannelEnd: Send {
     /// Waits for the host to open the next session; `Ok(None)` when told to stop.
     fn next_session(&mut self, stop: &AtomicBool) -> std::io::Result<Option<Session>>;
+    /// Whether the agent registers as a session starts, unasked: where the host cannot see a
+    /// session start (a xenstore link has no connection), so a host already listening hears
+    /// of a new agent. Reads that time out on such a channel do not end the session.
+    fn speaks_first(&self) -> bool {
+        false
+    }
 }
 
 /// A Unix socket the agent listens on (the embedded host's channel).
@@ -105,11 +111,13 @@ pub fn run(
         };
         status.sessions.fetch_add(1, Ordering::AcqRel);
         tracing::info!("host opened a session");
-        session(r, &mut *w, &doc, &status, &stop, poll, &gate);
+        let first = chan.speaks_first();
+        session(r, &mut *w, &doc, &status, &stop, poll, &gate, first);
         tracing::info!("host closed the session; waiting for the next");
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn session(
     mut r: Box<dyn BufRead + Send>,
     w: &mut dyn Write,
@@ -118,11 +126,20 @@ fn session(
     stop: &AtomicBool,
     poll: Duration,
     gate: &Gate,
+    speak_first: bool,
 ) {
     let (tx, rx) = mpsc::channel();
     gate.opened(tx.clone());
+    let closed = Arc::new(AtomicBool::new(false));
+    let done = closed.clone();
     let reader = std::thread::spawn(move || loop {
         let m = read_msg::<HostMsg>(&mut *r, MAX_LINE);
+        // A quiet channel (a read that timed out) is still open, until this session ends.
+        if let Err(LineError::Io(e)) = &m {
+            if e.kind() == std::io::ErrorKind::TimedOut && !done.load(Ordering::Acquire) {
+                continue;
+            }
+        }
         let end = !matches!(m, Ok(Some(_)));
         if tx.send(Event::Host(m)).is_err() || end {
             return;
@@ -132,13 +149,22 @@ fn session(
     type Sent = (Option<Registration>, VecDeque<Vec<u32>>);
     let mut sent: Sent = (None, VecDeque::new());
     let send = |d: Registration, w: &mut dyn Write, sent: &mut Sent| -> bool {
-        let ok = write_msg(
+        tracing::debug!("registering {} queue pairs", d.qps.len());
+        let r = write_msg(
             w,
             &GuestMsg::Register {
                 registration: d.clone(),
             },
-        )
-        .is_ok();
+        );
+        if let Err(e) = &r {
+            use std::io::ErrorKind::{BrokenPipe, TimedOut};
+            if matches!(e.kind(), BrokenPipe | TimedOut) {
+                tracing::debug!("registration not sent: {e}");
+            } else {
+                tracing::warn!("registration not sent: {e}");
+            }
+        }
+        let ok = r.is_ok();
         if ok {
             status.sent.fetch_add(1, Ordering::AcqRel);
             sent.1.push_back(qpns(&d));
@@ -146,6 +172,9 @@ fn session(
         }
         ok
     };
+    if speak_first && !send(doc(), w, &mut sent) {
+        tracing::debug!("the host is not reading the channel yet");
+    }
     while !stop.load(Ordering::Acquire) {
         match rx.recv_timeout(poll) {
             Ok(Event::Host(Ok(Some(HostMsg::Hello { version })))) => {
@@ -181,6 +210,7 @@ fn session(
         }
     }
     gate.closed();
+    closed.store(true, Ordering::Release);
     drop(rx);
     // The reader ends when the host closes the stream; do not wait for it otherwise.
     if reader.is_finished() {

@@ -1,11 +1,15 @@
 //! The bootstrap stream over which endpoints are exchanged: a Unix socket path, `tcp:HOST:PORT`,
-//! or (a server inside a VM) `port:NAME`, a virtio-serial port whose host end a client on the
-//! host connects to (QEMU's Unix socket): one client, the port being one stream.
+//! or, for a server inside a VM, `port:NAME`, a virtio-serial port whose host end a client on
+//! the host connects to (QEMU's Unix socket): one client, the port being one stream; or, in a
+//! Xen domU, `xs:NAME`, the xenstore link `data/resex/NAME` whose host end `resex xen hca
+//! --relay NAME=PATH` relays to a Unix socket: each client there starts with
+//! [`XS_CONNECT`], and clients take turns (the link is one stream).
 
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::os::unix::net::{UnixListener, UnixStream};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// A bootstrap stream.
@@ -20,6 +24,38 @@ pub enum Listener {
     Tcp(TcpListener),
     /// A virtio-serial port: its one stream, handed out once.
     Port(std::path::PathBuf, std::sync::atomic::AtomicBool),
+    /// A xenstore link (a Xen domU).
+    Xs(Arc<Mutex<XsLink>>),
+}
+
+/// The line a relay sends on a xenstore link when a client connects to it.
+pub use resex_proto::xsline::CONNECT as XS_CONNECT;
+
+/// Both ends of a xenstore link.
+pub type XsLink = (resex_proto::xsline::XsReader, resex_proto::xsline::XsWriter);
+
+/// One client's turn on a xenstore link.
+struct XsTurn(Arc<Mutex<XsLink>>);
+
+impl Read for XsTurn {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let mut l = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        l.0.set_timeout(Duration::from_secs(30));
+        l.0.read(buf)
+    }
+}
+
+impl Write for XsTurn {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .1
+            .write(buf)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 fn tcp(addr: &str) -> Option<&str> {
@@ -29,6 +65,17 @@ fn tcp(addr: &str) -> Option<&str> {
 impl Listener {
     /// Binds `addr` (a stale Unix socket file is replaced).
     pub fn bind(addr: &str) -> std::io::Result<Listener> {
+        if let Some(name) = addr.strip_prefix("xs:") {
+            let store = resex_shim::xenbus::XenBus::open()?;
+            let link = resex_proto::xsline::open(
+                Arc::new(store),
+                &format!("data/resex/{name}"),
+                resex_proto::xsline::Side::Guest,
+                Duration::from_secs(30),
+                64 * 1024,
+            );
+            return Ok(Listener::Xs(Arc::new(Mutex::new(link))));
+        }
         if let Some(name) = addr.strip_prefix("port:") {
             let path = resex_shim::guest::virtio_port(name)?;
             return Ok(Listener::Port(
@@ -48,7 +95,7 @@ impl Listener {
         match self {
             Listener::Unix(l) => l.set_nonblocking(on),
             Listener::Tcp(l) => l.set_nonblocking(on),
-            Listener::Port(..) => Ok(()),
+            Listener::Port(..) | Listener::Xs(_) => Ok(()),
         }
     }
 
@@ -78,7 +125,27 @@ impl Listener {
                     None => return Err(std::io::ErrorKind::WouldBlock.into()),
                 }
             }
+            Listener::Xs(link) => {
+                xs_wait_connect(link)?;
+                Box::new(XsTurn(link.clone()))
+            }
         })
+    }
+}
+
+/// Waits up to 100 ms for a relay's [`XS_CONNECT`] on the link (`WouldBlock` without one);
+/// other lines (a late half of an earlier client's turn) are skipped.
+fn xs_wait_connect(link: &Mutex<XsLink>) -> std::io::Result<()> {
+    let mut l = link.lock().unwrap_or_else(|p| p.into_inner());
+    l.0.set_timeout(Duration::from_millis(100));
+    let mut line = String::new();
+    match l.0.read_line(&mut line) {
+        Ok(_) if line.trim_end() == XS_CONNECT => Ok(()),
+        Ok(_) => Err(std::io::ErrorKind::WouldBlock.into()),
+        Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
+            Err(std::io::ErrorKind::WouldBlock.into())
+        }
+        Err(e) => Err(e),
     }
 }
 

@@ -109,14 +109,12 @@ impl Registrar {
             }
             let reply = match read_msg::<GuestMsg>(r, MAX_LINE) {
                 Ok(None) => return false,
-                // A channel that times out is a guest saying nothing (no agent yet, or an
-                // idle one): not worth a warning; the session starts again with a new hello.
+                // A channel that times out (Xen's xenstore link) is a guest saying nothing: no
+                // agent yet, or an idle one. The session goes on: a link has no connection to
+                // lose, and an agent that starts later speaks first.
                 Err(LineError::Io(e)) if quiet(&e) => {
-                    tracing::debug!(
-                        "{}: nothing from the guest's agent; saying hello again",
-                        self.name
-                    );
-                    return false;
+                    tracing::trace!("{}: nothing from the guest's agent yet", self.name);
+                    continue;
                 }
                 Err(LineError::Io(_) | LineError::TooLong(_)) => {
                     if let Some(n) = self.log.hit() {

@@ -8,9 +8,8 @@
 //!   the foreign mapping takes for a guest Xen translates (HVM, PVH), while for a PV guest the
 //!   mapping takes machine frames, which its p2m gives ([`XenOps::frames`]; the agent in a PV
 //!   guest registers pseudo-physical addresses from `/proc/self/pagemap`).
-//! - Registration: xenstore, under the guest-writable `/local/domain/ID/data/resex/`: the host
-//!   writes its channel lines to `host`, the guest its to `guest`, each value `SEQ LINE`
-//!   ([`XenstoreChannel`]).
+//! - Registration: a [`resex_proto::xsline`] link over xenstore, under the guest-writable
+//!   `/local/domain/ID/data/resex/agent` ([`XsStore`], [`link_base`]).
 //! - The rate lever's VF: the first network SR-IOV VF among the domain's PCI passthrough
 //!   functions, which libxl lists in xenstore ([`XenOps::pci_devices`]).
 //!
@@ -26,9 +25,9 @@ pub use ffi::RealXen;
 use crate::{BackendError, Channel, DomainInfo, Hypervisor, SavedError};
 use resex_guestmem::{GuestAddress, GuestMemory, MemError, RawRegion};
 use std::collections::HashMap;
-use std::io::{BufRead, Read, Write};
+use std::io::{BufRead, Write};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Pages mapped at once.
 pub const BATCH_PAGES: u64 = 64;
@@ -183,6 +182,16 @@ impl<O: XenOps + 'static> XenBackend<O> {
         self
     }
 
+    /// xenstore, for [`resex_proto::xsline`] links to the domains.
+    pub fn xs_store(&self) -> Arc<dyn resex_proto::xsline::Store> {
+        Arc::new(XsStore(self.ops.clone()))
+    }
+
+    /// The domain id in a domain's key.
+    pub fn domid(key: &str) -> Result<u32, BackendError> {
+        domid_of(key)
+    }
+
     fn domain(&self, key: &str) -> Result<XenDomain, BackendError> {
         let domid = domid_of(key)?;
         self.ops
@@ -261,8 +270,7 @@ impl<O: XenOps + 'static> Hypervisor for XenBackend<O> {
 
     fn open_channel(&self, key: &str) -> Result<Channel, BackendError> {
         let d = self.domain(key)?;
-        let ch = XenstoreChannel::new(self.ops.clone(), d.domid);
-        Ok((Box::new(ch.reader()), Box::new(ch)))
+        Ok(registration_channel(self.ops.clone(), d.domid))
     }
 
     fn cap_mechanism(&self, key: &str) -> String {
@@ -421,114 +429,138 @@ impl<O: XenOps> GuestMemory for XenMemory<O> {
     }
 }
 
-/// The registration channel over xenstore. The host's lines go to `.../data/resex/host` and
-/// the guest's come from `.../data/resex/guest`, each value `SEQ LINE` with SEQ counting up, so
-/// a reader sees every new line once (a line rewritten faster than it is polled is lost, and
-/// the channel protocol's next `hello` recovers).
-pub struct XenstoreChannel<O: XenOps> {
-    ops: Arc<O>,
+/// xenstore through [`XenOps`], for [`resex_proto::xsline`] links (the registration channel,
+/// `resex xen hca`'s control path and relays).
+pub struct XsStore<O: XenOps>(pub Arc<O>);
+
+impl<O: XenOps> resex_proto::xsline::Store for XsStore<O> {
+    fn read(&self, path: &str) -> std::io::Result<Option<String>> {
+        self.0.xs_read(path).map_err(std::io::Error::other)
+    }
+
+    fn write(&self, path: &str, value: &str) -> std::io::Result<()> {
+        self.0.xs_write(path, value).map_err(std::io::Error::other)
+    }
+}
+
+/// The xenstore directory of the domain's link `name` (guest-writable: the domain's `data`).
+pub fn link_base(domid: u32, name: &str) -> String {
+    format!("/local/domain/{domid}/data/resex/{name}")
+}
+
+/// The registration channel: the [`resex_proto::xsline`] link `agent`. A read that waits
+/// [`CHANNEL_TIMEOUT`] for the agent gives up with `TimedOut` (the registrar reads on).
+fn registration_channel<O: XenOps + 'static>(ops: Arc<O>, domid: u32) -> Channel {
+    let (r, w) = resex_proto::xsline::open(
+        Arc::new(XsStore(ops)),
+        &link_base(domid, "agent"),
+        resex_proto::xsline::Side::Host,
+        CHANNEL_TIMEOUT,
+        resex_proto::channel::MAX_LINE,
+    );
+    (Box::new(r), Box::new(w))
+}
+
+/// How long a registration channel read or write waits for the agent.
+pub const CHANNEL_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Relays clients of the Unix socket `path` to the link at `base` (BenchEx's bootstrap
+/// listener `xs:NAME` in the domain), one client at a time: each turn starts with
+/// [`resex_proto::xsline::CONNECT`] and carries lines both ways until the client closes.
+pub fn relay(
+    store: Arc<dyn resex_proto::xsline::Store>,
     base: String,
-    seq: u64,
-    buf: Vec<u8>,
-}
-
-impl<O: XenOps> XenstoreChannel<O> {
-    fn new(ops: Arc<O>, domid: u32) -> Self {
-        Self {
-            ops,
-            base: format!("/local/domain/{domid}/data/resex"),
-            seq: 0,
-            buf: Vec::new(),
-        }
-    }
-
-    fn reader(&self) -> XenstoreReader<O> {
-        XenstoreReader {
-            ops: self.ops.clone(),
-            path: format!("{}/guest", self.base),
-            last: None,
-            pending: Vec::new(),
-            pos: 0,
-            timeout: Duration::from_secs(10),
-        }
-    }
-}
-
-impl<O: XenOps> Write for XenstoreChannel<O> {
-    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
-        self.buf.extend_from_slice(data);
-        while let Some(nl) = self.buf.iter().position(|&b| b == b'\n') {
-            let line: Vec<u8> = self.buf.drain(..=nl).collect();
-            let text = String::from_utf8_lossy(&line[..line.len() - 1]).into_owned();
-            self.seq += 1;
-            self.ops
-                .xs_write(
-                    &format!("{}/host", self.base),
-                    &format!("{} {text}", self.seq),
+    path: &std::path::Path,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+) -> Result<std::thread::JoinHandle<()>, BackendError> {
+    let _ = std::fs::remove_file(path);
+    let l = std::os::unix::net::UnixListener::bind(path)
+        .and_then(|l| l.set_nonblocking(true).map(|()| l))
+        .map_err(|e| BackendError::io(format!("binding {}", path.display()), e))?;
+    std::thread::Builder::new()
+        .name("xs-relay".into())
+        .spawn(move || {
+            let open = || {
+                resex_proto::xsline::open(
+                    store.clone(),
+                    &base,
+                    resex_proto::xsline::Side::Host,
+                    Duration::from_secs(30),
+                    64 * 1024,
                 )
-                .map_err(std::io::Error::other)?;
-        }
-        Ok(data.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-/// The guest-to-host half of a [`XenstoreChannel`]: polls every 20 ms.
-pub struct XenstoreReader<O: XenOps> {
-    ops: Arc<O>,
-    path: String,
-    last: Option<String>,
-    pending: Vec<u8>,
-    pos: usize,
-    timeout: Duration,
-}
-
-impl<O: XenOps> Read for XenstoreReader<O> {
-    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
-        let n = {
-            let avail = self.fill_buf()?;
-            let n = avail.len().min(out.len());
-            out[..n].copy_from_slice(&avail[..n]);
-            n
-        };
-        self.consume(n);
-        Ok(n)
-    }
-}
-
-impl<O: XenOps> BufRead for XenstoreReader<O> {
-    fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
-        let start = Instant::now();
-        while self.pos >= self.pending.len() {
-            let v = self
-                .ops
-                .xs_read(&self.path)
-                .map_err(std::io::Error::other)?;
-            if let Some(v) = v.filter(|v| Some(v) != self.last.as_ref()) {
-                self.last = Some(v.clone());
-                // `SEQ LINE`; a value without a sequence number is taken whole.
-                let line = v.split_once(' ').map_or(v.as_str(), |(_, l)| l);
-                self.pending = format!("{line}\n").into_bytes();
-                self.pos = 0;
-                break;
+            };
+            let mut link = open();
+            let mut clients = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Acquire) {
+                match l.accept() {
+                    Ok((s, _)) => {
+                        clients += 1;
+                        link = relay_turn(s, link, &stop).unwrap_or_else(open);
+                        tracing::debug!("{base}: relay client {clients} done");
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                        std::thread::sleep(Duration::from_millis(20));
+                    }
+                    Err(e) => {
+                        tracing::warn!("{base}: relay accept: {e}");
+                        std::thread::sleep(Duration::from_millis(200));
+                    }
+                }
             }
-            if start.elapsed() >= self.timeout {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::TimedOut,
-                    format!("nothing new at {} for {:?}", self.path, self.timeout),
-                ));
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Ok(&self.pending[self.pos..])
-    }
+        })
+        .map_err(|e| BackendError::io("starting the relay thread", e))
+}
 
-    fn consume(&mut self, n: usize) {
-        self.pos = (self.pos + n).min(self.pending.len());
+type Link = (resex_proto::xsline::XsReader, resex_proto::xsline::XsWriter);
+
+/// One client's turn: its lines to the link here, the link's to it on a second thread.
+fn relay_turn(
+    s: std::os::unix::net::UnixStream,
+    (mut r, mut w): Link,
+    stop: &Arc<std::sync::atomic::AtomicBool>,
+) -> Option<Link> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let done = Arc::new(AtomicBool::new(false));
+    let back = (|| {
+        s.set_nonblocking(false)?;
+        w.write_all(format!("{}\n", resex_proto::xsline::CONNECT).as_bytes())?;
+        s.try_clone()
+    })();
+    let Ok(mut out) = back else {
+        return Some((r, w));
+    };
+    let (d, st) = (done.clone(), stop.clone());
+    let to_client = std::thread::spawn(move || {
+        r.set_timeout(Duration::from_millis(200));
+        let mut line = String::new();
+        while !d.load(Ordering::Acquire) && !st.load(Ordering::Acquire) {
+            line.clear();
+            match r.read_line(&mut line) {
+                Ok(_) if out.write_all(line.as_bytes()).is_ok() => {}
+                Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {}
+                _ => break,
+            }
+        }
+        r
+    });
+    let mut from = std::io::BufReader::new(s);
+    let mut line = String::new();
+    loop {
+        line.clear();
+        match from.read_line(&mut line) {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {
+                if !line.ends_with('\n') {
+                    line.push('\n');
+                }
+                if w.write_all(line.as_bytes()).is_err() {
+                    break;
+                }
+            }
+        }
     }
+    done.store(true, Ordering::Release);
+    to_client.join().ok().map(|r| (r, w))
 }
 
 #[cfg(test)]
