@@ -123,7 +123,6 @@ fn hca(a: &HcaArgs) -> Result<()> {
     use anyhow::Context;
     use resex_backend::kvm::{ramfile, xml::DomainXml};
     use resex_guestmem::{FileMemory, GuestMemory};
-    use resex_softhca::{Clock, LinkConfig, MonotonicClock, PortId, SoftHca};
     use std::io::BufReader;
     use std::os::unix::net::UnixStream;
     use std::sync::atomic::Ordering;
@@ -152,18 +151,8 @@ fn hca(a: &HcaArgs) -> Result<()> {
         .context("QEMU's pid file")?;
     let ram_path = ramfile::find(pid, x.memory)?;
     let ram: Arc<dyn GuestMemory> = Arc::new(FileMemory::open(&ram_path)?);
-    let hca = SoftHca::new(LinkConfig::resex_testbed(), 2);
-    let guest = hca.add_guest(ram, PortId(0));
-    let _ = std::fs::remove_file(&a.peer_ram);
-    let peer_mem: Arc<dyn GuestMemory> = Arc::new(FileMemory::create(
-        &a.peer_ram,
-        a.peer_ram_mib.max(8) << 20,
-    )?);
-    let peer = hca.add_guest(peer_mem, PortId(1));
-    let _thread = hca.spawn(
-        Arc::new(MonotonicClock::new()) as Arc<dyn Clock>,
-        Duration::from_micros(20),
-    );
+    let vm = crate::vm_hca::VmHca::start(ram, &a.peer_ram, a.peer_ram_mib)?;
+    let (guest, peer) = (vm.guest.clone(), vm.peer.clone());
     let stop = benchex::opts::stop_on_signals()?;
     // The guest's shim, over QEMU's end of its port (reconnecting if the session ends).
     let g = guest.clone();
@@ -206,31 +195,7 @@ fn hca(a: &HcaArgs) -> Result<()> {
     let _ = guest_thread.join();
     let _ = std::fs::remove_file(&a.peer_hca);
     let _ = std::fs::remove_file(&a.peer_ram);
-    let qps = guest.qp_stats();
-    let (wqes, tx_bytes, tx_packets, rx_read_packets) =
-        qps.iter().fold((0, 0, 0, 0), |t, (_, s)| {
-            (
-                t.0 + s.wqes,
-                t.1 + s.tx_bytes,
-                t.2 + s.tx_packets,
-                t.3 + s.rx_read_packets,
-            )
-        });
-    let summary = serde_json::json!({
-        "domain": a.domain,
-        "qps": qps.iter().map(|(n, s)| serde_json::json!({
-            "qpn": n, "wqes": s.wqes, "tx_bytes": s.tx_bytes, "tx_packets": s.tx_packets,
-            "rx_read_packets": s.rx_read_packets,
-        })).collect::<Vec<_>>(),
-        "wqes": wqes,
-        "tx_bytes": tx_bytes,
-        "mtus": tx_packets + rx_read_packets,
-    });
-    println!("{summary}");
-    if let Some(p) = &a.stats {
-        std::fs::write(p, format!("{summary}\n"))
-            .with_context(|| format!("writing {}", p.display()))?;
-    }
+    crate::vm_hca::report(&a.domain, &guest.qp_stats(), a.stats.as_deref())?;
     Ok(())
 }
 

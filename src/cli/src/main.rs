@@ -15,7 +15,9 @@ mod kvm;
 mod lab;
 mod price;
 mod top;
+mod vm_hca;
 mod xen;
+mod xen_hca;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;

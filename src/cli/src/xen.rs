@@ -1,7 +1,12 @@
 //! `resex xen peek DOMAIN ADDR`: reads a Xen domain's memory the way resexd's xen backend does
 //! (foreign mappings; a PV domain's pseudo-physical addresses through its p2m), to check that an
-//! address a guest registered is the page the host reads. Needs a build with `--features xen`
-//! and a Xen dom0.
+//! address a guest registered is the page the host reads.
+//!
+//! `resex xen hca DOMAIN`: the software HCA for a domU (the twin of `resex kvm hca`): executes
+//! the rings of the agent's shim in the domain's memory (foreign mappings), serves its control
+//! path over the xenstore link `data/resex/hca`, and relays BenchEx's bootstrap.
+//!
+//! Both need a build with `--features xen` and a Xen dom0.
 
 use anyhow::{bail, Result};
 use clap::{Args, Subcommand};
@@ -12,6 +17,11 @@ pub enum XenCommand {
     /// Print LEN bytes of a domain's memory at guest address ADDR (hex dump), read as resexd's
     /// xen backend reads guest rings.
     Peek(PeekArgs),
+    /// The software HCA for a running domU (no RDMA device here): serves the shim of the
+    /// domain's agent (`resex-agent --vm --xen`) over the xenstore link data/resex/hca,
+    /// executing its rings in the domain's memory, and a second port for host-side peers
+    /// (benchex clients) on a Unix socket.
+    Hca(crate::xen_hca::HcaArgs),
 }
 
 /// Options of `resex xen peek`.
@@ -42,6 +52,7 @@ fn parse_addr(s: &str) -> Result<u64, String> {
 pub fn run(c: XenCommand) -> Result<()> {
     match c {
         XenCommand::Peek(a) => peek(&a),
+        XenCommand::Hca(a) => crate::xen_hca::run(&a),
     }
 }
 
