@@ -129,12 +129,17 @@ impl HostLever {
     }
 
     fn vf(&self, key: &str) -> Result<Vf, BackendError> {
+        self.vf_of(key)?.ok_or_else(|| no_lever(key))
+    }
+
+    /// The VM's VF; `None` when it has none.
+    fn vf_of(&self, key: &str) -> Result<Option<Vf>, BackendError> {
         if !self.by_name.is_empty() {
             if let Some(v) = self.name_of(key)?.and_then(|n| self.by_name.get(&n)) {
-                return Ok(v.clone());
+                return Ok(Some(v.clone()));
             }
         }
-        self.hv.vf(key)?.ok_or_else(|| no_lever(key))
+        self.hv.vf(key)
     }
 
     fn pci(&self, key: &str) -> Result<&Arc<dyn VfLever>, BackendError> {
@@ -147,10 +152,16 @@ impl HostLever {
     }
 
     /// Logs once per domain why it has no lever.
-    fn tell(&self, key: &str, why: &str) {
+    /// Says once per VM why it has no rate lever: a warning when its VF cannot be driven, a
+    /// note when it has no VF at all (a VM without a passed-through function is common).
+    fn tell(&self, key: &str, why: &str, warn: bool) {
         let mut t = self.told.lock().unwrap_or_else(|p| p.into_inner());
         if t.insert(key.to_owned()) {
-            tracing::warn!("{why}");
+            if warn {
+                tracing::warn!("{why}");
+            } else {
+                tracing::info!("{why}");
+            }
         }
     }
 }
@@ -161,23 +172,27 @@ impl RateLever for HostLever {
     }
 
     fn describe(&self, key: &str) -> Option<String> {
-        match self.vf(key) {
-            Ok(Vf::Soft { vport, .. }) => Some(format!("softhca vport {vport}")),
-            Ok(vf) => match self.pci(key) {
+        match self.vf_of(key) {
+            Ok(Some(Vf::Soft { vport, .. })) => Some(format!("softhca vport {vport}")),
+            Ok(None) => {
+                self.tell(key, &no_lever(key).to_string(), false);
+                None
+            }
+            Ok(Some(vf)) => match self.pci(key) {
                 Ok(l) => match l.describe(&vf) {
                     Ok(d) => Some(d),
                     Err(e) => {
-                        self.tell(key, &format!("no rate lever for VM {key}: {e}"));
+                        self.tell(key, &format!("no rate lever for VM {key}: {e}"), true);
                         None
                     }
                 },
                 Err(e) => {
-                    self.tell(key, &e.to_string());
+                    self.tell(key, &e.to_string(), true);
                     None
                 }
             },
             Err(e) => {
-                self.tell(key, &e.to_string());
+                self.tell(key, &e.to_string(), true);
                 None
             }
         }

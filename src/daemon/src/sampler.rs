@@ -227,6 +227,10 @@ impl Sampler {
                         at_ns: before + ns_since(self.clock).saturating_sub(before) / 2,
                     },
                 )),
+                // The domain went away since the last listing, which says so next.
+                Err(e @ resex_backend::BackendError::NoDomain(_)) => {
+                    tracing::debug!("{}: CPU time: {e}", k.name);
+                }
                 Err(e) => {
                     if let Some(n) = self.log_cpu.hit() {
                         tracing::warn!("{}: CPU time: {e} [{n}]", k.name);
