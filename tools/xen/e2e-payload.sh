@@ -12,33 +12,61 @@
 #     snapshots within 5 s of xl destroy returning (never lists it again), logs `domu: gone`,
 #     forgets its cap record, logs at most 4 lines about domu in the 12 s after (no error
 #     spam), and exits cleanly.
-# dom0's vCPUs are pinned to pCPU 0 and the domU to pCPU 1 (see below).
+#  5. the agent in a second PV domU `domv` (/domu/domv.cfg, built by initramfs.sh with
+#     DOMV_RUN: `resex-agent --vm --xen --name domv --listen xs:bench`): `resex xen hca domv` is
+#     its software HCA (its pages mapped through xenforeignmemory), with a host-side peer and
+#     BenchEx's bootstrap relayed from xenstore (`xs:bench`) to a Unix socket; the agent reaches
+#     it ("vm mode:" on domv's console) and registers with a new resexd over xenstore
+#     (`resex status`: registered); `resex benchex client` sends ORDERS orders through the
+#     peer; resexd's totals for domv (mtus_total, tx_bytes_total, wqes_total) equal exactly what
+#     the HCA executed (its --stats JSON at SIGTERM: mtus, tx_bytes, wqes), the bytes are
+#     ORDERS * (65536 + 8) + ORDERS (a 64 KiB reply with its 8-byte header and a 1-byte status
+#     write per order), reports > 0 and errors + overruns + anomalies = 0.
+# dom0's vCPUs are pinned to pCPU 0 and each domU to pCPU 1 (see below).
 # MODE=short (the credit boot may use it) runs 1, 2 and the SIGTERM restore of 3.
-# Prints XEN-* lines; a failed check is a `XEN-FAIL ...` line; the last lines are
-#   XEN-E2E sched=credit2 cap=25 xl=25 measured=24.8% ... destroyed_dropped=yes
+# Prints XEN-* lines; a failed check is a `XEN-FAIL ...` line; at the end the whole logs of the
+# resexds, of the HCA and domv's console, as `resexd-N| LINE`, `xen-hca| LINE` and
+# `guest-domv| LINE` (tools/xen/e2e.sh keeps them); the last lines are
+#   XEN-COUNTS resexd mtus=.. bytes=.. wqes=.. reports=.. faults=.. hca mtus=.. bytes=.. wqes=..
+#   XEN-E2E sched=credit2 cap=25 xl=25 measured=24.8% ... failed_checks=0 counts=equal reports=N
 #   XEN-PAYLOAD-OK                      (only when every check passed)
 CAP=${CAP:-25}
 WINDOW=${WINDOW:-20}
 MODE=${MODE:-full}
+ORDERS=${ORDERS:-100}
 API=/run/resex.sock
 STATE=/var/lib/resex
 ESC=$(printf '\033')
 RESEXD_PID=
+HCA_PID=
 LOG=
 BAD=0
 export NO_COLOR=1
 
 now() { cut -d' ' -f1 /proc/uptime; }
 elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
-# resexd's log without colours.
-clean() { sed "s/${ESC}\[[0-9;]*m//g" "$1"; }
+# resexd's log (or a console log) without colours and carriage returns.
+clean() { tr -d '\r' < "$1" | sed "s/${ESC}\[[0-9;]*m//g"; }
 logtail() { [ -n "$LOG" ] && clean "$LOG" | tail -${1:-8} | sed 's/^/XEN-LOG | /'; }
 bad() { echo "XEN-FAIL $*"; BAD=$((BAD + 1)); }
 stop_resexd() {
     [ -n "$RESEXD_PID" ] || return 0
     kill -TERM "$RESEXD_PID" 2>/dev/null; wait "$RESEXD_PID" 2>/dev/null; RESEXD_PID=
 }
-fail() { echo "XEN-FAIL $*"; logtail 15; stop_resexd; exit 1; }
+# Stops step 5's HCA (SIGTERM: it writes its stats), with kill -9 if it has not exited 20 s
+# later; its exit status in HCA_RC.
+HCA_RC=-
+stop_hca() {
+    [ -n "$HCA_PID" ] || return 0
+    kill -TERM "$HCA_PID" 2>/dev/null
+    for _ in $(seq 100); do kill -0 "$HCA_PID" 2>/dev/null || break; sleep 0.2; done
+    if kill -0 "$HCA_PID" 2>/dev/null; then
+        echo "XEN-FAIL resex xen hca did not exit within 20 s of SIGTERM"; BAD=$((BAD + 1))
+        kill -9 "$HCA_PID"
+    fi
+    wait "$HCA_PID" 2>/dev/null; HCA_RC=$?; HCA_PID=
+}
+fail() { echo "XEN-FAIL $*"; logtail 15; stop_resexd; stop_hca; exit 1; }
 
 # ---- the scheduler, the domU ----------------------------------------------------------------
 xl info | grep -E 'xen_version|xen_scheduler' | sed 's/^/XEN-INFO /'
@@ -90,8 +118,11 @@ start_resexd() { # LOGFILE
 vm_json() {
     resex status --api $API --json 2>/dev/null | sed 's/{"id":/\n{"id":/g' | grep "\"name\":\"$1\""
 }
-field() { # FIELD: domu's value (numbers, null, or a string's text)
-    vm_json domu | sed -n "s/.*\"$1\":\"\{0,1\}\([^,}\"]*\).*/\1/p"
+jfield() { # JSON FIELD: FIELD's value in JSON, a VM object of vm_json (numbers, null, or a string's text)
+    echo "$1" | sed -n "s/.*\"$2\":\"\{0,1\}\([^,}\"]*\).*/\1/p"
+}
+field() { # FIELD [VM]: the VM's value (default domu) in a new `resex status`
+    jfield "$(vm_json "${2:-domu}")" "$1"
 }
 # SECONDS: until resexd lists domu (fails when resexd dies first).
 wait_found() {
@@ -264,13 +295,120 @@ if [ "$MODE" = full ]; then
         clean "$LOG" | grep -q 'could not restore' && bad "resexd could not restore at exit: $(clean "$LOG" | grep -m1 'could not restore')"
     fi
 fi
+
+# ---- 5. the agent in domv, its software HCA, resexd's counts ----------------------------------
+HCA_LOG=/tmp/xen-hca.log
+HCA_STATS=/tmp/hca.json
+PEER_RAM=/dev/shm/resex-peer.ram
+PEER_SOCK=/run/resex-peer.sock
+BENCH_SOCK=/run/resex-bench.sock
+VCLOG=/var/log/xen/console/guest-domv.log
+# A0 SECONDS: whether less than SECONDS of dom0's clock passed since A0.
+before() { awk -v a="$1" -v b="$(now)" -v s="$2" 'BEGIN { exit !(b - a < s) }'; }
+hca_alive() { [ -n "$HCA_PID" ] && kill -0 "$HCA_PID" 2>/dev/null; }
+alive() { kill -0 "$1" 2>/dev/null && echo yes || echo no; }
+# A failed check of step 5, with the tails of the HCA's log and domv's console.
+bad5() {
+    bad "$*"
+    [ -f $HCA_LOG ] && clean $HCA_LOG | tail -12 | sed 's/^/XEN-LOG hca | /'
+    [ -f $VCLOG ] && clean $VCLOG | tail -12 | sed 's/^/XEN-LOG domv | /'
+    # The links' keys (data/resex/NAME/{h2g,g2h}{,-ack}), cut short.
+    d=$(xl domid domv 2>/dev/null) && xenstore-ls "/local/domain/$d/data" 2>&1 | cut -c1-160 | sed 's/^/XEN-LOG xenstore | /'
+}
+# FIELD: a top-level figure of the HCA's stats JSON (its per-QP objects, which have the same
+# names, taken out first).
+hca_stat() { sed 's/"qps":\[[^]]*\]//' $HCA_STATS 2>/dev/null | sed -n "s/.*\"$1\":\([0-9]*\).*/\1/p"; }
+counts=- reports=- step5_s=-
+# Returns early (after a XEN-FAIL) when a later part cannot run; the caller stops what it started.
+step5() {
+    T5=$(now)
+    [ -f /domu/domv.cfg ] || { bad "no /domu/domv.cfg: the image was built without DOMV_RUN (tools/xen/e2e.sh gives it)"; return 1; }
+    mkdir -p /dev/shm
+    grep -q ' /dev/shm ' /proc/mounts || mount -t tmpfs shm /dev/shm
+    { cat /domu/domv.cfg; echo 'cpus = "1"'; } > /tmp/domv.cfg
+    xl create /tmp/domv.cfg > /tmp/xl-create-domv.log 2>&1 \
+        || { sed 's/^/XEN-LOG xl create | /' /tmp/xl-create-domv.log; bad "xl create domv"; return 1; }
+    echo "XEN-RUNNING xl list: $(xl list domv | awk '$1 == "domv"') (domid $(xl domid domv))"
+    resex xen hca domv --peer-ram $PEER_RAM --peer-hca $PEER_SOCK --relay bench=$BENCH_SOCK \
+        --stats $HCA_STATS > $HCA_LOG 2>&1 &
+    HCA_PID=$!
+    t=$(now)
+    while before "$t" 120 && hca_alive && ! grep -q '^resex xen hca:' $HCA_LOG; do sleep 0.2; done
+    if ! grep -q '^resex xen hca:' $HCA_LOG; then
+        bad5 "resex xen hca not ready after $(elapsed "$t") s (alive: $(alive "$HCA_PID"))"; return 1
+    fi
+    echo "XEN-HCA ready after $(elapsed "$t") s: $(grep -m1 '^resex xen hca:' $HCA_LOG)"
+    t=$(now)
+    while before "$t" 180 && hca_alive && ! grep -qE 'vm mode:|xen-domv: command exited' $VCLOG 2>/dev/null; do
+        sleep 0.5
+    done
+    if ! grep -q 'vm mode:' $VCLOG 2>/dev/null; then
+        bad5 "the agent in domv did not reach the HCA (no 'vm mode:' on its console after $(elapsed "$t") s; hca alive: $(alive "$HCA_PID"))"
+        return 1
+    fi
+    echo "XEN-AGENT after $(elapsed "$t") s: $(clean $VCLOG | grep -m1 'vm mode:' | sed 's/^.*resex_agent::cli: //')"
+    start_resexd /tmp/resexd-5.log
+    t=$(now)
+    st=
+    while before "$t" 180 && kill -0 "$RESEXD_PID" 2>/dev/null; do
+        st=$(field state domv)
+        [ "$st" = registered ] && break
+        sleep 0.5
+    done
+    if [ "$st" != registered ]; then
+        bad5 "domv not registered with resexd after $(elapsed "$t") s (state '${st:-not listed}'; resexd alive: $(alive "$RESEXD_PID"), hca alive: $(alive "$HCA_PID"))"
+        logtail 12
+        return 1
+    fi
+    echo "XEN-REGISTERED after $(elapsed "$t") s: $(resex status --api $API | grep -E '^ *(VM|domv) ' | tr -s ' ' | head -2 | tr '\n' '|')"
+    t=$(now)
+    timeout 300 resex benchex client --ram $PEER_RAM --hca $PEER_SOCK --connect $BENCH_SOCK \
+        --count "$ORDERS" --rate 200 --duration 0 > /tmp/benchex.log 2>&1
+    rc=$?
+    echo "XEN-BENCHEX $ORDERS orders: exit $rc after $(elapsed "$t") s"
+    clean /tmp/benchex.log | tail -6 | sed 's/^/XEN-LOG benchex | /'
+    [ "$rc" = 0 ] || bad5 "resex benchex client exited $rc"
+    sleep 2
+    j=$(vm_json domv)
+    r_mtus=$(jfield "$j" mtus_total); r_bytes=$(jfield "$j" tx_bytes_total); r_wqes=$(jfield "$j" wqes_total)
+    reports=$(jfield "$j" reports)
+    faults=$(echo "$(jfield "$j" errors) $(jfield "$j" overruns) $(jfield "$j" anomalies)" | awk 'NF == 3 { print $1 + $2 + $3 }')
+    stop_hca
+    h_mtus=$(hca_stat mtus); h_bytes=$(hca_stat tx_bytes); h_wqes=$(hca_stat wqes)
+    echo "XEN-HCA-STATS exit $HCA_RC: $(cut -c1-300 $HCA_STATS 2>/dev/null)"
+    [ "$HCA_RC" = 0 ] || bad5 "resex xen hca exited $HCA_RC on SIGTERM"
+    [ -n "$h_mtus" ] || bad5 "no figures in the HCA's stats $HCA_STATS"
+    want=$((ORDERS * (65536 + 8) + ORDERS))
+    counts=differ
+    [ -n "$r_mtus" ] && [ "$r_mtus $r_bytes $r_wqes" = "$h_mtus $h_bytes $h_wqes" ] && counts=equal
+    step5_s=$(elapsed "$T5")s
+    echo "XEN-COUNTS resexd mtus=$r_mtus bytes=$r_bytes wqes=$r_wqes reports=$reports faults=$faults hca mtus=$h_mtus bytes=$h_bytes wqes=$h_wqes (want bytes=$want for $ORDERS orders; step 5 took $step5_s)"
+    [ "$counts" = equal ] || bad "resexd's counts for domv differ from what the HCA executed"
+    [ "$r_bytes" = "$want" ] || bad "resexd counted $r_bytes bytes, want $want for $ORDERS orders"
+    [ "${reports:-0}" -gt 0 ] 2>/dev/null || bad "resexd accepted no latency reports from domv (reports '$reports')"
+    [ "$faults" = 0 ] || bad "errors + overruns + anomalies = '$faults' for domv, want 0"
+    clean "$LOG" | grep -E ' (WARN|ERROR) ' | head -5 | sed 's/^/XEN-LOG warn | /'
+}
+if [ "$MODE" = full ]; then
+    echo "XEN-STEP 5: the agent in domv, resex xen hca, BenchEx clients: resexd's counts against the HCA's"
+    stop_resexd  # (the third resexd is gone unless step 4 failed)
+    step5
+    stop_hca
+    stop_resexd
+    xl list domv >/dev/null 2>&1 && xl destroy domv
+    [ "$step5_s" = - ] && step5_s=$(elapsed "$T5")s
+    [ "$counts" = - ] && counts=none
+    echo "XEN-STEP5-TIME step 5 took $step5_s (counts $counts)"
+fi
 stop_resexd
 xl list domu >/dev/null 2>&1 && xl destroy domu
 # The whole logs, for tools/xen/e2e.sh to keep (boot.sh echoes only XEN-* lines).
 for f in /tmp/resexd-*.log; do
     [ -f "$f" ] && clean "$f" | sed "s|^|$(basename "$f" .log)\| |"
 done
+[ -f $HCA_LOG ] && clean $HCA_LOG | sed 's/^/xen-hca| /'
+[ -f $VCLOG ] && clean $VCLOG | sed 's/^/guest-domv| /'
 
-echo "XEN-E2E sched=$sched cap=$CAP xl=$shows measured=${measured}% xentop=${xentop_pct}% resexd_cpu=${cpu0}->${cpu1} xl_after_kill9=$kill9 restore_after_kill9=$after_restore restore_on_term=$restore_term term_exit=${term_s}s destroyed_dropped=$dropped gone_after=${gone_s}s resexd_dom0_cpu=${dom0_pct}% failed_checks=$BAD"
+echo "XEN-E2E sched=$sched cap=$CAP xl=$shows measured=${measured}% xentop=${xentop_pct}% resexd_cpu=${cpu0}->${cpu1} xl_after_kill9=$kill9 restore_after_kill9=$after_restore restore_on_term=$restore_term term_exit=${term_s}s destroyed_dropped=$dropped gone_after=${gone_s}s resexd_dom0_cpu=${dom0_pct}% failed_checks=$BAD counts=$counts reports=$reports step5=$step5_s"
 [ "$BAD" = 0 ] && echo "XEN-PAYLOAD-OK"
 exit 0

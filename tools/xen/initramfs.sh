@@ -1,16 +1,22 @@
 #!/usr/bin/env bash
-# Builds the two initramfs archives of the nested Xen host (see tools/xen/boot.sh):
+# Builds the initramfs archives of the nested Xen host (see tools/xen/boot.sh):
 #   OUTDIR/domu.cpio.gz - a PV domU: static busybox and an /init that prints
 #                         "xen-domu: up, spinning" and then spins forever (a guest that wants a
 #                         whole CPU, for the cap checks).
+#   OUTDIR/domv.cpio.gz - only with DOMV_RUN: a second PV domU that does not spin: its /init
+#                         mounts proc, sysfs, devtmpfs and a tmpfs on /tmp, prints
+#                         "xen-domv: up ..." (with what /dev/xen holds), runs DOMV_RUN in the
+#                         foreground (output on its console), prints
+#                         "xen-domv: command exited RC" and then idles.
 #   OUTDIR/dom0.cpio.gz - the dom0 (a PV Debian kernel): static busybox, xen-utils-4.17's
 #                         toolstack (xl, xenstored, xenconsoled, xen-init-dom0, xentop,
 #                         libxl-save-helper, the xenstore-* tools) with the shared libraries `ldd`
 #                         lists (and every libxen*.so* name, unversioned ones included, for
 #                         programs that dlopen them), the xen kernel modules (privcmd, evtchn,
 #                         gntdev, gntalloc, xenfs, with what modules.dep says they need), the
-#                         domU under /domu (vmlinuz, initrd, domu.cfg for `xl create`), and
-#                         PAYLOAD as /payload.sh.
+#                         domU under /domu (vmlinuz, initrd, domu.cfg for `xl create`; with
+#                         DOMV_RUN also domv.cpio.gz and domv.cfg: PV, the same kernel,
+#                         256 MiB, 1 vCPU, name "domv"), and PAYLOAD as /payload.sh.
 # The dom0's /init mounts proc, sys, devtmpfs, devpts, tmpfs on /run, loads the modules, mounts
 # xenfs on /proc/xen, starts xenstored, xen-init-dom0 and xenconsoled, prints
 # "xen-dom0: toolstack up", runs `sh /payload.sh`, prints "xen-dom0: payload exited RC" and
@@ -19,6 +25,8 @@
 # EXTRA: more host files for the dom0 (they go to /bin, with their shared libraries).
 # KVER: the kernel whose modules go in (default: the newest in /lib/modules).
 # DOMU_EXTRA, DOMU_RUN: static binaries for the domU's /bin, and a command it starts first.
+# DOMV_EXTRA, DOMV_RUN: static binaries for domv's /bin, and the shell command line it runs (as
+# /run.sh); without DOMV_RUN there is no domv.
 # DOMU_KERNEL: the domU's kernel (default /boot/vmlinuz-$KVER; boot.sh gives an uncompressed
 # vmlinux, which xl create loads in 3 s of TCG instead of 17 s).
 # Usage: [EXTRA="/path/to/resexd /path/to/resex"] [KVER=...] tools/xen/initramfs.sh OUTDIR PAYLOAD
@@ -61,6 +69,39 @@ while :; do :; done
 INIT
 chmod +x "$u/init"
 pack "$u" "$out/domu.cpio.gz"
+
+# ---- domv (optional) ------------------------------------------------------------------------
+# A guest that runs one command (e.g. the agent) in the foreground and then idles; the devices
+# under /dev (/dev/xen/xenbus), /proc and /sys are there for it.
+rm -f "$out/domv.cpio.gz"
+if [ -n "${DOMV_RUN:-}" ]; then
+    v=$tmp/domv
+    mkdir -p "$v"/{bin,sbin,usr/bin,usr/sbin,proc,sys,dev,tmp}
+    cp "$BUSYBOX" "$v/bin/busybox"
+    for f in ${DOMV_EXTRA:-}; do
+        [ -f "$f" ] || fail "DOMV_EXTRA file $f not found"
+        cp "$f" "$v/bin/"
+    done
+    printf '%s\n' "$DOMV_RUN" > "$v/run.sh"
+    cat > "$v/init" <<'INIT'
+#!/bin/busybox sh
+/bin/busybox --install -s
+export PATH=/bin:/sbin:/usr/bin:/usr/sbin
+mount -t proc proc /proc
+mount -t sysfs sys /sys
+mount -t devtmpfs dev /dev
+mount -t tmpfs tmp /tmp
+echo "xen-domv: up ($(uname -r)); mounted: $(cut -d' ' -f2,3 /proc/mounts | tr ' \n' ':,'); /dev/xen: $(ls /dev/xen 2>/dev/null | tr '\n' ' ')"
+echo "xen-domv: running: $(cat /run.sh)"
+sh /run.sh
+echo "xen-domv: command exited $?"
+while :; do sleep 3600; done
+INIT
+    chmod +x "$v/init"
+    pack "$v" "$out/domv.cpio.gz"
+elif [ -n "${DOMV_EXTRA:-}" ]; then
+    fail "DOMV_EXTRA without DOMV_RUN"
+fi
 
 # ---- dom0 -----------------------------------------------------------------------------------
 d=$tmp/dom0
@@ -145,6 +186,20 @@ vcpus = 1
 on_crash = "preserve"
 CFG
 
+if [ -f "$out/domv.cpio.gz" ]; then
+    cp "$out/domv.cpio.gz" "$d/domu/domv.cpio.gz"
+    cat > "$d/domu/domv.cfg" <<'CFG'
+type = "pv"
+name = "domv"
+kernel = "/domu/vmlinuz"
+ramdisk = "/domu/domv.cpio.gz"
+extra = "console=hvc0 rdinit=/init quiet rodata=off"
+memory = 256
+vcpus = 1
+on_crash = "preserve"
+CFG
+fi
+
 cp "$payload" "$d/payload.sh"
 cat > "$d/init" <<INIT
 #!/bin/busybox sh
@@ -175,4 +230,5 @@ poweroff -f
 INIT
 chmod +x "$d/init"
 pack "$d" "$out/dom0.cpio.gz"
-echo "xen initramfs: $out/dom0.cpio.gz ($(du -h "$out/dom0.cpio.gz" | cut -f1)), $out/domu.cpio.gz ($(du -h "$out/domu.cpio.gz" | cut -f1)), kernel $kver, modules:$order"
+domv=; [ -f "$out/domv.cpio.gz" ] && domv=", $out/domv.cpio.gz ($(du -h "$out/domv.cpio.gz" | cut -f1))"
+echo "xen initramfs: $out/dom0.cpio.gz ($(du -h "$out/dom0.cpio.gz" | cut -f1)), $out/domu.cpio.gz ($(du -h "$out/domu.cpio.gz" | cut -f1))$domv, kernel $kver, modules:$order"
