@@ -96,3 +96,107 @@ pub fn remote_hca(store: Arc<dyn Store>) -> resex_proto::hca_wire::RemoteHca {
     r.set_timeout(Duration::from_secs(60));
     resex_proto::hca_wire::RemoteHca::new(Box::new(r), Box::new(w))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gate::Gate;
+    use crate::session::{run, ChannelStatus, DocFn};
+    use resex_proto::channel::{read_msg, write_msg, GuestMsg, HostMsg, MAX_LINE};
+    use resex_proto::{Registration, REGISTRATION_VERSION};
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+
+    #[derive(Default)]
+    struct MapStore(Mutex<HashMap<String, String>>);
+
+    impl Store for MapStore {
+        fn read(&self, path: &str) -> std::io::Result<Option<String>> {
+            Ok(self.0.lock().unwrap().get(path).cloned())
+        }
+        fn write(&self, path: &str, value: &str) -> std::io::Result<()> {
+            self.0.lock().unwrap().insert(path.into(), value.into());
+            Ok(())
+        }
+    }
+
+    /// The host's end of the registration link (as resexd's registrar opens it, but with
+    /// `data/...` for the domain's home).
+    fn host(store: &Arc<MapStore>) -> (xsline::XsReader, xsline::XsWriter) {
+        xsline::open(
+            store.clone(),
+            &base("agent"),
+            Side::Host,
+            Duration::from_secs(20),
+            MAX_LINE,
+        )
+    }
+
+    fn register(r: &mut xsline::XsReader) -> Registration {
+        match read_msg::<GuestMsg>(r, MAX_LINE).unwrap().unwrap() {
+            GuestMsg::Register { registration } => registration,
+        }
+    }
+
+    fn wait_accepted(status: &ChannelStatus, n: u64) {
+        for _ in 0..1000 {
+            if status.accepted.load(Ordering::Acquire) >= n {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(status.accepted.load(Ordering::Acquire), n);
+    }
+
+    #[test]
+    fn the_agent_registers_unasked_and_again_for_a_restarted_host() {
+        let store = Arc::new(MapStore::default());
+        let doc: DocFn = Arc::new(|| Registration {
+            version: REGISTRATION_VERSION,
+            vm: Some("domv".into()),
+            path_mtu: 1024,
+            qps: Vec::new(),
+            mailbox: None,
+        });
+        let (status, stop) = (
+            Arc::new(ChannelStatus::default()),
+            Arc::new(AtomicBool::new(false)),
+        );
+        let chan = Box::new(XenChannel::new(store.clone(), "agent"));
+        let agent = {
+            let (status, stop) = (status.clone(), stop.clone());
+            std::thread::spawn(move || {
+                run(
+                    chan,
+                    doc,
+                    status,
+                    stop,
+                    Duration::from_millis(20),
+                    Arc::new(Gate::default()),
+                )
+            })
+        };
+        // No hello yet: the agent spoke first.
+        let (mut r, mut w) = host(&store);
+        assert_eq!(register(&mut r).vm.as_deref(), Some("domv"));
+        let accepted = HostMsg::Accepted {
+            vm: "domv".into(),
+            qps: 0,
+            mailbox: false,
+        };
+        write_msg(&mut w, &accepted).unwrap();
+        wait_accepted(&status, 1);
+        // resexd restarts: a new host end says hello and gets the registration again. (A new
+        // writer does not wait for the receipt of the last one's last line.)
+        drop((r, w));
+        let (mut r, mut w) = host(&store);
+        write_msg(&mut w, &HostMsg::Hello { version: 1 }).unwrap();
+        assert_eq!(register(&mut r).vm.as_deref(), Some("domv"));
+        write_msg(&mut w, &accepted).unwrap();
+        wait_accepted(&status, 2);
+        // One session all along: the link has no connection to lose.
+        assert_eq!(status.sessions.load(Ordering::Acquire), 1);
+        stop.store(true, Ordering::Release);
+        agent.join().unwrap();
+    }
+}

@@ -11,7 +11,10 @@
 //! puts message N+1 only after the receipt of N (stop and wait: at most one message per
 //! direction is ever stored, whatever the guest does); the reader takes a message whose EPOCH
 //! and SEQ differ from the last receipt and writes its receipt. A reader that starts afresh
-//! (resexd restarted) reads the receipt first, so a line it already took is not taken twice.
+//! (resexd restarted) reads the receipt first, so a line it already took is not taken twice. A
+//! new writer does not wait for the receipt of an old one's last message: that line is lost if
+//! it was not read yet, and the protocols on top recover (a restarted resexd says `hello` and
+//! the agent registers again).
 //!
 //! Both ends poll (1 ms, doubling to 20 ms while nothing changes): a line costs a few xenstore
 //! round trips, and these channels carry a handful of lines per queue pair. Doorbells never
