@@ -3,7 +3,8 @@
 
 use anyhow::{Context, Result};
 use clap::Args;
-use resex_backend::local::{default_run_dir, LocalBackend};
+use resex_backend::local::default_run_dir;
+use resex_demo::embedded::EmbeddedDaemon;
 use resex_embedded::cgroup::CapMode;
 use resex_embedded::{EmbeddedHost, GuestCommand, HostConfig};
 use resex_scenario::Scenario;
@@ -27,7 +28,8 @@ pub struct HostArgs {
     /// Run directory (domain records, sockets); resexd --run-dir must match.
     #[arg(long)]
     pub run_dir: Option<PathBuf>,
-    /// Also run the daemon in this process, with the scenario's policy.
+    /// Also run the daemon in this process, with the scenario's policy (its API socket, state
+    /// and the link's model in the run directory, as `resex demo` runs it).
     #[arg(long)]
     pub daemon: bool,
     /// Directory of policy files for a scenario's bare policy name.
@@ -74,13 +76,6 @@ pub fn stop_flag() -> Result<Arc<AtomicBool>> {
     Ok(stop)
 }
 
-/// The embedded host for `scenario` as `cfg` says, and a flag that SIGTERM and SIGINT set.
-pub fn start_host(scenario: &Scenario, cfg: HostConfig) -> Result<(EmbeddedHost, Arc<AtomicBool>)> {
-    let stop = stop_flag()?;
-    let host = EmbeddedHost::new(scenario, cfg)?;
-    Ok((host, stop))
-}
-
 /// Loads a policy file named by a scenario.
 pub fn scenario_policy(
     s: &Scenario,
@@ -96,76 +91,97 @@ pub fn scenario_policy(
     Ok(Some((s.policy.clone().unwrap_or_default(), cfg)))
 }
 
+/// The embedded host alone, or with resexd in this process.
+enum Node {
+    Host(EmbeddedHost),
+    WithDaemon(EmbeddedDaemon),
+}
+
+impl Node {
+    fn host(&mut self) -> &mut EmbeddedHost {
+        match self {
+            Node::Host(h) => h,
+            Node::WithDaemon(n) => &mut n.host,
+        }
+    }
+
+    /// Stops the daemon (if any: every cap and limit it set put back), then the host.
+    fn stop(self) {
+        match self {
+            Node::Host(mut h) => h.stop(),
+            Node::WithDaemon(n) => {
+                let s = n.stop();
+                println!(
+                    "daemon: {} ticks, lateness p50 {:.0} us p99 {:.0} us max {:.0} us",
+                    s.ticks, s.late_p50_us, s.late_p99_us, s.late_max_us
+                );
+            }
+        }
+    }
+}
+
+/// Starts the host for `scenario`, with the daemon and the scenario's policy when `daemon`.
+fn start_node(a: &HostArgs, scenario: &Scenario, run_dir: &Path) -> Result<Node> {
+    let cfg = host_config(run_dir, a.caps, a.keep_logs.clone(), true)?;
+    if !a.daemon {
+        return Ok(Node::Host(EmbeddedHost::new(scenario, cfg)?));
+    }
+    let policy = scenario_policy(scenario, &a.policies)?;
+    let node = EmbeddedDaemon::start(scenario, cfg, true)?;
+    // Before any guest starts: the host starts with none.
+    node.daemon.reload(policy);
+    Ok(Node::WithDaemon(node))
+}
+
+/// Starts the guests that are due and checks the running ones, every 100 ms, for `duration`
+/// seconds or until `stop`.
+fn run_guests(
+    host: &mut EmbeddedHost,
+    scenario: &Scenario,
+    duration: f64,
+    stop: &AtomicBool,
+) -> Result<()> {
+    let start = Instant::now();
+    while !stop.load(Ordering::Acquire) && start.elapsed().as_secs_f64() < duration {
+        for n in host.start_due(scenario)? {
+            if let Some(g) = host.guests().iter().find(|g| g.spec.name == n) {
+                println!(
+                    "started {n}: pid {}, caps by {}",
+                    g.record.pid,
+                    g.record.cap.describe()
+                );
+            }
+        }
+        host.check()?;
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Ok(())
+}
+
 /// Runs `resex host`.
 pub fn run(a: HostArgs) -> Result<()> {
     let scenario = Scenario::load(&a.scenario)?;
     let run_dir = a.run_dir.clone().unwrap_or_else(default_run_dir);
-    let cfg = host_config(&run_dir, a.caps, a.keep_logs.clone(), true)?;
-    let (mut host, stop) = start_host(&scenario, cfg)?;
-    let daemon = if a.daemon {
-        let cfg = resex_daemon::config::Config {
-            run_dir: Some(run_dir.clone()),
-            link: Some(resex_demo::embedded::scenario_link(&scenario)),
-            ..Default::default()
-        };
-        let settings = resex_daemon::Settings {
-            cfg,
-            policy: scenario_policy(&scenario, &a.policies)?,
-            limits: Default::default(),
-        };
-        Some(resex_daemon::start(
-            settings,
-            Arc::new(LocalBackend::new(&run_dir)),
-        )?)
-    } else {
-        None
-    };
+    let stop = stop_flag()?;
+    let mut node = start_node(&a, &scenario, &run_dir)?;
     println!(
         "embedded host {} ({} guests); domains published in {}",
-        host.host_id,
+        node.host().host_id,
         scenario.guests.len(),
         resex_backend::local::domains_dir(&run_dir).display()
     );
-    if daemon.is_none() {
-        println!(
+    match &node {
+        Node::WithDaemon(n) => println!(
+            "resexd runs in this process: resex status --api {}",
+            n.api_socket().display()
+        ),
+        Node::Host(_) => println!(
             "run the daemon with: resexd --backend local --run-dir {}",
             run_dir.display()
-        );
+        ),
     }
     let duration = a.duration.unwrap_or(scenario.duration_s);
-    let start = Instant::now();
-    let mut result = Ok(());
-    while !stop.load(Ordering::Acquire) && start.elapsed().as_secs_f64() < duration {
-        match host.start_due(&scenario) {
-            Ok(names) => {
-                for n in names {
-                    if let Some(g) = host.guests().iter().find(|g| g.spec.name == n) {
-                        println!(
-                            "started {n}: pid {}, caps by {}",
-                            g.record.pid,
-                            g.record.cap.describe()
-                        );
-                    }
-                }
-            }
-            Err(e) => {
-                result = Err(e.into());
-                break;
-            }
-        }
-        if let Err(e) = host.check() {
-            result = Err(e.into());
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    if let Some(d) = daemon {
-        let s = d.stop();
-        println!(
-            "daemon: {} ticks, lateness p50 {:.0} us p99 {:.0} us max {:.0} us",
-            s.ticks, s.late_p50_us, s.late_p99_us, s.late_max_us
-        );
-    }
-    host.stop();
+    let result = run_guests(node.host(), &scenario, duration, &stop);
+    node.stop();
     result
 }
