@@ -241,6 +241,14 @@ impl PolicyConfig {
 
     /// Checks every value's range and the keys' consistency.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        self.check_ledger()?;
+        self.check_levers()?;
+        self.check_periods()?;
+        self.check_sections()
+    }
+
+    /// The ledger's ranges.
+    fn check_ledger(&self) -> Result<(), ConfigError> {
         let l = &self.ledger;
         check(
             "ledger.interval_ms",
@@ -265,7 +273,11 @@ impl PolicyConfig {
             l.path_mtu,
             [256, 512, 1024, 2048, 4096].contains(&l.path_mtu),
             "one of 256, 512, 1024, 2048, 4096",
-        )?;
+        )
+    }
+
+    /// The caps', the rates' and the balance rule's ranges.
+    fn check_levers(&self) -> Result<(), ConfigError> {
         let c = &self.caps;
         check(
             "caps.floor_pct",
@@ -303,59 +315,62 @@ impl PolicyConfig {
             b.cut_factor,
             b.cut_factor.is_finite() && b.cut_factor > 0.0 && b.cut_factor <= 1.0,
             "0.0 < x <= 1.0",
-        )?;
+        )
+    }
+
+    /// The epoch is whole intervals, and the actuation period whole intervals dividing it.
+    fn check_periods(&self) -> Result<(), ConfigError> {
+        let (l, c) = (&self.ledger, &self.caps);
         if !l.epoch_ms.is_multiple_of(l.interval_ms) {
-            return Err(ConfigError::Inconsistent(format!(
-                "`ledger.epoch_ms` ({}) must be a multiple of `ledger.interval_ms` ({})",
-                l.epoch_ms, l.interval_ms
-            )));
+            return Err(ConfigError::NotAMultiple {
+                key: "ledger.epoch_ms",
+                value: l.epoch_ms,
+                of_key: "ledger.interval_ms",
+                of: l.interval_ms,
+            });
         }
         if !c.actuation_period_ms.is_multiple_of(l.interval_ms)
             || !l.epoch_ms.is_multiple_of(c.actuation_period_ms)
         {
-            return Err(ConfigError::Inconsistent(format!(
-                "`caps.actuation_period_ms` ({}) must be a multiple of `ledger.interval_ms` ({}) \
-                 and divide `ledger.epoch_ms` ({})",
-                c.actuation_period_ms, l.interval_ms, l.epoch_ms
-            )));
-        }
-        match (self.policy, &self.ioshares) {
-            (PolicyKind::Ioshares, Some(s)) => s.validate()?,
-            (_, Some(_)) => {
-                return Err(ConfigError::Inconsistent(
-                    "an `[ioshares]` section needs `policy = \"ioshares\"`".into(),
-                ))
-            }
-            _ => {}
-        }
-        match (self.policy, &self.governor) {
-            (PolicyKind::Governor, Some(g)) => g.validate()?,
-            (_, Some(_)) => {
-                return Err(ConfigError::Inconsistent(
-                    "a `[governor]` section needs `policy = \"governor\"`".into(),
-                ))
-            }
-            _ => {}
-        }
-        match (self.policy, &self.drum) {
-            (PolicyKind::Drum, Some(d)) => d.validate()?,
-            (_, Some(_)) => {
-                return Err(ConfigError::Inconsistent(
-                    "a `[drum]` section needs `policy = \"drum\"`".into(),
-                ))
-            }
-            _ => {}
-        }
-        match (self.policy, &self.progress) {
-            (PolicyKind::Progress, Some(p)) => p.validate()?,
-            (_, Some(_)) => {
-                return Err(ConfigError::Inconsistent(
-                    "a `[progress]` section needs `policy = \"progress\"`".into(),
-                ))
-            }
-            _ => {}
+            return Err(ConfigError::ActuationPeriod {
+                period: c.actuation_period_ms,
+                interval: l.interval_ms,
+                epoch: l.epoch_ms,
+            });
         }
         Ok(())
+    }
+
+    /// A policy's section only under that policy, and valid.
+    fn check_sections(&self) -> Result<(), ConfigError> {
+        let p = self.policy;
+        section(
+            p,
+            PolicyKind::Ioshares,
+            "ioshares",
+            "an",
+            self.ioshares.as_ref(),
+            |s| s.validate(),
+        )?;
+        section(
+            p,
+            PolicyKind::Governor,
+            "governor",
+            "a",
+            self.governor.as_ref(),
+            |g| g.validate(),
+        )?;
+        section(p, PolicyKind::Drum, "drum", "a", self.drum.as_ref(), |d| {
+            d.validate()
+        })?;
+        section(
+            p,
+            PolicyKind::Progress,
+            "progress",
+            "a",
+            self.progress.as_ref(),
+            |s| s.validate(),
+        )
     }
 
     /// The levers in force.
@@ -378,5 +393,24 @@ impl PolicyConfig {
         let l = &self.ledger;
         // Exact in f64 for every validated value (< 2^53).
         (l.link_bytes_per_sec as f64) * (l.epoch_ms as f64 / 1000.0) / f64::from(l.path_mtu)
+    }
+}
+
+/// A policy's section `name`: validated under its policy `kind`, refused under another.
+fn section<T>(
+    policy: PolicyKind,
+    kind: PolicyKind,
+    name: &'static str,
+    article: &'static str,
+    s: Option<&T>,
+    validate: impl Fn(&T) -> Result<(), ConfigError>,
+) -> Result<(), ConfigError> {
+    match s {
+        Some(s) if policy == kind => validate(s),
+        Some(_) => Err(ConfigError::SectionWithoutPolicy {
+            section: name,
+            article,
+        }),
+        None => Ok(()),
     }
 }

@@ -146,10 +146,39 @@ fn out_of_range_values_name_key_and_range() {
 fn inconsistent_files_are_refused() {
     let err =
         PolicyConfig::from_toml("policy = \"freemarket\"\n[ioshares]\ndecay = 0.5\n").unwrap_err();
-    assert!(err.to_string().contains("policy = \"ioshares\""), "{err}");
+    assert_eq!(
+        err,
+        ConfigError::SectionWithoutPolicy {
+            section: "ioshares",
+            article: "an"
+        }
+    );
+    assert_eq!(
+        err.to_string(),
+        "an `[ioshares]` section needs `policy = \"ioshares\"`"
+    );
     let err = PolicyConfig::from_toml("policy = \"freemarket\"\n[caps]\nactuation_period_ms = 7\n")
         .unwrap_err();
+    assert!(
+        matches!(err, ConfigError::ActuationPeriod { period: 7, .. }),
+        "{err}"
+    );
     assert!(err.to_string().contains("actuation_period_ms"), "{err}");
+    let err = PolicyConfig::from_toml(
+        "policy = \"freemarket\"\n[ledger]\ninterval_ms = 10\nepoch_ms = 1005\n",
+    )
+    .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ConfigError::NotAMultiple {
+                key: "ledger.epoch_ms",
+                value: 1005,
+                ..
+            }
+        ),
+        "{err}"
+    );
 }
 
 #[test]

@@ -18,9 +18,51 @@ pub enum ConfigError {
         /// The allowed range, for people.
         allowed: &'static str,
     },
-    /// Keys that do not fit together.
-    #[error("{0}")]
-    Inconsistent(String),
+    /// A period that is not a whole number of another.
+    #[error("`{key}` ({value}) must be a multiple of `{of_key}` ({of})")]
+    NotAMultiple {
+        /// Dotted path of the key.
+        key: &'static str,
+        /// Its value.
+        value: u64,
+        /// The key it must be a multiple of.
+        of_key: &'static str,
+        /// That key's value.
+        of: u64,
+    },
+    /// The actuation period does not fit the ledger's interval and epoch.
+    #[error(
+        "`caps.actuation_period_ms` ({period}) must be a multiple of `ledger.interval_ms` \
+         ({interval}) and divide `ledger.epoch_ms` ({epoch})"
+    )]
+    ActuationPeriod {
+        /// `caps.actuation_period_ms`.
+        period: u64,
+        /// `ledger.interval_ms`.
+        interval: u64,
+        /// `ledger.epoch_ms`.
+        epoch: u64,
+    },
+    /// A policy's section in a file whose policy is another.
+    #[error("{article} `[{section}]` section needs `policy = \"{section}\"`")]
+    SectionWithoutPolicy {
+        /// The section (and the policy it belongs to).
+        section: &'static str,
+        /// "a" or "an", for the message.
+        article: &'static str,
+    },
+    /// A value that must not exceed another's.
+    #[error("`{key}` ({value}) must not exceed `{limit_key}` ({limit})")]
+    Exceeds {
+        /// Dotted path of the key.
+        key: &'static str,
+        /// Its value.
+        value: f64,
+        /// The key it must not exceed.
+        limit_key: &'static str,
+        /// That key's value.
+        limit: f64,
+    },
 }
 
 pub(crate) fn check<T: PartialOrd + std::fmt::Display + Copy>(

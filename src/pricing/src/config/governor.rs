@@ -155,10 +155,12 @@ impl GovernorConfig {
             "0.01..=1000.0",
         )?;
         if self.setpoint > self.sla_threshold {
-            return Err(ConfigError::Inconsistent(format!(
-                "`governor.setpoint` ({}) must not exceed `governor.sla_threshold` ({})",
-                self.setpoint, self.sla_threshold
-            )));
+            return Err(ConfigError::Exceeds {
+                key: "governor.setpoint",
+                value: self.setpoint,
+                limit_key: "governor.sla_threshold",
+                limit: self.sla_threshold,
+            });
         }
         Ok(())
     }
