@@ -90,103 +90,109 @@ pub fn main_with<I: IntoIterator<Item = std::ffi::OsString>>(
     args: I,
     local: Option<&LocalRunner>,
 ) -> Result<()> {
-    let cli = Cli::parse_from(args);
-    match cli.cmd {
-        Cmd::Server(a) => {
-            let p = a.machine.provider()?;
-            let stop = stop_on_signals()?;
-            let rec = Arc::new(Mutex::new(LatencyRecorder::new()));
-            let st = serve(p, &a.opts, &a.listen, rec.clone(), stop, a.duration)?;
-            let lat = rec
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .take_interval();
-            if a.json {
-                println!("{}", serde_json::to_string(&st)?);
-            } else {
-                println!(
-                    "server: {} orders from {} clients; latency {}",
-                    st.requests,
-                    st.clients,
-                    describe(&lat)
-                );
-            }
+    match Cli::parse_from(args).cmd {
+        Cmd::Server(a) => server(&a),
+        Cmd::Client(a) => clients(&a),
+        Cmd::Local(a) => local_run(&a, local),
+    }
+}
+
+/// `benchex server`: serves until stopped; prints its figures.
+fn server(a: &ServerArgs) -> Result<()> {
+    let p = a.machine.provider()?;
+    let stop = stop_on_signals()?;
+    let rec = Arc::new(Mutex::new(LatencyRecorder::new()));
+    let st = serve(p, &a.opts, &a.listen, rec.clone(), stop, a.duration)?;
+    let lat = rec
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .take_interval();
+    if a.json {
+        println!("{}", serde_json::to_string(&st)?);
+    } else {
+        println!(
+            "server: {} orders from {} clients; latency {}",
+            st.requests,
+            st.clients,
+            describe(&lat)
+        );
+    }
+    Ok(())
+}
+
+/// `benchex client`: the clients, each on its thread; prints each one's figures.
+fn clients(a: &ClientArgs) -> Result<()> {
+    let p = a.machine.provider()?;
+    let stop = stop_on_signals()?;
+    let mut hs = Vec::new();
+    for _ in 0..a.opts.clients.max(1) {
+        let (p, cfg, addr, stop) = (p.clone(), a.opts.config(), a.connect.clone(), stop.clone());
+        hs.push(std::thread::spawn(move || client::run(p, cfg, &addr, stop)));
+    }
+    for (i, h) in hs.into_iter().enumerate() {
+        let r = h
+            .join()
+            .map_err(|_| anyhow::anyhow!("client {i} panicked"))?
+            .with_context(|| format!("client {i}"))?;
+        if a.json {
+            println!("{}", serde_json::to_string(&r)?);
+        } else {
+            println!("{}", client_line(i, &r));
         }
-        Cmd::Client(a) => {
-            let p = a.machine.provider()?;
-            let stop = stop_on_signals()?;
-            let mut hs = Vec::new();
-            for _ in 0..a.opts.clients.max(1) {
-                let (p, cfg, addr, stop) =
-                    (p.clone(), a.opts.config(), a.connect.clone(), stop.clone());
-                hs.push(std::thread::spawn(move || client::run(p, cfg, &addr, stop)));
-            }
-            for (i, h) in hs.into_iter().enumerate() {
-                let r = h
-                    .join()
-                    .map_err(|_| anyhow::anyhow!("client {i} panicked"))?
-                    .with_context(|| format!("client {i}"))?;
-                if a.json {
-                    println!("{}", serde_json::to_string(&r)?);
-                } else {
-                    println!(
-                        "client {i}: {} sent, {} replies, {:.1} MB/s; round trip {}",
-                        r.sent,
-                        r.received,
-                        r.reply_bytes as f64 / r.seconds.max(1e-9) / 1e6,
-                        describe(&r.rtt)
-                    );
-                }
-            }
+    }
+    Ok(())
+}
+
+/// A client's figures, for people.
+fn client_line(i: usize, r: &crate::client::ClientResult) -> String {
+    format!(
+        "client {i}: {} sent, {} replies, {:.1} MB/s; round trip {}",
+        r.sent,
+        r.received,
+        r.reply_bytes as f64 / r.seconds.max(1e-9) / 1e6,
+        describe(&r.rtt)
+    )
+}
+
+/// `benchex local`: server and clients in one process, through `local`.
+fn local_run(a: &LocalArgs, local: Option<&LocalRunner>) -> Result<()> {
+    let Some(run) = local else {
+        anyhow::bail!("`benchex local` needs the host side: run it as `resex benchex local`");
+    };
+    let r = run(
+        &a.link,
+        a.server.config(),
+        ClientOpts {
+            rate: a.rate,
+            window: a.window,
+            clients: a.clients,
+            count: a.count,
+            duration: a.duration,
+            // One process: the clients wait as the server does (--polling).
+            polling: a.server.polling,
         }
-        Cmd::Local(a) => {
-            let Some(run) = local else {
-                anyhow::bail!(
-                    "`benchex local` needs the host side: run it as `resex benchex local`"
-                );
-            };
-            let r = run(
-                &a.link,
-                a.server.config(),
-                ClientOpts {
-                    rate: a.rate,
-                    window: a.window,
-                    clients: a.clients,
-                    count: a.count,
-                    duration: a.duration,
-                    // One process: the clients wait as the server does (--polling).
-                    polling: a.server.polling,
-                }
-                .config(),
-                a.clients,
-            )?;
-            if a.json {
-                println!("{}", serde_json::to_string(&r)?);
-            } else {
-                let n = r.server.requests.max(1) as f64;
-                println!(
-                    "server ({}): {} orders, latency {}",
-                    r.transport,
-                    r.server.requests,
-                    describe(&r.server_latency)
-                );
-                println!(
-                    "server time per order: queue {:.1}us, compute {:.1}us, I/O wait {:.1}us, polling {:.1}us",
-                    us(r.server.queue_ns as f64 / n),
-                    us(r.server.compute_ns as f64 / n),
-                    us(r.server.wait_ns as f64 / n),
-                    us(r.server.poll_ns as f64 / n)
-                );
-                for (i, c) in r.clients.iter().enumerate() {
-                    println!(
-                        "client {i}: {} sent, {} replies, {:.1} MB/s; round trip {}",
-                        c.sent,
-                        c.received,
-                        c.reply_bytes as f64 / c.seconds.max(1e-9) / 1e6,
-                        describe(&c.rtt)
-                    );
-                }
-            }
+        .config(),
+        a.clients,
+    )?;
+    if a.json {
+        println!("{}", serde_json::to_string(&r)?);
+    } else {
+        let n = r.server.requests.max(1) as f64;
+        println!(
+            "server ({}): {} orders, latency {}",
+            r.transport,
+            r.server.requests,
+            describe(&r.server_latency)
+        );
+        println!(
+            "server time per order: queue {:.1}us, compute {:.1}us, I/O wait {:.1}us, polling {:.1}us",
+            us(r.server.queue_ns as f64 / n),
+            us(r.server.compute_ns as f64 / n),
+            us(r.server.wait_ns as f64 / n),
+            us(r.server.poll_ns as f64 / n)
+        );
+        for (i, c) in r.clients.iter().enumerate() {
+            println!("{}", client_line(i, c));
         }
     }
     Ok(())
