@@ -95,7 +95,45 @@ impl std::fmt::Debug for SoftProvider {
     }
 }
 
+/// A QP's ring sizes: (send WQE basic blocks, receive WQEs, receive stride), powers of two,
+/// with room for the largest inline WQE per request (inline WQEs take several basic blocks).
+fn qp_shape(init: &QpInit) -> (u32, u32, u32) {
+    let per_wr = (16 + 16 + 4 + u64::from(init.max_inline))
+        .div_ceil(SEND_WQE_BB)
+        .max(1);
+    let sq_cnt = u32::try_from(u64::from(init.max_send_wr.max(1)) * per_wr)
+        .unwrap_or(u32::MAX)
+        .next_power_of_two();
+    if init.max_recv_wr == 0 {
+        (sq_cnt, 0, 16)
+    } else {
+        (
+            sq_cnt,
+            init.max_recv_wr.next_power_of_two(),
+            (16 * init.max_recv_sge.max(1)).next_power_of_two(),
+        )
+    }
+}
+
 impl SoftProvider {
+    /// Records a new QP for the registration document (when its send CQ is known).
+    fn record(&self, qpn: u32, sq: SqRegistration, send_cq: u32, recv_cq: u32) {
+        let mut rings = lock(&self.rings);
+        let send = rings.cqs.get(&send_cq).cloned();
+        let recv = rings.cqs.get(&recv_cq).cloned();
+        if let Some(send) = send {
+            rings.qps.insert(
+                qpn,
+                QpRegistration {
+                    qpn,
+                    sq,
+                    send_cq: send,
+                    recv_cq: recv.filter(|_| recv_cq != send_cq),
+                },
+            );
+        }
+    }
+
     /// A provider that allocates from `[start, start + len)` of `mem` (page aligned) and reaches
     /// the device through `ctl`.
     pub fn new(
@@ -297,22 +335,8 @@ impl Provider for SoftProvider {
     ) -> Result<Box<dyn QueuePair>, ShimError> {
         // The doorbell first, so that the device never sees this QP unrung.
         let bell = self.bell();
-        // Room for the largest inline WQE per request: inline WQEs take several basic blocks.
-        let per_wr = (16 + 16 + 4 + u64::from(init.max_inline))
-            .div_ceil(SEND_WQE_BB)
-            .max(1);
-        let sq_cnt = u32::try_from(u64::from(init.max_send_wr.max(1)) * per_wr)
-            .unwrap_or(u32::MAX)
-            .next_power_of_two();
+        let (sq_cnt, rq_cnt, rq_stride) = qp_shape(init);
         let sq_buf = self.alloc(u64::from(sq_cnt) * SEND_WQE_BB)?;
-        let (rq_cnt, rq_stride) = if init.max_recv_wr == 0 {
-            (0, 16)
-        } else {
-            (
-                init.max_recv_wr.next_power_of_two(),
-                (16 * init.max_recv_sge.max(1)).next_power_of_two(),
-            )
-        };
         let rq_buf = if rq_cnt > 0 {
             Some(self.alloc(u64::from(rq_cnt) * u64::from(rq_stride))?)
         } else {
@@ -368,28 +392,14 @@ impl Provider for SoftProvider {
             max_inline: init.max_inline,
         }));
         lock(&self.qps).insert(qpn, shared.clone());
-        {
-            let mut rings = lock(&self.rings);
-            let send = rings.cqs.get(&send_cq).cloned();
-            let recv = rings.cqs.get(&recv_cq).cloned();
-            if let Some(send) = send {
-                rings.qps.insert(
-                    qpn,
-                    QpRegistration {
-                        qpn,
-                        sq: SqRegistration {
-                            pages: self.dev_pages(&sq_buf)?,
-                            offset: 0,
-                            wqe_cnt: sq_cnt,
-                            dbrec: self.dev_addr(dbrec.base())?,
-                            start: 0,
-                        },
-                        send_cq: send,
-                        recv_cq: recv.filter(|_| recv_cq != send_cq),
-                    },
-                );
-            }
-        }
+        let sq_reg = SqRegistration {
+            pages: self.dev_pages(&sq_buf)?,
+            offset: 0,
+            wqe_cnt: sq_cnt,
+            dbrec: self.dev_addr(dbrec.base())?,
+            start: 0,
+        };
+        self.record(qpn, sq_reg, send_cq, recv_cq);
         Ok(Box::new(SoftQp {
             qpn,
             mem: self.mem.clone(),
