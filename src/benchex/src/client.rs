@@ -14,7 +14,7 @@ use resex_common::{LatencyRecorder, LatencySummary};
 use resex_shim::transport::any::{self, PendingReceiver};
 use resex_shim::transport::realtime::{self, RealClock};
 use resex_shim::transport::status_byte::Config;
-use resex_shim::transport::{Kind, Polling};
+use resex_shim::transport::{BlockReceiver, BlockSender, Kind, Polling};
 use resex_shim::Provider;
 use serde::Serialize;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -98,14 +98,17 @@ impl LateLog {
     }
 }
 
-/// Runs one client against the server at `addr` until its count or duration is reached or
-/// `stop` is set.
-pub fn run(
-    p: Arc<dyn Provider>,
-    cfg: ClientConfig,
-    addr: &str,
-    stop: Arc<AtomicBool>,
-) -> Result<ClientResult, BenchError> {
+/// A client's end of the exchange, after the bootstrap.
+struct Connected {
+    orders: Box<dyn BlockSender>,
+    order_cfg: Config,
+    kind: Kind,
+    replies: Box<dyn BlockReceiver>,
+}
+
+/// Connects to the server at `addr` (waiting up to 60 s for it) and exchanges endpoints: the
+/// server's offer, the client's answer, the server's reply QP.
+fn connect(p: &dyn Provider, cfg: &ClientConfig, addr: &str) -> Result<Connected, BenchError> {
     let mut s = boot::connect(addr, Duration::from_secs(60))?;
     let offer: Offer = boot::recv(&mut *s)?;
     let tcfg = |payload| Config {
@@ -119,13 +122,13 @@ pub fn run(
     // The server chose the mechanism: its order receiver's. The window's ACKs are read by
     // `send` itself (no ACK thread).
     let kind = offer.orders.kind();
-    let replies = PendingReceiver::new(kind, &*p, &tcfg(offer.buffer))?;
+    let replies = PendingReceiver::new(kind, p, &tcfg(offer.buffer))?;
     let opts = any::Options {
         ack_thread: false,
         ..any::Options::default()
     };
     let order_cfg = tcfg(ORDER_BYTES as u64);
-    let (mut orders, order_qp) = any::connect_sender(&*p, &order_cfg, offer.orders, opts)?;
+    let (orders, order_qp) = any::connect_sender(p, &order_cfg, offer.orders, opts)?;
     boot::send(
         &mut *s,
         &Answer {
@@ -134,40 +137,117 @@ pub fn run(
         },
     )?;
     let done: Done = boot::recv(&mut *s)?;
-    let mut replies = replies.accept(done.reply_qp)?;
-    let clock = RealClock::new();
+    Ok(Connected {
+        orders,
+        order_cfg,
+        kind,
+        replies: replies.accept(done.reply_qp)?,
+    })
+}
 
+/// What the replies measured.
+#[derive(Default)]
+struct Tally {
+    rtt: LatencyRecorder,
+    bytes: u64,
+    queue_ns: u64,
+    compute_ns: u64,
+}
+
+/// The thread that takes the replies (on `clock`) until `finished`, counting them in `received` and
+/// measuring them in `rec`.
+fn spawn_receiver(
+    mut replies: Box<dyn BlockReceiver>,
+    clock: RealClock,
+    received: Arc<AtomicU64>,
+    finished: Arc<AtomicBool>,
+    rec: Arc<Mutex<Tally>>,
+) -> Result<std::thread::JoinHandle<Result<(), BenchError>>, BenchError> {
+    Ok(std::thread::Builder::new()
+        .name("benchex-replies".into())
+        .spawn(move || -> Result<(), BenchError> {
+            let mut idle = Idle::default();
+            while !finished.load(Ordering::Acquire) {
+                match replies.try_recv(clock.now_ns())? {
+                    Some(m) => {
+                        idle.busy();
+                        let now = now_ns();
+                        if let Some(h) = ReplyHeader::read(&m.data) {
+                            let mut r = rec.lock().unwrap_or_else(|p| p.into_inner());
+                            r.rtt.record(h.client_ns, now);
+                            r.bytes += m.data.len() as u64;
+                            r.queue_ns += h.queue_ns;
+                            r.compute_ns += h.compute_ns;
+                        }
+                        received.fetch_add(1, Ordering::AcqRel);
+                    }
+                    None => idle.idle(),
+                }
+            }
+            Ok(())
+        })?)
+}
+
+/// Sends one order (with `cfg`'s timeout and polling).
+fn post(
+    orders: &mut dyn BlockSender,
+    clock: &RealClock,
+    kind: Kind,
+    order: &Order,
+    cfg: &Config,
+) -> Result<(), resex_shim::ShimError> {
+    realtime::send(orders, clock, 0, &order.encode(), cfg.timeout, cfg.polling)?;
+    // HiPower's responder sees an order only once this side reaped its WRITE's completion
+    // (which flips the buffer's bitmap0 bit); the others' orders are visible on arrival.
+    if kind == Kind::Hipower {
+        realtime::complete(orders, clock, cfg.timeout, cfg.polling)?;
+    }
+    Ok(())
+}
+
+/// Order `id`, due at `due`, on a pseudo-random spot price (xorshift `rng`).
+fn next_order(rng: &mut u64, id: u64, due: u64) -> Order {
+    *rng ^= *rng << 13;
+    *rng ^= *rng >> 7;
+    *rng ^= *rng << 17;
+    Order {
+        id,
+        client_ns: due,
+        option: Option_ {
+            spot: 90.0 + (*rng % 2000) as f64 / 100.0,
+            strike: 100.0,
+            vol: 0.25,
+            years: 0.5,
+            rate: 0.02,
+        },
+    }
+}
+
+/// Runs one client against the server at `addr` until its count or duration is reached or
+/// `stop` is set.
+pub fn run(
+    p: Arc<dyn Provider>,
+    cfg: ClientConfig,
+    addr: &str,
+    stop: Arc<AtomicBool>,
+) -> Result<ClientResult, BenchError> {
+    let Connected {
+        mut orders,
+        order_cfg,
+        kind,
+        replies,
+    } = connect(&*p, &cfg, addr)?;
+    let clock = RealClock::new();
     let received = Arc::new(AtomicU64::new(0));
     let finished = Arc::new(AtomicBool::new(false));
-    let rec = Arc::new(Mutex::new((LatencyRecorder::new(), 0u64, 0u64, 0u64)));
-    let receiver = {
-        let received = received.clone();
-        let finished = finished.clone();
-        let rec = rec.clone();
-        std::thread::Builder::new()
-            .name("benchex-replies".into())
-            .spawn(move || -> Result<(), BenchError> {
-                let mut idle = Idle::default();
-                while !finished.load(Ordering::Acquire) {
-                    match replies.try_recv(clock.now_ns())? {
-                        Some(m) => {
-                            idle.busy();
-                            let now = now_ns();
-                            if let Some(h) = ReplyHeader::read(&m.data) {
-                                let mut r = rec.lock().unwrap_or_else(|p| p.into_inner());
-                                r.0.record(h.client_ns, now);
-                                r.1 += m.data.len() as u64;
-                                r.2 += h.queue_ns;
-                                r.3 += h.compute_ns;
-                            }
-                            received.fetch_add(1, Ordering::AcqRel);
-                        }
-                        None => idle.idle(),
-                    }
-                }
-                Ok(())
-            })?
-    };
+    let rec = Arc::new(Mutex::new(Tally::default()));
+    let receiver = spawn_receiver(
+        replies,
+        clock,
+        received.clone(),
+        finished.clone(),
+        rec.clone(),
+    )?;
 
     let start = now_ns();
     let end = cfg
@@ -202,37 +282,9 @@ pub fn run(
             idle.busy();
             now_ns()
         };
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        let order = Order {
-            id: sent,
-            client_ns: due,
-            option: Option_ {
-                spot: 90.0 + (rng % 2000) as f64 / 100.0,
-                strike: 100.0,
-                vol: 0.25,
-                years: 0.5,
-                rate: 0.02,
-            },
-        };
-        if let Err(e) = realtime::send(
-            &mut *orders,
-            &clock,
-            0,
-            &order.encode(),
-            order_cfg.timeout,
-            cfg.polling,
-        ) {
+        let order = next_order(&mut rng, sent, due);
+        if let Err(e) = post(&mut *orders, &clock, kind, &order, &order_cfg) {
             break Err(e);
-        }
-        // HiPower's responder sees an order only once this side reaped its WRITE's completion
-        // (which flips the buffer's bitmap0 bit); the others' orders are visible on arrival.
-        if kind == Kind::Hipower {
-            if let Err(e) = realtime::complete(&mut *orders, &clock, order_cfg.timeout, cfg.polling)
-            {
-                break Err(e);
-            }
         }
         late.note(now_ns().saturating_sub(due));
         sent += 1;
@@ -253,14 +305,14 @@ pub fn run(
     rx?;
     let seconds = (now_ns() - start) as f64 / 1e9;
     let mut r = rec.lock().unwrap_or_else(|p| p.into_inner());
-    let n = r.0.len().max(1) as f64;
-    let (q, c) = (r.2 as f64 / n, r.3 as f64 / n);
+    let n = r.rtt.len().max(1) as f64;
+    let (q, c) = (r.queue_ns as f64 / n, r.compute_ns as f64 / n);
     Ok(ClientResult {
         sent,
         received: received.load(Ordering::Acquire),
-        reply_bytes: r.1,
+        reply_bytes: r.bytes,
         seconds,
-        rtt: r.0.take_interval(),
+        rtt: r.rtt.take_interval(),
         server_queue_mean_ns: q,
         server_compute_mean_ns: c,
     })
