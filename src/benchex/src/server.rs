@@ -194,7 +194,7 @@ pub fn run(
     };
 
     let mut conns: Vec<Conn> = Vec::new();
-    let mut queue: VecDeque<(usize, Order, u64)> = VecDeque::new();
+    let mut queue: VecDeque<Queued> = VecDeque::new();
     let mut stats = ServerStats::default();
     let mut reply = vec![0u8; usize::try_from(cfg.buffer).unwrap_or(usize::MAX)];
     let mut idle = Idle::default();
@@ -206,26 +206,7 @@ pub fn run(
             tracing::info!("client {} connected", c.id);
             conns.push(c);
         }
-        // Arrivals, round robin over connections.
-        let mut dead = Vec::new();
-        for k in 0..conns.len() {
-            let i = (next + k) % conns.len();
-            loop {
-                let now = conns[i].clock.now_ns();
-                match conns[i].orders.try_recv(now) {
-                    Ok(Some(m)) => match Order::decode(&m.data) {
-                        Some(o) => queue.push_back((i, o, now_ns())),
-                        None => stats.bad_orders += 1,
-                    },
-                    Ok(None) => break,
-                    Err(e) => {
-                        tracing::warn!("client {}: {e}", conns[i].id);
-                        dead.push(i);
-                        break;
-                    }
-                }
-            }
-        }
+        let mut dead = take_arrivals(&mut conns, next, &mut queue, &mut stats);
         next = next.wrapping_add(1);
         // First come, first served.
         if let Some((i, order, arrived)) = queue.pop_front() {
@@ -244,22 +225,65 @@ pub fn run(
             idle.idle();
         }
         if !dead.is_empty() {
-            dead.sort_unstable();
-            dead.dedup();
-            for &i in dead.iter().rev() {
-                let c = conns.remove(i);
-                tracing::warn!("client {} dropped", c.id);
-                stats.dropped += 1;
-            }
-            // Queue entries name connections by index: drop those of the removed ones.
-            queue.retain(|(i, _, _)| !dead.contains(i));
-            for e in queue.iter_mut() {
-                e.0 -= dead.iter().filter(|&&d| d < e.0).count();
-            }
+            drop_dead(&mut conns, &mut queue, dead, &mut stats);
         }
     }
     let _ = acceptor.join();
     Ok(stats)
+}
+
+/// An order waiting: its connection's index, the order, when it arrived (ns).
+type Queued = (usize, Order, u64);
+
+/// Takes every connection's arrivals into `queue`, round robin from `next`; the indexes of the
+/// connections that failed.
+fn take_arrivals(
+    conns: &mut [Conn],
+    next: usize,
+    queue: &mut VecDeque<Queued>,
+    stats: &mut ServerStats,
+) -> Vec<usize> {
+    let mut dead = Vec::new();
+    for k in 0..conns.len() {
+        let i = (next + k) % conns.len();
+        loop {
+            let now = conns[i].clock.now_ns();
+            match conns[i].orders.try_recv(now) {
+                Ok(Some(m)) => match Order::decode(&m.data) {
+                    Some(o) => queue.push_back((i, o, now_ns())),
+                    None => stats.bad_orders += 1,
+                },
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::warn!("client {}: {e}", conns[i].id);
+                    dead.push(i);
+                    break;
+                }
+            }
+        }
+    }
+    dead
+}
+
+/// Drops the connections at the indexes `dead`, and their queued orders (the others' indexes
+/// shift down).
+fn drop_dead(
+    conns: &mut Vec<Conn>,
+    queue: &mut VecDeque<Queued>,
+    mut dead: Vec<usize>,
+    stats: &mut ServerStats,
+) {
+    dead.sort_unstable();
+    dead.dedup();
+    for &i in dead.iter().rev() {
+        let c = conns.remove(i);
+        tracing::warn!("client {} dropped", c.id);
+        stats.dropped += 1;
+    }
+    queue.retain(|(i, _, _)| !dead.contains(i));
+    for e in queue.iter_mut() {
+        e.0 -= dead.iter().filter(|&&d| d < e.0).count();
+    }
 }
 
 /// One order's time at the server, ns.
