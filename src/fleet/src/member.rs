@@ -269,6 +269,146 @@ struct Session<'a> {
     applied_until: Option<Instant>,
 }
 
+/// What a call that took longer than `third` (of the lease's TTL) fails with.
+fn timed(
+    what: &'static str,
+    third: Duration,
+) -> impl Fn(tokio::time::error::Elapsed) -> FleetError {
+    move |_| FleetError::Etcd(format!("{what}: no answer in {third:?}"))
+}
+
+/// Joins the fleet: revokes the last session's lease (`stale`), takes a new one, registers
+/// this host's record under it and starts its keep-alive. Each call waits at most `third`.
+async fn join(
+    c: &mut etcd_client::Client,
+    cfg: &FleetConfig,
+    record: &HostRecord,
+    stale: &mut Option<i64>,
+    third: Duration,
+) -> Result<
+    (
+        i64,
+        etcd_client::LeaseKeeper,
+        etcd_client::LeaseKeepAliveStream,
+    ),
+    FleetError,
+> {
+    if let Some(old) = *stale {
+        // Gone already (expired) is fine; unreachable fails the session as any call would.
+        let r = tokio::time::timeout(third, c.lease_revoke(old))
+            .await
+            .map_err(timed("revoke", third))?;
+        if let Err(e) = r {
+            if !e.to_string().contains("not found") {
+                return Err(etcd(e));
+            }
+        }
+        *stale = None;
+    }
+    let lease = tokio::time::timeout(third, c.lease_grant(cfg.ttl_s, None))
+        .await
+        .map_err(timed("lease", third))?
+        .map_err(etcd)?
+        .id();
+    // Revoked at the next session or at leave if this one fails from here on.
+    *stale = Some(lease);
+    let value = serde_json::to_vec(record).map_err(|e| FleetError::Etcd(e.to_string()))?;
+    tokio::time::timeout(
+        third,
+        c.put(
+            keys::host(&cfg.prefix, &record.host),
+            value,
+            Some(PutOptions::new().with_lease(lease)),
+        ),
+    )
+    .await
+    .map_err(timed("register", third))?
+    .map_err(etcd)?;
+    let (keeper, acks) = tokio::time::timeout(third, c.lease_keep_alive(lease))
+        .await
+        .map_err(timed("keep-alive", third))?
+        .map_err(etcd)?;
+    Ok((lease, keeper, acks))
+}
+
+/// Renews the lease (an expired one ends the session) and, while this host coordinates
+/// (`election` named), checks it still holds the election (someone may have deleted its key).
+async fn keep_alive(
+    c: &mut etcd_client::Client,
+    (keeper, acks): (
+        &mut etcd_client::LeaseKeeper,
+        &mut etcd_client::LeaseKeepAliveStream,
+    ),
+    lease: i64,
+    election: Option<&String>,
+    host: &str,
+    third: Duration,
+) -> Result<(), FleetError> {
+    tokio::time::timeout(third, keeper.keep_alive())
+        .await
+        .map_err(timed("keep-alive", third))?
+        .map_err(etcd)?;
+    let ack = tokio::time::timeout(third, acks.message())
+        .await
+        .map_err(timed("keep-alive", third))?
+        .map_err(etcd)?;
+    match ack {
+        Some(a) if a.ttl() > 0 => {}
+        _ => return Err(FleetError::Etcd(format!("lease {lease:x} expired"))),
+    }
+    if let Some(name) = election {
+        let r = tokio::time::timeout(third, c.leader(name.clone()))
+            .await
+            .map_err(timed("leader", third))?
+            .map_err(etcd)?;
+        if r.kv().map(etcd_client::KeyValue::value) != Some(host.as_bytes()) {
+            return Err(FleetError::Etcd(format!(
+                "{host} no longer holds the election"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// This host's allocation as read this period: handed to the caller when it is new, let lapse
+/// when the one in force is past its validity; a value that does not parse is refused (the
+/// local policy alone).
+fn apply(
+    ctx: &mut Session<'_>,
+    state: &Mutex<MemberState>,
+    a: Result<Option<Allocation>, FleetError>,
+) -> Result<(), FleetError> {
+    let a = match a {
+        Ok(a) => a,
+        Err(FleetError::BadValue { key, reason }) => {
+            if ctx.coord.bad_alloc.hit().is_some() {
+                tracing::warn!("fleet: {key}: {reason}; refused, the local policy alone");
+            }
+            None
+        }
+        Err(e) => return Err(e),
+    };
+    let id = a.as_ref().map(|a| (a.coordinator.clone(), a.round));
+    if id == ctx.applied && ctx.applied_until.is_some_and(|u| Instant::now() >= u) {
+        // The core has let it lapse (nothing newer came in time): so does the view.
+        ctx.applied_until = None;
+        set(state, |s| s.ceilings = 0);
+    }
+    if id != ctx.applied {
+        ctx.applied_until = a
+            .as_ref()
+            .map(|a| Instant::now() + Duration::from_millis(a.valid_ms));
+        (ctx.on_alloc)(a.as_ref());
+        ctx.applied = id;
+        let n = a.as_ref().map_or(0, |a| a.vms.len());
+        set(state, |s| {
+            s.ceilings = n;
+            s.applied += u64::from(a.is_some());
+        });
+    }
+    Ok(())
+}
+
 async fn session(
     ctx: &mut Session<'_>,
     stop: &AtomicBool,
@@ -280,50 +420,19 @@ async fn session(
     // Not the coordinator until this session's campaign is won.
     ctx.coord.fence = None;
     let third = Duration::from_millis(u64::try_from(cfg.ttl_s).unwrap_or(5) * 1000 / 3);
-    let timed =
-        |what: &'static str| move |_| FleetError::Etcd(format!("{what}: no answer in {third:?}"));
+    let timed = |what: &'static str| timed(what, third);
     let mut c = connect(cfg).await?;
-    if let Some(old) = *stale {
-        // Gone already (expired) is fine; unreachable fails the session as any call would.
-        let r = tokio::time::timeout(third, c.lease_revoke(old))
-            .await
-            .map_err(timed("revoke"))?;
-        if let Err(e) = r {
-            if !e.to_string().contains("not found") {
-                return Err(etcd(e));
-            }
-        }
-        *stale = None;
-    }
-    let lease = tokio::time::timeout(third, c.lease_grant(cfg.ttl_s, None))
-        .await
-        .map_err(timed("lease"))?
-        .map_err(etcd)?
-        .id();
-    // Revoked at the next session or at leave if this one fails from here on.
-    *stale = Some(lease);
-    let host = &record.host;
-    let value = serde_json::to_vec(record).map_err(|e| FleetError::Etcd(e.to_string()))?;
-    let with_lease = || Some(PutOptions::new().with_lease(lease));
-    tokio::time::timeout(
-        third,
-        c.put(keys::host(&cfg.prefix, host), value, with_lease()),
-    )
-    .await
-    .map_err(timed("register"))?
-    .map_err(etcd)?;
-    let (mut keeper, mut acks) = tokio::time::timeout(third, c.lease_keep_alive(lease))
-        .await
-        .map_err(timed("keep-alive"))?
-        .map_err(etcd)?;
+    let (lease, mut keeper, mut acks) = join(&mut c, cfg, record, stale, third).await?;
     set(state, |s| {
         s.connected = true;
         s.lease = Some(lease);
     });
+    let host = &record.host;
     tracing::info!(
         "fleet: {host} joined under lease {lease:x} (TTL {} s)",
         cfg.ttl_s
     );
+    let with_lease = || Some(PutOptions::new().with_lease(lease));
     let mut elections = c.election_client();
     let name = keys::election(&cfg.prefix);
     let campaign = elections.campaign(name.clone(), host.as_str(), lease);
@@ -346,31 +455,8 @@ async fn session(
                 }
             }
             _ = keep.tick() => {
-                tokio::time::timeout(third, keeper.keep_alive())
-                    .await
-                    .map_err(timed("keep-alive"))?
-                    .map_err(etcd)?;
-                let ack = tokio::time::timeout(third, acks.message())
-                    .await
-                    .map_err(timed("keep-alive"))?
-                    .map_err(etcd)?;
-                match ack {
-                    Some(a) if a.ttl() > 0 => {}
-                    _ => return Err(FleetError::Etcd(format!("lease {lease:x} expired"))),
-                }
-                // Still the coordinator? (Someone may have deleted the election key.)
                 let leads = state.lock().unwrap_or_else(std::sync::PoisonError::into_inner).leader;
-                if leads {
-                    let r = tokio::time::timeout(third, c.leader(name.clone()))
-                        .await
-                        .map_err(timed("leader"))?
-                        .map_err(etcd)?;
-                    if r.kv().map(etcd_client::KeyValue::value) != Some(host.as_bytes()) {
-                        return Err(FleetError::Etcd(format!(
-                            "{host} no longer holds the election"
-                        )));
-                    }
-                }
+                keep_alive(&mut c, (&mut keeper, &mut acks), lease, leads.then_some(&name), host, third).await?;
             }
             _ = publish.tick() => {
                 let s = (ctx.summary)();
@@ -402,34 +488,7 @@ async fn session(
                         s.round_allocations = r.report.allocations;
                     });
                 }
-                let a = match a {
-                    Ok(a) => a,
-                    Err(FleetError::BadValue { key, reason }) => {
-                        if ctx.coord.bad_alloc.hit().is_some() {
-                            tracing::warn!("fleet: {key}: {reason}; refused, the local policy alone");
-                        }
-                        None
-                    }
-                    Err(e) => return Err(e),
-                };
-                let id = a.as_ref().map(|a| (a.coordinator.clone(), a.round));
-                if id == ctx.applied && ctx.applied_until.is_some_and(|u| Instant::now() >= u) {
-                    // The core has let it lapse (nothing newer came in time): so does the view.
-                    ctx.applied_until = None;
-                    set(state, |s| s.ceilings = 0);
-                }
-                if id != ctx.applied {
-                    ctx.applied_until = a
-                        .as_ref()
-                        .map(|a| Instant::now() + Duration::from_millis(a.valid_ms));
-                    (ctx.on_alloc)(a.as_ref());
-                    ctx.applied = id;
-                    let n = a.as_ref().map_or(0, |a| a.vms.len());
-                    set(state, |s| {
-                        s.ceilings = n;
-                        s.applied += u64::from(a.is_some());
-                    });
-                }
+                apply(ctx, state, a)?;
             }
             won = &mut campaign, if campaigning => {
                 campaigning = false;
