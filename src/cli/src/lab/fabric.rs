@@ -84,6 +84,41 @@ pub fn run(a: &FabricArgs) -> Result<()> {
         traffic: vms <= DETECT_MAX_VMS,
         ..RunOptions::default()
     };
+    let (r, hosts) = simulate(a, &spec, &opts)?;
+    let detected = periods(&r);
+    if let Some(path) = &a.svg {
+        let runs = vec![(spec.name.clone(), &r)];
+        let window = r.duration_s * 1e3;
+        super::mlcompat_plot::utilisation(&runs, window, path)?;
+    }
+    if a.json {
+        println!(
+            "{}",
+            serde_json::to_string(&Report {
+                result: &r,
+                detected,
+                hosts: &hosts,
+            })?
+        );
+        return Ok(());
+    }
+    let mut out = std::io::stdout().lock();
+    print_jobs(&mut out, a, &r)?;
+    print_hosts(&mut out, &hosts)?;
+    print_periods(&mut out, a, &r, &detected, vms)?;
+    if let Some(p) = &a.svg {
+        writeln!(out, "wrote {}", p.display())?;
+    }
+    Ok(())
+}
+
+/// The fabric in virtual time (fluid, or with --lab-hosts each host's lab host), with a
+/// progress line on a terminal.
+fn simulate(
+    a: &FabricArgs,
+    spec: &FabricSpec,
+    opts: &RunOptions,
+) -> Result<(FabricResult, Vec<resex_lab::LabResult>)> {
     let tty = std::io::stderr().is_terminal();
     let started = std::time::Instant::now();
     let show = |now: u64, end: u64| {
@@ -95,17 +130,17 @@ pub fn run(a: &FabricArgs) -> Result<()> {
             );
         }
     };
-    let (r, hosts) = if a.lab_hosts {
+    let out = if a.lab_hosts {
         let policy = a
             .policy
             .as_deref()
             .filter(|p| *p != "none")
             .map(|p| super::compare::load_policy(p, &a.policies, None))
             .transpose()?;
-        let h = run_on_hosts(&spec, &opts, &HostsOptions { policy }, show)?;
+        let h = run_on_hosts(spec, opts, &HostsOptions { policy }, show)?;
         (h.fabric, h.hosts)
     } else {
-        (run_with_progress(&spec, &opts, show)?, Vec::new())
+        (run_with_progress(spec, opts, show)?, Vec::new())
     };
     if tty {
         eprintln!(
@@ -114,8 +149,12 @@ pub fn run(a: &FabricArgs) -> Result<()> {
             ""
         );
     }
-    let detected: Vec<Found> = r
-        .traffic
+    Ok(out)
+}
+
+/// Each worker's period found in its traffic, beside its job's mean iteration.
+fn periods(r: &FabricResult) -> Vec<Found> {
+    r.traffic
         .iter()
         .map(|v| {
             let iteration_ms = r
@@ -135,24 +174,11 @@ pub fn run(a: &FabricArgs) -> Result<()> {
                 why,
             }
         })
-        .collect();
-    if let Some(path) = &a.svg {
-        let runs = vec![(spec.name.clone(), &r)];
-        let window = r.duration_s * 1e3;
-        super::mlcompat_plot::utilisation(&runs, window, path)?;
-    }
-    if a.json {
-        println!(
-            "{}",
-            serde_json::to_string(&Report {
-                result: &r,
-                detected,
-                hosts: &hosts,
-            })?
-        );
-        return Ok(());
-    }
-    let mut out = std::io::stdout().lock();
+        .collect()
+}
+
+/// The header line and one line per job.
+fn print_jobs(out: &mut impl Write, a: &FabricArgs, r: &FabricResult) -> Result<()> {
     writeln!(
         out,
         "fabric {}: {} hosts, {} links, {} flows, {} virtual s, {} {} steps",
@@ -184,57 +210,71 @@ pub fn run(a: &FabricArgs) -> Result<()> {
             j.cnps
         )?;
     }
-    if !hosts.is_empty() {
+    Ok(())
+}
+
+/// With --lab-hosts: each host's NIC use and its workers' mean caps.
+fn print_hosts(out: &mut impl Write, hosts: &[resex_lab::LabResult]) -> Result<()> {
+    let Some(first) = hosts.first() else {
+        return Ok(());
+    };
+    writeln!(
+        out,
+        "lab hosts (policy {}): per host, its NIC's use and its workers' mean CPU cap",
+        first.policy
+    )?;
+    for h in hosts {
+        let caps: Vec<String> = h.vms.iter().map(|v| format!("{:.0}", v.cap_mean)).collect();
         writeln!(
             out,
-            "lab hosts (policy {}): per host, its NIC's use and its workers' mean CPU cap",
-            hosts[0].policy
+            "  {:<12} link {:>5.1}%  caps {}",
+            h.scenario,
+            h.host.wire_util * 100.0,
+            caps.join("/")
         )?;
-        for h in &hosts {
-            let caps: Vec<String> = h.vms.iter().map(|v| format!("{:.0}", v.cap_mean)).collect();
-            writeln!(
-                out,
-                "  {:<12} link {:>5.1}%  caps {}",
-                h.scenario,
-                h.host.wire_util * 100.0,
-                caps.join("/")
-            )?;
-        }
     }
+    Ok(())
+}
+
+/// The periods found, against each job's iteration (or why the traffic was not recorded).
+fn print_periods(
+    out: &mut impl Write,
+    a: &FabricArgs,
+    r: &FabricResult,
+    detected: &[Found],
+    vms: usize,
+) -> Result<()> {
     if r.traffic.is_empty() {
         writeln!(
             out,
             "(periods from traffic: skipped, {vms} VMs is above {DETECT_MAX_VMS})"
         )?;
-    } else {
-        writeln!(
-            out,
-            "periods found in each worker's bytes per 1 ms (no help from the job{}):",
-            if a.lab_hosts {
-                "; counted by each host's monitor"
-            } else {
-                ""
-            }
-        )?;
-        for f in &detected {
-            match (f.period_ms, f.iteration_ms) {
-                (Some(p), Some(it)) => writeln!(
-                    out,
-                    "  {:<24} {p:>8.1} ms  (runs {it:.1} ms, {:+.1}%)",
-                    f.vm,
-                    (p / it - 1.0) * 100.0
-                )?,
-                _ => writeln!(
-                    out,
-                    "  {:<24} {}",
-                    f.vm,
-                    f.why.as_deref().unwrap_or("no iteration finished")
-                )?,
-            }
-        }
+        return Ok(());
     }
-    if let Some(p) = &a.svg {
-        writeln!(out, "wrote {}", p.display())?;
+    writeln!(
+        out,
+        "periods found in each worker's bytes per 1 ms (no help from the job{}):",
+        if a.lab_hosts {
+            "; counted by each host's monitor"
+        } else {
+            ""
+        }
+    )?;
+    for f in detected {
+        match (f.period_ms, f.iteration_ms) {
+            (Some(p), Some(it)) => writeln!(
+                out,
+                "  {:<24} {p:>8.1} ms  (runs {it:.1} ms, {:+.1}%)",
+                f.vm,
+                (p / it - 1.0) * 100.0
+            )?,
+            _ => writeln!(
+                out,
+                "  {:<24} {}",
+                f.vm,
+                f.why.as_deref().unwrap_or("no iteration finished")
+            )?,
+        }
     }
     Ok(())
 }
