@@ -59,58 +59,12 @@ fn fmt(v: &[f64], decimals: usize) -> String {
 
 /// Runs the experiment.
 pub fn run(a: &ExperimentArgs) -> Result<()> {
-    let mut cfg = PaperConfig {
-        iterations: a.iterations,
-        warmup: a.warmup,
-        seed: a.seed,
-        ..PaperConfig::default()
-    };
-    cfg.dcqcn.adaptive_gain = a.adaptive_gain;
-    if a.iterations <= a.warmup as u64 || a.iterations > 100_000 {
-        bail!(
-            "--iterations {} must be above --warmup {} (and at most 100000)",
-            a.iterations,
-            a.warmup
-        );
-    }
-    let groups: Vec<Vec<String>> = if a.groups.is_empty() {
-        table1()
-            .into_iter()
-            .map(|g| g.into_iter().map(String::from).collect())
-            .collect()
-    } else {
-        a.groups
-            .iter()
-            .map(|g| g.split('+').map(|s| s.trim().to_string()).collect())
-            .collect()
-    };
+    let cfg = config(a)?;
     if !a.json {
-        println!(
-            "jobs on one 50 Gb/s bottleneck{}: mean iteration (ms) after {} warm-up \
-             iterations; speed-up = fair / scheme; adaptive = R_AI (1 + {} x progress)",
-            if a.lab_hosts {
-                ", every host a lab host"
-            } else {
-                ""
-            },
-            a.warmup,
-            a.adaptive_gain
-        );
-        println!(
-            "{:<26} {:>5}  {:>14} {:>14} {:>14} {:>14} {:>14}  {:>11} {:>11}",
-            "jobs",
-            "score",
-            "alone",
-            "fair",
-            "unfair",
-            "adaptive",
-            "priority",
-            "unfair x",
-            "adaptive x"
-        );
+        print_header(a);
     }
     let mut out = std::io::stdout().lock();
-    for g in &groups {
+    for g in &groups(a) {
         let jobs: Vec<&str> = g.iter().map(String::as_str).collect();
         if jobs.len() < 2 {
             bail!(
@@ -118,26 +72,7 @@ pub fn run(a: &ExperimentArgs) -> Result<()> {
                 g.join("+")
             );
         }
-        let tty = a.lab_hosts && std::io::stderr().is_terminal();
-        let (row, runs) = group_with(&jobs, &cfg, |spec| -> Result<_> {
-            if !a.lab_hosts {
-                return Ok(resex_fabric::run(spec, &RunOptions::default())?);
-            }
-            let h = run_on_hosts(
-                spec,
-                &RunOptions::default(),
-                &HostsOptions::default(),
-                |n, e| {
-                    if tty && e > 0 {
-                        eprint!("\r  {}: {:>3}%", spec.name, n * 100 / e);
-                    }
-                },
-            )?;
-            if tty {
-                eprint!("\r{:60}\r", "");
-            }
-            Ok(h.fabric)
-        })?;
+        let (row, runs) = run_group(a, &cfg, &jobs)?;
         if a.json {
             writeln!(out, "{}", serde_json::to_string(&row)?)?;
         } else {
@@ -170,4 +105,93 @@ pub fn run(a: &ExperimentArgs) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The experiment's configuration from the options (iterations above the warm-up).
+fn config(a: &ExperimentArgs) -> Result<PaperConfig> {
+    let mut cfg = PaperConfig {
+        iterations: a.iterations,
+        warmup: a.warmup,
+        seed: a.seed,
+        ..PaperConfig::default()
+    };
+    cfg.dcqcn.adaptive_gain = a.adaptive_gain;
+    if a.iterations <= a.warmup as u64 || a.iterations > 100_000 {
+        bail!(
+            "--iterations {} must be above --warmup {} (and at most 100000)",
+            a.iterations,
+            a.warmup
+        );
+    }
+    Ok(cfg)
+}
+
+/// The groups of jobs: --group's, or the paper's Table 1.
+fn groups(a: &ExperimentArgs) -> Vec<Vec<String>> {
+    if a.groups.is_empty() {
+        table1()
+            .into_iter()
+            .map(|g| g.into_iter().map(String::from).collect())
+            .collect()
+    } else {
+        a.groups
+            .iter()
+            .map(|g| g.split('+').map(|s| s.trim().to_string()).collect())
+            .collect()
+    }
+}
+
+/// What the table shows, and its header.
+fn print_header(a: &ExperimentArgs) {
+    println!(
+        "jobs on one 50 Gb/s bottleneck{}: mean iteration (ms) after {} warm-up \
+         iterations; speed-up = fair / scheme; adaptive = R_AI (1 + {} x progress)",
+        if a.lab_hosts {
+            ", every host a lab host"
+        } else {
+            ""
+        },
+        a.warmup,
+        a.adaptive_gain
+    );
+    println!(
+        "{:<26} {:>5}  {:>14} {:>14} {:>14} {:>14} {:>14}  {:>11} {:>11}",
+        "jobs",
+        "score",
+        "alone",
+        "fair",
+        "unfair",
+        "adaptive",
+        "priority",
+        "unfair x",
+        "adaptive x"
+    );
+}
+
+/// One group under every scheme (fluid, or with --lab-hosts every host a lab host).
+fn run_group(
+    a: &ExperimentArgs,
+    cfg: &PaperConfig,
+    jobs: &[&str],
+) -> Result<(resex_fabric::paper::Row, Vec<resex_fabric::FabricResult>)> {
+    let tty = a.lab_hosts && std::io::stderr().is_terminal();
+    group_with(jobs, cfg, |spec| -> Result<_> {
+        if !a.lab_hosts {
+            return Ok(resex_fabric::run(spec, &RunOptions::default())?);
+        }
+        let h = run_on_hosts(
+            spec,
+            &RunOptions::default(),
+            &HostsOptions::default(),
+            |n, e| {
+                if tty && e > 0 {
+                    eprint!("\r  {}: {:>3}%", spec.name, n * 100 / e);
+                }
+            },
+        )?;
+        if tty {
+            eprint!("\r{:60}\r", "");
+        }
+        Ok(h.fabric)
+    })
 }
