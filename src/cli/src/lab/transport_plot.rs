@@ -20,17 +20,21 @@ struct Chart<'a> {
 /// Writes every plot under `dir`; returns the paths.
 pub fn all(r: &Results, dir: &Path) -> Result<Vec<PathBuf>> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let mut charts = paper_charts(r);
+    charts.extend(hipower_charts(r));
+    let mut out = Vec::new();
+    for c in &charts {
+        let path = dir.join(c.file);
+        draw(c, &path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        out.push(path);
+    }
+    Ok(out)
+}
+
+/// The paper's figures (10-15 and 18).
+fn paper_charts(r: &Results) -> Vec<Chart<'static>> {
     let sizes: Vec<f64> = r.msg_sizes.iter().map(|s| *s as f64).collect();
-    let hs: Vec<f64> = r.hipower.msg_sizes.iter().map(|s| *s as f64).collect();
-    let hp = |f: fn(&resex_lab::transport::one::OneFigures) -> f64| {
-        r.hipower
-            .one_to_one
-            .iter()
-            .map(|(k, v)| (k.clone(), v.iter().map(f).collect()))
-            .collect()
-    };
-    let g = &r.hipower.gather;
-    let charts = vec![
+    vec![
         Chart {
             file: "transport-sync.svg",
             title: "Fig. 10: synchronisation time",
@@ -89,6 +93,21 @@ pub fn all(r: &Results, dir: &Path) -> Result<Vec<PathBuf>> {
             log_x: false,
             lines: r.hold.mbps.clone(),
         },
+    ]
+}
+
+/// HiPower's one-to-one and gather figures.
+fn hipower_charts(r: &Results) -> Vec<Chart<'static>> {
+    let hs: Vec<f64> = r.hipower.msg_sizes.iter().map(|s| *s as f64).collect();
+    let hp = |f: fn(&resex_lab::transport::one::OneFigures) -> f64| {
+        r.hipower
+            .one_to_one
+            .iter()
+            .map(|(k, v)| (k.clone(), v.iter().map(f).collect()))
+            .collect()
+    };
+    let g = &r.hipower.gather;
+    vec![
         Chart {
             file: "transport-hipower-throughput.svg",
             title: "HiPower one-to-one: throughput",
@@ -131,14 +150,7 @@ pub fn all(r: &Results, dir: &Path) -> Result<Vec<PathBuf>> {
                 ("cpwr".to_owned(), g.cpwr_mbps.clone()),
             ]),
         },
-    ];
-    let mut out = Vec::new();
-    for c in &charts {
-        let path = dir.join(c.file);
-        draw(c, &path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-        out.push(path);
-    }
-    Ok(out)
+    ]
 }
 
 fn draw(c: &Chart<'_>, path: &Path) -> Result<(), Box<dyn std::error::Error>> {
