@@ -47,10 +47,20 @@ fn draw(o: &Outcome, path: &Path) -> Result<(), Box<dyn std::error::Error>> {
         .objective_trace
         .len()
         .max(o.dual_decomposition.objective_trace.len()) as f64;
+    objective_panel(&top, o, k)?;
+    residual_panel(&bottom, o, k)?;
+    root.present()?;
+    Ok(())
+}
+
+type Area<'a> = DrawingArea<SVGBackend<'a>, plotters::coord::Shift>;
+
+/// The objective per iteration against the certified optimum.
+fn objective_panel(top: &Area<'_>, o: &Outcome, k: f64) -> Result<(), Box<dyn std::error::Error>> {
     let best = o.reference_objective;
     // The objective panel: within +-50 % of the optimum (early iterates can be far off).
     let span = best.abs() * 0.5;
-    let mut c = ChartBuilder::on(&top)
+    let mut c = ChartBuilder::on(top)
         .margin(10)
         .x_label_area_size(30)
         .y_label_area_size(80)
@@ -101,6 +111,15 @@ fn draw(o: &Outcome, path: &Path) -> Result<(), Box<dyn std::error::Error>> {
         .border_style(BLACK)
         .position(SeriesLabelPosition::LowerRight)
         .draw()?;
+    Ok(())
+}
+
+/// The primal residual per iteration (log scale).
+fn residual_panel(
+    bottom: &Area<'_>,
+    o: &Outcome,
+    k: f64,
+) -> Result<(), Box<dyn std::error::Error>> {
     let res: Vec<(f64, f64)> = series(&o.admm.primal_residual)
         .into_iter()
         .chain(series(&o.dual_decomposition.primal_residual))
@@ -112,7 +131,7 @@ fn draw(o: &Outcome, path: &Path) -> Result<(), Box<dyn std::error::Error>> {
         .fold(f64::INFINITY, f64::min)
         .max(1e-30);
     let hi = res.iter().map(|p| p.1).fold(1.0, f64::max);
-    let mut c = ChartBuilder::on(&bottom)
+    let mut c = ChartBuilder::on(bottom)
         .margin(10)
         .x_label_area_size(30)
         .y_label_area_size(80)
@@ -140,6 +159,5 @@ fn draw(o: &Outcome, path: &Path) -> Result<(), Box<dyn std::error::Error>> {
         .background_style(WHITE.mix(0.8))
         .border_style(BLACK)
         .draw()?;
-    root.present()?;
     Ok(())
 }
