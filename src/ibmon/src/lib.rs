@@ -10,6 +10,7 @@
 //!   attachment to fresh or live rings, the budgeted scan.
 //! - [`batch`]: [`scan_all`], one host tick over many VMs, prefetching a few VMs ahead.
 //! - [`mailbox`]: draining a guest's latency mailbox (status bytes, validation, merge).
+//! - [`rxe`]: soft-RoCE's queue layouts (kernel UAPI), the second ring format's first part.
 //! - [`state`]: cursors saved to and restored from JSON, so that consecutive scans of a live
 //!   guest by separate processes count each work request once.
 //!
@@ -26,6 +27,7 @@ pub mod mailbox;
 pub mod monitor;
 pub mod registry;
 pub mod rings;
+pub mod rxe;
 pub mod sq;
 pub mod state;
 pub mod synth;
