@@ -11,6 +11,7 @@
 //! - [`mailbox`]: report decoding and the host's mailbox drain over fuzzed memory and layout.
 //! - [`channel`]: the agent channel's line framing, both directions.
 //! - [`softhca_fetch`]: softhca fetching and executing fuzzed rings.
+//! - [`rxe`]: soft-RoCE queue headers, send WQEs and completions on arbitrary bytes.
 //!
 //! [`input`] reads structure out of the bytes; [`seeds`] makes the corpus's seeds with the
 //! project's own writers.
@@ -24,6 +25,7 @@ pub mod input;
 pub mod mailbox;
 pub mod monitor;
 pub mod registration;
+pub mod rxe;
 pub mod seeds;
 pub mod softhca_fetch;
 pub mod wqe_cqe;
@@ -32,7 +34,7 @@ pub mod wqe_cqe;
 pub type Target = (&'static str, fn(&[u8]));
 
 /// Every target.
-pub const TARGETS: [Target; 7] = [
+pub const TARGETS: [Target; 8] = [
     ("wqe_cqe", wqe_cqe::run),
     ("monitor", monitor::run),
     ("attach", attach::run),
@@ -40,4 +42,5 @@ pub const TARGETS: [Target; 7] = [
     ("mailbox", mailbox::run),
     ("channel", channel::run),
     ("softhca_fetch", softhca_fetch::run),
+    ("rxe", rxe::run),
 ];
