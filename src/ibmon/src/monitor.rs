@@ -64,6 +64,9 @@ pub struct VmMonitor {
     /// busy VM will most likely walk again, so the only SQ lines [`Self::prefetch`] asks for
     /// (an idle VM's SQ pages would only crowd the TLB).
     walked: u64,
+    /// An anomaly or an overrun was counted since `scan_delta` began (they count without
+    /// consuming an entry).
+    noted: bool,
     pub(crate) layout: Layout,
     log_anomaly: LogLimiter,
     log_overrun: LogLimiter,
@@ -104,6 +107,7 @@ impl VmMonitor {
             resume: false,
             qpns_ascending: layout.qps.windows(2).all(|w| w[0].qpn < w[1].qpn),
             walked: 0,
+            noted: false,
             layout,
             log_anomaly: LogLimiter::default(),
             log_overrun: LogLimiter::default(),
@@ -226,7 +230,12 @@ impl VmMonitor {
     #[inline]
     pub fn scan_delta<M: GuestMemory + ?Sized>(&mut self, mem: &M, budget: u32) -> Counters {
         let before = self.total;
-        self.scan(mem, budget);
+        self.noted = false;
+        let out = self.scan(mem, budget);
+        // Nothing consumed, walked or noted: the totals did not move (most VMs, most ticks).
+        if out.entries == 0 && self.walked == 0 && !self.noted {
+            return Counters::default();
+        }
         self.total - before
     }
 
@@ -423,6 +432,7 @@ impl VmMonitor {
 
     #[cold]
     fn anomaly(&mut self, qi: usize, what: &str) {
+        self.noted = true;
         self.counters[qi].anomalies += 1;
         self.total.anomalies += 1;
         if let Some(n) = self.log_anomaly.hit() {
@@ -438,6 +448,7 @@ impl VmMonitor {
     /// index, and tell the SQ cursors fed by this CQ that mismatches are now expected.
     #[cold]
     fn overrun(&mut self, ci: usize, guest_ci: u32) {
+        self.noted = true;
         let owner = self.cqs[ci].owner;
         self.counters[owner].overruns += 1;
         self.total.overruns += 1;
