@@ -77,3 +77,37 @@ fn counts_an_overrun_and_recovers_exactly_afterwards() {
     );
     assert_eq!(got.overruns, 0);
 }
+
+#[test]
+fn a_scan_that_only_counts_an_overrun_reports_it_in_its_delta() {
+    // An overrun counts without consuming an entry: `scan_delta`'s shortcut for a scan that
+    // consumed nothing must not hide it.
+    let cfg = SynthConfig {
+        wqe_cnt: 8,
+        cqe_cnt: 4,
+        ..SynthConfig::default()
+    };
+    let mut rig = Rig::new(&cfg);
+    let send = Wr {
+        opcode: send_op::SEND,
+        sges: vec![2048],
+        inline: false,
+        signaled: true,
+    };
+    for _ in 0..20 {
+        assert!(rig.guest.post(&rig.mem, 0, &send));
+        rig.guest.complete(&rig.mem, 0, 1, false);
+        rig.guest.poll(&rig.mem, 0, 1, None);
+    }
+    let d = rig.mon.scan_delta(&rig.mem, 1000);
+    assert_eq!(d.overruns, 1, "{d:?}");
+    assert_eq!(
+        d,
+        rig.mon.total(),
+        "the first scan's delta is everything counted"
+    );
+    // Nothing new: the delta is zero, and the totals stay.
+    let again = rig.mon.scan_delta(&rig.mem, 1000);
+    assert!(again.is_zero(), "{again:?}");
+    assert_eq!(rig.mon.total(), d);
+}
