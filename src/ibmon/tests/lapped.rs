@@ -32,8 +32,9 @@ proptest! {
     }
 }
 
-#[test]
-fn counts_an_overrun_and_recovers_exactly_afterwards() {
+/// A small rig (8 WQEs, 4 CQEs) whose guest posted, completed and polled 20 sends while the
+/// monitor slept: 5 laps of the CQ; and the send it used.
+fn lapped() -> (Rig, Wr) {
     let cfg = SynthConfig {
         wqe_cnt: 8,
         cqe_cnt: 4,
@@ -46,12 +47,17 @@ fn counts_an_overrun_and_recovers_exactly_afterwards() {
         inline: false,
         signaled: true,
     };
-    // The guest posts, completes and polls 20 sends while the monitor sleeps: 5 laps of the CQ.
     for _ in 0..20 {
         assert!(rig.guest.post(&rig.mem, 0, &send));
         rig.guest.complete(&rig.mem, 0, 1, false);
         rig.guest.poll(&rig.mem, 0, 1, None);
     }
+    (rig, send)
+}
+
+#[test]
+fn counts_an_overrun_and_recovers_exactly_afterwards() {
+    let (mut rig, send) = lapped();
     rig.mon.scan(&rig.mem, 1000);
     let c = rig.mon.counters()[0];
     assert_eq!(c.overruns, 1, "one lap event counted");
@@ -82,23 +88,7 @@ fn counts_an_overrun_and_recovers_exactly_afterwards() {
 fn a_scan_that_only_counts_an_overrun_reports_it_in_its_delta() {
     // An overrun counts without consuming an entry: `scan_delta`'s shortcut for a scan that
     // consumed nothing must not hide it.
-    let cfg = SynthConfig {
-        wqe_cnt: 8,
-        cqe_cnt: 4,
-        ..SynthConfig::default()
-    };
-    let mut rig = Rig::new(&cfg);
-    let send = Wr {
-        opcode: send_op::SEND,
-        sges: vec![2048],
-        inline: false,
-        signaled: true,
-    };
-    for _ in 0..20 {
-        assert!(rig.guest.post(&rig.mem, 0, &send));
-        rig.guest.complete(&rig.mem, 0, 1, false);
-        rig.guest.poll(&rig.mem, 0, 1, None);
-    }
+    let (mut rig, _) = lapped();
     let d = rig.mon.scan_delta(&rig.mem, 1000);
     assert_eq!(d.overruns, 1, "{d:?}");
     assert_eq!(
