@@ -24,12 +24,12 @@ pub fn seeds(target: &str) -> Vec<Seed> {
         "mailbox" => mailbox(),
         "channel" => channel(),
         "softhca_fetch" => softhca_fetch(),
-        "rxe" => rxe(),
+        "rxe" => crate::rxe::seeds(),
         _ => Vec::new(),
     }
 }
 
-fn named(name: impl Into<String>, bytes: Vec<u8>) -> Seed {
+pub(crate) fn named(name: impl Into<String>, bytes: Vec<u8>) -> Seed {
     (name.into(), bytes)
 }
 
@@ -560,65 +560,4 @@ fn softhca_fetch() -> Vec<Seed> {
     out.push(named("stale-index", stale));
     out.push(named("empty", Vec::new()));
     out
-}
-
-/// A soft-RoCE queue: its header (`2^log2` bytes an element, `slots` of them, the indices) and
-/// `elems`, each written at the start of its slot.
-fn rxe_queue(log2: u32, slots: u32, prod: u32, cons: u32, elems: &[Vec<u8>]) -> Vec<u8> {
-    use resex_ibmon::rxe::{layout::queue, QueueHeader};
-    let mut b = vec![0u8; QueueHeader::BYTES + ((slots as usize) << log2)];
-    for (at, v) in [
-        (queue::LOG2_ELEM_SIZE, log2),
-        (queue::INDEX_MASK, slots.wrapping_sub(1)),
-        (queue::PRODUCER, prod),
-        (queue::CONSUMER, cons),
-    ] {
-        b[at..at + 4].copy_from_slice(&v.to_ne_bytes());
-    }
-    for (i, e) in elems.iter().enumerate() {
-        let off = QueueHeader::BYTES + (i << log2);
-        let n = e.len().min(1 << log2);
-        b[off..off + n].copy_from_slice(&e[..n]);
-    }
-    b
-}
-
-fn rxe() -> Vec<Seed> {
-    use resex_ibmon::rxe::{layout, wr_op};
-    let wqe = |op: u32, len: u32| {
-        let mut w = vec![0u8; layout::send_wqe::SIZE + 16];
-        w[layout::send_wqe::OPCODE..][..4].copy_from_slice(&op.to_ne_bytes());
-        w[layout::send_wqe::DMA_LENGTH..][..4].copy_from_slice(&len.to_ne_bytes());
-        w[layout::send_wqe::DMA_NUM_SGE..][..4].copy_from_slice(&1u32.to_ne_bytes());
-        w
-    };
-    let wc = |qpn: u32, len: u32| {
-        let mut c = vec![0u8; layout::wc::SIZE];
-        c[layout::wc::BYTE_LEN..][..4].copy_from_slice(&len.to_ne_bytes());
-        c[layout::wc::QP_NUM..][..4].copy_from_slice(&qpn.to_ne_bytes());
-        c
-    };
-    let sq = vec![
-        wqe(wr_op::RDMA_WRITE, 65536),
-        wqe(wr_op::SEND, 4096),
-        wqe(wr_op::RDMA_READ, 8192),
-    ];
-    let cq = vec![wc(17, 0), wc(17, 4096), wc(18, 65536)];
-    vec![
-        named("sq", rxe_queue(9, 4, 3, 0, &sq)),
-        named("sq-wrapped", rxe_queue(9, 4, 1, 2, &sq)),
-        named("sq-empty", rxe_queue(9, 8, 5, 5, &[])),
-        named("cq", rxe_queue(6, 4, 3, 0, &cq)),
-        named("cq-one-slot", rxe_queue(6, 1, 0, 0, &cq[..1])),
-        named("mask-not-power", rxe_queue(9, 3, 2, 0, &sq)),
-        named("elem-too-small", rxe_queue(3, 4, 1, 0, &cq)),
-        named(
-            "elem-too-large",
-            rxe_queue(17, 1, 0, 0, &[])[..resex_ibmon::rxe::QueueHeader::BYTES].to_vec(),
-        ),
-        named("indices-wild", rxe_queue(6, 4, u32::MAX, 7, &cq)),
-        named("header-short", vec![0u8; 100]),
-        named("wqe-alone", wqe(wr_op::SEND_WITH_IMM, 1)),
-        named("wc-alone", wc(1, 2)),
-    ]
 }
