@@ -70,6 +70,7 @@ pub struct Cli {
 pub fn main_with<I: IntoIterator<Item = std::ffi::OsString>>(args: I) -> Result<()> {
     let cli = Cli::parse_from(args);
     let xen = xen_store(&cli)?;
+    let stop = stop_on_signals()?;
     let (mem, provider, phys): (_, _, Option<resex_shim::soft::PhysFn>) = if cli.vm {
         let pinned = Arc::new(
             resex_guestmem::PinnedMemory::new(cli.arena_mib.max(4) << 20)
@@ -78,7 +79,6 @@ pub fn main_with<I: IntoIterator<Item = std::ffi::OsString>>(args: I) -> Result<
         let ctl: Arc<dyn resex_proto::hca::HcaControl> = match &xen {
             Some(store) => {
                 tracing::info!("waiting for the host's software HCA (resex xen hca) on xenstore");
-                let stop = stop_on_signals()?;
                 let stopped = || stop.load(std::sync::atomic::Ordering::Acquire);
                 if !crate::xen::wait_for_hca(&**store, &stopped).context("reading xenstore")? {
                     return Ok(());
@@ -145,7 +145,6 @@ pub fn main_with<I: IntoIterator<Item = std::ffi::OsString>>(args: I) -> Result<
     let interval = (!cli.no_reports).then(|| Duration::from_millis(cli.report_ms.max(1)));
     let gate = Arc::new(crate::gate::Gate::default());
     let agent = Agent::start(chan, doc, mailbox, recorder.clone(), interval, gate.clone())?;
-    let stop = stop_on_signals()?;
     // The workload's QPs are registered with the host before it posts on them.
     let p: Arc<dyn Provider> = Arc::new(crate::gate::RegisterFirst::new(provider, gate));
     let st = serve(p, &cli.server, &cli.listen, recorder, stop, cli.duration)?;

@@ -191,9 +191,9 @@ impl XsWriter {
     fn send(&mut self, more: bool, data: &str) -> io::Result<()> {
         if self.seq > 0 {
             let want = (self.epoch, self.seq);
-            let (store, ack) = (self.store.clone(), self.ack.clone());
-            poll(self.timeout, &self.ack, || {
-                Ok((store.read(&ack)?.as_deref().and_then(parse_ack) == Some(want)).then_some(()))
+            let (store, ack) = (&self.store, &self.ack);
+            poll(self.timeout, ack, || {
+                Ok((store.read(ack)?.as_deref().and_then(parse_ack) == Some(want)).then_some(()))
             })?;
         }
         self.seq += 1;
