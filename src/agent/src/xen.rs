@@ -103,26 +103,12 @@ mod tests {
     use crate::gate::Gate;
     use crate::session::{run, ChannelStatus, DocFn};
     use resex_proto::channel::{read_msg, write_msg, GuestMsg, HostMsg, MAX_LINE};
+    use resex_proto::xsline::MemStore;
     use resex_proto::{Registration, REGISTRATION_VERSION};
-    use std::collections::HashMap;
-    use std::sync::Mutex;
-
-    #[derive(Default)]
-    struct MapStore(Mutex<HashMap<String, String>>);
-
-    impl Store for MapStore {
-        fn read(&self, path: &str) -> std::io::Result<Option<String>> {
-            Ok(self.0.lock().unwrap().get(path).cloned())
-        }
-        fn write(&self, path: &str, value: &str) -> std::io::Result<()> {
-            self.0.lock().unwrap().insert(path.into(), value.into());
-            Ok(())
-        }
-    }
 
     /// The host's end of the registration link (as resexd's registrar opens it, but with
     /// `data/...` for the domain's home).
-    fn host(store: &Arc<MapStore>) -> (xsline::XsReader, xsline::XsWriter) {
+    fn host(store: &Arc<MemStore>) -> (xsline::XsReader, xsline::XsWriter) {
         xsline::open(
             store.clone(),
             &base("agent"),
@@ -150,7 +136,7 @@ mod tests {
 
     #[test]
     fn the_agent_registers_unasked_and_again_for_a_restarted_host() {
-        let store = Arc::new(MapStore::default());
+        let store = Arc::new(MemStore::default());
         let doc: DocFn = Arc::new(|| Registration {
             version: REGISTRATION_VERSION,
             vm: Some("domv".into()),

@@ -47,6 +47,39 @@ pub trait Store: Send + Sync {
     fn write(&self, path: &str, value: &str) -> io::Result<()>;
 }
 
+/// xenstore in memory: the two ends of a link in one process (tests, fakes).
+#[derive(Debug, Default)]
+pub struct MemStore(std::sync::Mutex<std::collections::HashMap<String, String>>);
+
+impl MemStore {
+    /// Keys with a value.
+    pub fn len(&self) -> usize {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    /// No key has a value.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl Store for MemStore {
+    fn read(&self, path: &str) -> io::Result<Option<String>> {
+        Ok(self
+            .0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(path)
+            .cloned())
+    }
+
+    fn write(&self, path: &str, value: &str) -> io::Result<()> {
+        let mut m = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        m.insert(path.to_owned(), value.to_owned());
+        Ok(())
+    }
+}
+
 /// Which end of a link.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Side {

@@ -1,29 +1,9 @@
 use super::*;
-use std::collections::HashMap;
-use std::sync::Mutex;
-
-/// xenstore as a map, counting writes.
-#[derive(Default)]
-struct MapStore {
-    map: Mutex<HashMap<String, String>>,
-    writes: AtomicU64,
-}
-
-impl Store for MapStore {
-    fn read(&self, path: &str) -> io::Result<Option<String>> {
-        Ok(self.map.lock().unwrap().get(path).cloned())
-    }
-    fn write(&self, path: &str, value: &str) -> io::Result<()> {
-        self.writes.fetch_add(1, Ordering::Relaxed);
-        self.map.lock().unwrap().insert(path.into(), value.into());
-        Ok(())
-    }
-}
 
 const BASE: &str = "/local/domain/7/data/resex/t";
 const SHORT: Duration = Duration::from_millis(60);
 
-fn ends(store: &Arc<MapStore>, side: Side, timeout: Duration) -> (XsReader, XsWriter) {
+fn ends(store: &Arc<MemStore>, side: Side, timeout: Duration) -> (XsReader, XsWriter) {
     open(store.clone(), BASE, side, timeout, 16 * 1024)
 }
 
@@ -35,7 +15,7 @@ fn line(r: &mut XsReader) -> io::Result<String> {
 
 #[test]
 fn lines_cross_both_ways_whole_and_in_order_with_long_ones_cut_between_characters() {
-    let store = Arc::new(MapStore::default());
+    let store = Arc::new(MemStore::default());
     let (mut hr, mut hw) = ends(&store, Side::Host, Duration::from_secs(10));
     let (mut gr, mut gw) = ends(&store, Side::Guest, Duration::from_secs(10));
     // 3 messages' worth, with a 3-byte character straddling every cut.
@@ -65,12 +45,12 @@ fn lines_cross_both_ways_whole_and_in_order_with_long_ones_cut_between_character
         want.iter().map(|l| format!("{l}\n")).collect::<Vec<_>>()
     );
     // Never more than one message per direction stored: the four keys are all there is.
-    assert_eq!(store.map.lock().unwrap().len(), 4);
+    assert_eq!(store.len(), 4);
 }
 
 #[test]
 fn a_writer_waits_for_the_receipt_and_gives_up_when_nobody_reads() {
-    let store = Arc::new(MapStore::default());
+    let store = Arc::new(MemStore::default());
     let (_hr, mut hw) = ends(&store, Side::Host, SHORT);
     hw.write_all(b"one\n").unwrap();
     let e = hw.write_all(b"two\n").unwrap_err();
@@ -86,7 +66,7 @@ fn a_writer_waits_for_the_receipt_and_gives_up_when_nobody_reads() {
 
 #[test]
 fn a_restarted_reader_skips_the_line_it_receipted_and_takes_one_it_did_not() {
-    let store = Arc::new(MapStore::default());
+    let store = Arc::new(MemStore::default());
     let (_hr, mut hw) = ends(&store, Side::Host, SHORT);
     let (mut gr, _) = ends(&store, Side::Guest, SHORT);
     hw.write_all(b"seen\n").unwrap();
@@ -100,7 +80,7 @@ fn a_restarted_reader_skips_the_line_it_receipted_and_takes_one_it_did_not() {
 
 #[test]
 fn a_new_writer_drops_what_an_old_one_left_half_sent() {
-    let store = Arc::new(MapStore::default());
+    let store = Arc::new(MemStore::default());
     let (mut gr, _) = ends(&store, Side::Guest, SHORT);
     // An old writer died after the first of two messages of a line.
     store
@@ -114,7 +94,7 @@ fn a_new_writer_drops_what_an_old_one_left_half_sent() {
 
 #[test]
 fn hostile_values_are_reported_once_and_an_overlong_line_is_dropped_whole() {
-    let store = Arc::new(MapStore::default());
+    let store = Arc::new(MemStore::default());
     let (mut hr, _) = open(store.clone(), BASE, Side::Host, SHORT, 3000);
     let key = format!("{BASE}/g2h");
     for bad in [

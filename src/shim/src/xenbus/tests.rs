@@ -1,11 +1,10 @@
 use super::*;
-use resex_proto::xsline::{self, Side};
-use std::collections::HashMap;
+use resex_proto::xsline::{self, MemStore, Side};
 use std::os::unix::net::UnixStream;
 use std::sync::Arc;
 use std::time::Duration;
 
-type Map = Arc<Mutex<HashMap<String, String>>>;
+type Map = Arc<MemStore>;
 
 /// xenstored for domain 3, as the kernel's device shows it: relative paths are under
 /// `/local/domain/3`, `/denied...` is refused, a node of 2048 bytes or more is refused as
@@ -31,13 +30,13 @@ fn fake_xenstored(map: Map, mut s: UnixStream) {
             // xenstored's default quota on a guest's node (value, permissions, children).
             (XS_ERROR, b"ENOSPC\0".to_vec())
         } else if w(0) == XS_READ {
-            match map.lock().unwrap().get(&path) {
+            match map.read(&path).unwrap() {
                 Some(v) => (XS_READ, v.as_bytes().to_vec()),
                 None => (XS_ERROR, b"ENOENT\0".to_vec()),
             }
         } else {
             let v = String::from_utf8(body[nul + 1..].to_vec()).unwrap();
-            map.lock().unwrap().insert(path, v);
+            map.write(&path, &v).unwrap();
             (XS_WRITE, b"OK\0".to_vec())
         };
         n += 1;
@@ -71,10 +70,7 @@ fn reads_and_writes_go_to_the_domains_home_and_errors_are_named() {
     assert_eq!(b.read("data/x").unwrap(), None);
     b.write("data/x", "1 2 .hi").unwrap();
     assert_eq!(
-        map.lock()
-            .unwrap()
-            .get("/local/domain/3/data/x")
-            .map(String::as_str),
+        map.read("/local/domain/3/data/x").unwrap().as_deref(),
         Some("1 2 .hi")
     );
     for _ in 0..12 {
@@ -109,21 +105,11 @@ fn a_reply_over_the_payload_bound_is_refused() {
 
 #[test]
 fn a_line_link_runs_between_the_guests_xenbus_and_the_hosts_absolute_paths() {
-    struct Host(Map);
-    impl Store for Host {
-        fn read(&self, path: &str) -> io::Result<Option<String>> {
-            Ok(self.0.lock().unwrap().get(path).cloned())
-        }
-        fn write(&self, path: &str, value: &str) -> io::Result<()> {
-            self.0.lock().unwrap().insert(path.into(), value.into());
-            Ok(())
-        }
-    }
     let map = Map::default();
     let t = Duration::from_secs(10);
     let (mut gr, mut gw) = xsline::open(Arc::new(bus(&map)), "data/resex/t", Side::Guest, t, 16384);
     let (mut hr, mut hw) = xsline::open(
-        Arc::new(Host(map.clone())),
+        map.clone(),
         "/local/domain/3/data/resex/t",
         Side::Host,
         t,
