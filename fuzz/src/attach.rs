@@ -54,6 +54,7 @@ pub fn paths(data: &[u8]) -> Paths {
     }
     if reg.qps.len() > 1 {
         let first = Registration {
+            rings: Vec::new(),
             qps: reg.qps[..1].to_vec(),
             ..reg.clone()
         };

@@ -89,6 +89,7 @@ pub fn registration(h: &mut Input<'_>) -> Registration {
         .map(|i| ((first + i) % 16) * 4096)
         .collect();
     Registration {
+        rings: Vec::new(),
         version: REGISTRATION_VERSION,
         vm: None,
         path_mtu: 1024,

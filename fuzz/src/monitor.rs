@@ -182,6 +182,7 @@ pub fn built(h: &mut Input<'_>) -> Registration {
         })
         .collect();
     Registration {
+        rings: Vec::new(),
         version: REGISTRATION_VERSION,
         vm: None,
         path_mtu,

@@ -2,10 +2,16 @@
 //! it (`struct rxe_queue_buf` and its elements): a header that parses must describe slots that
 //! stay inside the queue for any index, and a pending count below its slots; each element the
 //! input holds (at most 64) is read as a send WQE and as a completion, which must not panic and
-//! must read what is there. The raw input is read both ways too.
+//! must read what is there. The raw input is read both ways too. Then the input is guest RAM
+//! holding that queue, registered as a send queue and as a completion queue whatever its header
+//! says, and scanned by [`RxeMonitor`] with small budgets: no panic, no more entries walked
+//! than the budget, and a ring whose header disagrees with its registration walks nothing.
 
 use crate::seeds::{named, Seed};
-use resex_ibmon::rxe::{layout, wr_op, QueueHeader, SendWqe, Wc};
+use resex_guestmem::{VecMemory, PAGE_SIZE};
+use resex_ibmon::registry::{validate, Limits};
+use resex_ibmon::rxe::{layout, wr_op, QueueHeader, RxeMonitor, SendWqe, Wc};
+use resex_proto::{Registration, RingFormat, RingKind, RingRegistration};
 
 /// Elements read at most per input.
 const MAX_ELEMS: u32 = 64;
@@ -13,6 +19,7 @@ const MAX_ELEMS: u32 = 64;
 /// Runs the target on one input.
 pub fn run(data: &[u8]) {
     check_raw(data);
+    scan_as_guest(data);
     let Ok(h) = QueueHeader::parse(data) else {
         return;
     };
@@ -30,6 +37,56 @@ pub fn run(data: &[u8]) {
         let Some(elem) = data.get(off..) else { break };
         let elem = &elem[..elem.len().min(h.elem_size())];
         check_raw(elem);
+    }
+}
+
+/// Budget per scan in [`scan_as_guest`].
+const BUDGET: u32 = 48;
+
+/// The input as a guest's RAM (its first page holding a queue header), registered as a send
+/// queue of QP 1 and as a completion queue with the geometry its header claims (or a small
+/// one), scanned three times.
+fn scan_as_guest(data: &[u8]) {
+    let h = QueueHeader::parse(data).ok();
+    let (slots, elem) = h.map_or((4, 256), |h| (h.slots(), 1u32 << h.log2_elem_size));
+    let bytes = QueueHeader::BYTES as u64 + u64::from(slots) * u64::from(elem);
+    if bytes > 1 << 20 {
+        return;
+    }
+    let pages = bytes.div_ceil(PAGE_SIZE);
+    let mut ram = data.to_vec();
+    ram.resize((pages * PAGE_SIZE) as usize, 0);
+    let mem = VecMemory::from_bytes(&ram);
+    let ring = |kind, qpn| RingRegistration {
+        format: RingFormat::Rxe,
+        kind,
+        qpn,
+        pages: (0..pages).map(|p| p * PAGE_SIZE).collect(),
+        offset: 0,
+        slots,
+        elem_size: elem,
+        start: None,
+    };
+    for kind in [RingKind::Sq, RingKind::Cq] {
+        let doc = Registration {
+            version: 1,
+            vm: None,
+            path_mtu: 1024,
+            qps: vec![],
+            mailbox: None,
+            rings: vec![ring(kind, Some(1))],
+        };
+        let Ok(layout) = validate(&doc, ram.len() as u64, &Limits::default()) else {
+            continue;
+        };
+        let mut mon = RxeMonitor::new(layout.rxe, 1024);
+        for _ in 0..3 {
+            let d = mon.scan_delta(&mem, BUDGET);
+            assert!(d.wqes + d.completions <= u64::from(BUDGET), "{d:?}");
+            if h.is_none() {
+                assert_eq!(d.wqes + d.completions, 0, "a bad header was walked");
+            }
+        }
     }
 }
 

@@ -123,6 +123,7 @@ pub fn main_with<I: IntoIterator<Item = std::ffi::OsString>>(args: I) -> Result<
     let doc: DocFn = {
         let (p, name, mtu) = (provider.clone(), cli.name.clone(), cli.server.mtu);
         Arc::new(move || Registration {
+            rings: Vec::new(),
             version: REGISTRATION_VERSION,
             vm: name.clone(),
             path_mtu: mtu,

@@ -138,6 +138,7 @@ mod tests {
     fn the_agent_registers_unasked_and_again_for_a_restarted_host() {
         let store = Arc::new(MemStore::default());
         let doc: DocFn = Arc::new(|| Registration {
+            rings: Vec::new(),
             version: REGISTRATION_VERSION,
             vm: Some("domv".into()),
             path_mtu: 1024,

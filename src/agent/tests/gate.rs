@@ -40,6 +40,7 @@ fn qp(qpn: u32) -> QpRegistration {
 fn agent(dir: &std::path::Path, qps: Arc<Mutex<Vec<u32>>>) -> (Arc<Gate>, Arc<AtomicBool>) {
     let chan = UnixChannel::bind(&dir.join("agent.sock")).unwrap();
     let doc: DocFn = Arc::new(move || Registration {
+        rings: Vec::new(),
         version: 1,
         vm: None,
         path_mtu: 1024,

@@ -268,6 +268,7 @@ mod tests {
     #[test]
     fn lists_counts_caps_and_registers_over_its_channel() {
         let doc = Registration {
+            rings: Vec::new(),
             version: resex_proto::REGISTRATION_VERSION,
             vm: Some("a".into()),
             path_mtu: 1024,

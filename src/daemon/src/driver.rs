@@ -260,7 +260,7 @@ impl Driver {
         }
         while let Ok(ev) = self.inputs.regs.try_recv() {
             let r = match ev {
-                RegEvent::Accepted { id, doc, layout } => self.core.register(id, &doc, layout),
+                RegEvent::Accepted { id, doc, layout } => self.core.register(id, &doc, *layout),
                 RegEvent::Rejected { id, error } => self.core.registration_refused(id, error),
             };
             if let Err(e) = r {

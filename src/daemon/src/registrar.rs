@@ -25,9 +25,9 @@ pub enum RegEvent {
         /// The VM.
         id: VmId,
         /// The document.
-        doc: Registration,
+        doc: Box<Registration>,
         /// Its validation against the guest's RAM.
-        layout: Layout,
+        layout: Box<Layout>,
     },
     /// A document was refused.
     Rejected {
@@ -149,8 +149,8 @@ impl Registrar {
                 };
                 let _ = self.tx.send(RegEvent::Accepted {
                     id: self.id,
-                    doc,
-                    layout,
+                    doc: Box::new(doc),
+                    layout: Box::new(layout),
                 });
                 msg
             }

@@ -27,6 +27,7 @@ const RAM: u64 = 4 << 20;
 
 fn doc(qps: Vec<QpRegistration>) -> Registration {
     Registration {
+        rings: Vec::new(),
         version: 1,
         vm: None,
         path_mtu: 1024,

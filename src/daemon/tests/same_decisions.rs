@@ -237,8 +237,8 @@ fn through_resexd(t: &Trace, policy: Option<NamedPolicy>) -> (Vec<String>, Vec<S
         let layout = validate(&t.docs[i], RAM, &Limits::default()).unwrap();
         rtx.send(RegEvent::Accepted {
             id,
-            doc: t.docs[i].clone(),
-            layout,
+            doc: Box::new(t.docs[i].clone()),
+            layout: Box::new(layout),
         })
         .unwrap();
     }

@@ -10,7 +10,8 @@
 //!   attachment to fresh or live rings, the budgeted scan.
 //! - [`batch`]: [`scan_all`], one host tick over many VMs, prefetching a few VMs ahead.
 //! - [`mailbox`]: draining a guest's latency mailbox (status bytes, validation, merge).
-//! - [`rxe`]: soft-RoCE's queue layouts (kernel UAPI), the second ring format's first part.
+//! - [`rxe`]: soft-RoCE, the second ring format: the queue layouts (kernel UAPI), their
+//!   validation ([`rxe::RxeRing`]) and [`rxe::RxeMonitor`], which counts them exactly.
 //! - [`state`]: cursors saved to and restored from JSON, so that consecutive scans of a live
 //!   guest by separate processes count each work request once.
 //!

@@ -3,6 +3,7 @@
 //! bounded, rings must not overlap; a bad document is rejected whole with an error that names
 //! the QP, the ring and the field.
 
+use crate::rxe::{validate_rings, RxeRing};
 use resex_guestmem::{GuestAddress, PageRing, RingError, PAGE_SIZE};
 use resex_mlx5::{CqeSize, SEND_WQE_BB};
 use resex_proto::{CqRegistration, MailboxRegistration, Registration, SqRegistration};
@@ -23,6 +24,8 @@ pub struct Limits {
     pub max_mailbox_blocks: u32,
     /// Mailbox block size in bytes.
     pub max_block_size: u32,
+    /// Rings of other formats (soft-RoCE send, receive and completion queues).
+    pub max_rings: usize,
 }
 
 impl Default for Limits {
@@ -34,6 +37,7 @@ impl Default for Limits {
             max_wqe_cnt: 1 << 15,
             max_mailbox_blocks: 4096,
             max_block_size: 4096,
+            max_rings: 3072,
         }
     }
 }
@@ -113,6 +117,8 @@ pub struct Layout {
     pub cqs: Vec<CqLayout>,
     /// The mailbox.
     pub mailbox: Option<MailboxLayout>,
+    /// Soft-RoCE queues, in the registration's order.
+    pub rxe: Vec<RxeRing>,
 }
 
 /// Why a registration was rejected.
@@ -175,16 +181,24 @@ pub enum Problem {
     /// Two CQs with one doorbell record but different geometry.
     #[error("shares doorbell record {0:#x} with a CQ of different geometry")]
     CqConflict(u64),
+    /// A QP's send or receive queue given twice.
+    #[error("QP {qpn} has two {kind} rings")]
+    DuplicateRing {
+        /// The QP.
+        qpn: u32,
+        /// `sq` or `rq`.
+        kind: &'static str,
+    },
 }
 
-fn err(place: impl fmt::Display, problem: impl Into<Problem>) -> RegistrationError {
+pub(crate) fn err(place: impl fmt::Display, problem: impl Into<Problem>) -> RegistrationError {
     RegistrationError {
         place: place.to_string(),
         problem: problem.into(),
     }
 }
 
-fn range_check(
+pub(crate) fn range_check(
     place: &str,
     field: &'static str,
     value: u64,
@@ -244,7 +258,8 @@ pub fn validate(
                 + q.recv_cq.as_ref().map_or(0, |c| c.pages.len())
         })
         .sum::<usize>()
-        + reg.mailbox.as_ref().map_or(0, |m| m.pages.len());
+        + reg.mailbox.as_ref().map_or(0, |m| m.pages.len())
+        + reg.rings.iter().map(|r| r.pages.len()).sum::<usize>();
     if pages > limits.max_pages {
         return Err(err(
             "document",
@@ -301,12 +316,14 @@ pub fn validate(
         .as_ref()
         .map(|m| validate_mailbox(m, ram_size, limits))
         .transpose()?;
-    check_overlaps(&qps, &cqs, mailbox.as_ref())?;
+    let rxe = validate_rings(&reg.rings, ram_size, limits)?;
+    check_overlaps(&qps, &cqs, mailbox.as_ref(), &rxe)?;
     Ok(Layout {
         path_mtu: reg.path_mtu,
         qps,
         cqs: cqs.into_iter().map(|(c, _)| c).collect(),
         mailbox,
+        rxe,
     })
 }
 
@@ -435,6 +452,7 @@ fn check_overlaps(
     qps: &[QpLayout],
     cqs: &[(CqLayout, String)],
     mailbox: Option<&MailboxLayout>,
+    rxe: &[RxeRing],
 ) -> Result<(), RegistrationError> {
     let mut spans: Vec<(u64, u64, String)> = Vec::new();
     let mut add = |ring: &PageRing, name: String| {
@@ -458,6 +476,9 @@ fn check_overlaps(
     }
     if let Some(m) = mailbox {
         add(&m.ring, "mailbox".to_string());
+    }
+    for (i, r) in rxe.iter().enumerate() {
+        add(&r.ring, r.place(i));
     }
     spans.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)));
     let mut reach: Option<&(u64, u64, String)> = None;

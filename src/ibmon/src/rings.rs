@@ -27,6 +27,7 @@ use crate::cq::{ahead, peek_at, INDEX_MASK};
 use crate::registry::{
     validate, CqLayout, Layout, Limits, MailboxLayout, RegistrationError, SqLayout,
 };
+use crate::rxe::RxeMonitor;
 use crate::{Counters, VmMonitor};
 use resex_guestmem::GuestMemory;
 use resex_mlx5::consts::cqe_op;
@@ -68,6 +69,8 @@ pub struct VmRings {
     /// One watch per registration that brought new QPs; the first inline (most VMs have
     /// one), so a tick reaches the monitor without following a pointer.
     watches: SmallVec<[Watch; 1]>,
+    /// The soft-RoCE queues, when the VM registered any.
+    rxe: Option<Box<RxeMonitor>>,
     cold: Box<Cold>,
 }
 
@@ -207,9 +210,9 @@ impl VmRings {
         }
     }
 
-    /// Queue pairs monitored.
+    /// Queue pairs monitored (mlx5 QPs, and the QPs the soft-RoCE rings name).
     pub fn qps(&self) -> usize {
-        self.cold.known.len()
+        self.cold.known.len() + self.rxe.as_ref().map_or(0, |r| r.qps())
     }
 
     /// The latency mailbox, once registered.
@@ -232,6 +235,41 @@ impl VmRings {
         &self.cold.late
     }
 
+    /// The soft-RoCE queues' monitor, when the VM registered any.
+    pub fn rxe(&self) -> Option<&RxeMonitor> {
+        self.rxe.as_deref()
+    }
+
+    /// Replaces the soft-RoCE queues with those of the latest registration: queues watched
+    /// before keep their cursors, queues no longer registered (their process exited) are
+    /// dropped, their counts kept in the total.
+    fn install_rxe(&mut self, full: &Layout) {
+        let old = self.rxe.take();
+        let gone = old.as_ref().map_or(0, |o| o.rings().count());
+        if let Some(o) = &old {
+            self.cold.retired += o.total();
+        }
+        if full.rxe.is_empty() {
+            if gone > 0 {
+                tracing::info!("{}: {gone} soft-RoCE queue(s) unregistered", self.cold.name);
+            }
+            return;
+        }
+        let mut mon = RxeMonitor::new(full.rxe.clone(), full.path_mtu);
+        let kept = old.as_ref().map_or(0, |o| mon.adopt(o));
+        // The adopted cursors' counts are in `retired`: the new monitor counts on from zero.
+        let now = full.rxe.len();
+        if kept != now || gone != now {
+            tracing::info!(
+                "{}: soft-RoCE queues: {now} registered ({} new, {} gone)",
+                self.cold.name,
+                now - kept,
+                gone - kept
+            );
+        }
+        self.rxe = Some(Box::new(mon));
+    }
+
     /// Installs a registration with its validation against the VM's RAM (`full`). Only the
     /// QPs new to this VM are validated again, as a document of their own, to give them a
     /// monitor.
@@ -242,6 +280,7 @@ impl VmRings {
         ram_size: u64,
         limits: &Limits,
     ) -> Result<(), RegistrationError> {
+        self.install_rxe(&full);
         let new: Vec<&QpRegistration> = doc
             .qps
             .iter()
@@ -276,6 +315,7 @@ impl VmRings {
             return Ok(());
         }
         let sub = Registration {
+            rings: Vec::new(),
             version: doc.version,
             vm: None,
             path_mtu: doc.path_mtu,
@@ -319,7 +359,7 @@ impl VmRings {
     #[inline]
     pub fn scan<M: GuestMemory + ?Sized>(&mut self, mem: &M, budget: u32) -> Counters {
         // Most VMs, most ticks: one monitor, attached.
-        if let [w] = self.watches.as_mut_slice() {
+        if let ([w], None) = (self.watches.as_mut_slice(), &self.rxe) {
             if !w.fresh {
                 return w.mon.scan_delta(mem, budget.max(64));
             }
@@ -329,9 +369,13 @@ impl VmRings {
 
     #[inline(never)]
     fn scan_each<M: GuestMemory + ?Sized>(&mut self, mem: &M, budget: u32) -> Counters {
-        let n = u32::try_from(self.watches.len()).unwrap_or(u32::MAX).max(1);
+        let monitors = self.watches.len() + usize::from(self.rxe.is_some());
+        let n = u32::try_from(monitors).unwrap_or(u32::MAX).max(1);
         let each = (budget / n).max(64);
         let mut delta = Counters::default();
+        if let Some(r) = &mut self.rxe {
+            delta += r.scan_delta(mem, each);
+        }
         for w in &mut self.watches {
             if w.fresh {
                 w.fresh = false;
@@ -359,6 +403,9 @@ impl VmRings {
         let mut total = self.cold.retired;
         for w in &self.watches {
             total += w.mon.total();
+        }
+        if let Some(r) = &self.rxe {
+            total += r.total();
         }
         total
     }

@@ -1,4 +1,5 @@
-//! Soft-RoCE (`rdma_rxe`) queues, the second ring format (issue 34, first part: the layouts).
+//! Soft-RoCE (`rdma_rxe`) queues, the second ring format: the layouts here, validation in
+//! `registry`, counting in `monitor` ([`RxeMonitor`]).
 //!
 //! rxe's send queues, receive queues and CQs are kernel buffers mapped into the process from
 //! `/dev/infiniband/uverbs*`, and their formats are kernel UAPI: `rdma/rdma_user_rxe.h`
@@ -44,6 +45,12 @@ pub mod layout {
         pub const STATE: usize = 148;
         /// `iova`.
         pub const IOVA: usize = 152;
+        /// `first_psn`: the request's first packet sequence number (written by the kernel).
+        pub const FIRST_PSN: usize = 164;
+        /// `last_psn`.
+        pub const LAST_PSN: usize = 168;
+        /// `ssn`: the send sequence number, one more per request (written by the library).
+        pub const SSN: usize = 176;
         /// `dma.length`: the request's bytes.
         pub const DMA_LENGTH: usize = 184;
         /// `dma.num_sge`.
@@ -115,8 +122,20 @@ pub mod wr_op {
     pub const ATOMIC_CMP_AND_SWP: u32 = 5;
     /// Atomic fetch and add.
     pub const ATOMIC_FETCH_AND_ADD: u32 = 6;
+    /// Local invalidate (no traffic).
+    pub const LOCAL_INV: u32 = 7;
+    /// Bind a memory window (no traffic).
+    pub const BIND_MW: u32 = 8;
     /// SEND with invalidate.
     pub const SEND_WITH_INV: u32 = 9;
+}
+
+/// Completion opcodes (`enum ib_uverbs_wc_opcode`) the monitor tells apart.
+pub mod wc_op {
+    /// A receive completed (SEND or SEND with immediate from the peer).
+    pub const RECV: u32 = 1 << 7;
+    /// An RDMA WRITE with immediate from the peer consumed a receive.
+    pub const RECV_RDMA_WITH_IMM: u32 = (1 << 7) + 1;
 }
 
 /// The smallest element a queue may have: a completion (`2^4` is below every struct here).
@@ -281,6 +300,13 @@ impl Wc {
         })
     }
 }
+
+mod monitor;
+mod registry;
+
+pub use monitor::{RxeCursor, RxeMonitor, RxeQpCounts};
+pub(crate) use registry::validate_rings;
+pub use registry::RxeRing;
 
 #[cfg(test)]
 mod tests;

@@ -18,6 +18,10 @@ pub struct MonitorState {
     pub cqs: Vec<CqState>,
     /// One per QP.
     pub qps: Vec<QpState>,
+    /// The soft-RoCE rings' cursors, in the registration's order (kept by whoever scans them:
+    /// [`crate::rxe::RxeMonitor::cursors`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rxe: Vec<crate::rxe::RxeCursor>,
 }
 
 /// A CQ cursor.
@@ -55,6 +59,7 @@ impl VmMonitor {
     /// The cursors, to save.
     pub fn state(&self) -> MonitorState {
         MonitorState {
+            rxe: Vec::new(),
             version: STATE_VERSION,
             cqs: self
                 .layout

@@ -265,6 +265,7 @@ impl SynthGuest {
             });
         }
         let reg = Registration {
+            rings: Vec::new(),
             version: REGISTRATION_VERSION,
             vm: Some("synth".into()),
             path_mtu: cfg.path_mtu,

@@ -105,6 +105,7 @@ fn registration(r: &mut fastrand::Rng) -> Registration {
         })
         .collect();
     Registration {
+        rings: Vec::new(),
         version: 1,
         vm: None,
         path_mtu: [256, 1024, 4096, 1024, 2048, 512, 1024, 2048, 1500, 0][r.usize(0..10)],

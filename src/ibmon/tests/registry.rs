@@ -22,6 +22,7 @@ fn cq(page: u64, dbrec: u64) -> CqRegistration {
 
 fn doc() -> Registration {
     Registration {
+        rings: Vec::new(),
         version: 1,
         vm: None,
         path_mtu: 1024,

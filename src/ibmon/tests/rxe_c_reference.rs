@@ -5,7 +5,7 @@
 //! header this test says how to enable it and passes; with `RESEX_REQUIRE_SYSTEM_DEPS=1` (set by
 //! `.ci/run`) its absence is a failure.
 
-use resex_ibmon::rxe::{layout, wr_op};
+use resex_ibmon::rxe::{layout, wc_op, wr_op};
 use std::collections::HashMap;
 use std::path::Path;
 use std::process::Command;
@@ -59,7 +59,7 @@ fn reference() -> Option<HashMap<String, u64>> {
 fn the_rxe_layouts_are_the_kernels() {
     let Some(r) = reference() else { return };
     let usize_of = |k: &str| usize::try_from(r[k]).unwrap();
-    let want: [(&str, usize); 32] = [
+    let want: [(&str, usize); 35] = [
         ("queue.log2_elem_size", layout::queue::LOG2_ELEM_SIZE),
         ("queue.index_mask", layout::queue::INDEX_MASK),
         ("queue.producer_index", layout::queue::PRODUCER),
@@ -72,6 +72,9 @@ fn the_rxe_layouts_are_the_kernels() {
         ("send.status", layout::send_wqe::STATUS),
         ("send.state", layout::send_wqe::STATE),
         ("send.iova", layout::send_wqe::IOVA),
+        ("send.first_psn", layout::send_wqe::FIRST_PSN),
+        ("send.last_psn", layout::send_wqe::LAST_PSN),
+        ("send.ssn", layout::send_wqe::SSN),
         ("send.dma.length", layout::send_wqe::DMA_LENGTH),
         ("send.dma.num_sge", layout::send_wqe::DMA_NUM_SGE),
         ("send.dma.sge", layout::send_wqe::SGE),
@@ -104,10 +107,28 @@ fn the_rxe_layouts_are_the_kernels() {
         ("op.rdma_read", wr_op::RDMA_READ),
         ("op.cmp_and_swp", wr_op::ATOMIC_CMP_AND_SWP),
         ("op.fetch_and_add", wr_op::ATOMIC_FETCH_AND_ADD),
+        ("op.local_inv", wr_op::LOCAL_INV),
+        ("op.bind_mw", wr_op::BIND_MW),
         ("op.send_with_inv", wr_op::SEND_WITH_INV),
     ] {
         assert_eq!(r[k], u64::from(v), "{k}");
     }
+    // libibverbs' receive opcodes, when its header is there (CI installs it).
+    let mut verbs = 0;
+    for (k, v) in [
+        ("wc.op.recv", wc_op::RECV),
+        ("wc.op.recv_rdma_with_imm", wc_op::RECV_RDMA_WITH_IMM),
+    ] {
+        if let Some(&got) = r.get(k) {
+            assert_eq!(got, u64::from(v), "{k}");
+            verbs += 1;
+        }
+    }
+    let required = std::env::var("RESEX_REQUIRE_SYSTEM_DEPS").is_ok_and(|v| v == "1");
+    assert!(
+        verbs == 2 || !required,
+        "libibverbs-dev's infiniband/verbs.h is required"
+    );
     // Everything the reference printed is checked.
-    assert_eq!(r.len(), 32 + 8);
+    assert_eq!(r.len(), 35 + 10 + verbs);
 }

@@ -134,6 +134,7 @@ impl Guest {
             None
         };
         let doc = Registration {
+            rings: Vec::new(),
             version: REGISTRATION_VERSION,
             vm: Some(g.name.clone()),
             path_mtu: b.path_mtu,

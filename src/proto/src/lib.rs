@@ -23,6 +23,6 @@ pub mod registration;
 pub mod xsline;
 
 pub use registration::{
-    CqRegistration, MailboxRegistration, QpRegistration, Registration, SqRegistration,
-    REGISTRATION_VERSION,
+    CqRegistration, MailboxRegistration, QpRegistration, Registration, RingFormat, RingKind,
+    RingRegistration, SqRegistration, REGISTRATION_VERSION,
 };

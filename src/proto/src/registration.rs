@@ -16,6 +16,20 @@
 //! (the index to scan from: the SQ's producer basic-block counter or the CQ's consumer index when
 //! a guest registers rings that are already in use). Unknown keys are rejected.
 //!
+//! Rings of other formats than mlx5 are listed in `rings`, each naming its format, its kind and,
+//! when known, its QP:
+//!
+//! ```json
+//!   "rings": [ { "format": "rxe", "kind": "sq", "qpn": 17, "pages": [8425472, 8429568],
+//!                "slots": 8, "elem_size": 512 },
+//!              { "format": "rxe", "kind": "cq", "pages": [8433664], "slots": 32, "elem_size": 64 } ]
+//! ```
+//!
+//! `rxe` is soft-RoCE (`rdma_rxe`): the queue starts with the kernel's `struct rxe_queue_buf`
+//! header, and `slots` and `elem_size` must be what that header says (the host checks them at
+//! every scan). An optional `start` is the index to count from (default: the consumer index at
+//! the host's first scan). The key may be absent; the mlx5 QPs above stay in `qps`.
+//!
 //! This crate only parses; the host validates the document against the guest's RAM
 //! (`resex_ibmon::registry`).
 
@@ -43,6 +57,66 @@ pub struct Registration {
     /// The latency-report mailbox, if the guest reports.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mailbox: Option<MailboxRegistration>,
+    /// Rings of other formats (soft-RoCE), each naming its format.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rings: Vec<RingRegistration>,
+}
+
+/// The memory format of a ring listed in [`Registration::rings`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RingFormat {
+    /// Soft-RoCE (`rdma_rxe`): kernel UAPI `struct rxe_queue_buf` and its elements.
+    Rxe,
+}
+
+/// What a ring holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RingKind {
+    /// A send queue (send work requests).
+    Sq,
+    /// A receive queue (receive work requests).
+    Rq,
+    /// A completion queue.
+    Cq,
+}
+
+impl RingKind {
+    /// `sq`, `rq` or `cq`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RingKind::Sq => "sq",
+            RingKind::Rq => "rq",
+            RingKind::Cq => "cq",
+        }
+    }
+}
+
+/// One ring of a format that describes itself (see the module's documentation).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RingRegistration {
+    /// The memory format.
+    pub format: RingFormat,
+    /// Send, receive or completion queue.
+    pub kind: RingKind,
+    /// The QP the queue belongs to, when known (a CQ's completions name their own QPs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub qpn: Option<u32>,
+    /// Guest-physical page addresses (4 KiB aligned).
+    pub pages: Vec<u64>,
+    /// Offset of the queue's header inside its first page.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub offset: u64,
+    /// Slots in the queue (a power of two; the header's `index_mask + 1`).
+    pub slots: u32,
+    /// Bytes of one slot (a power of two; `2^log2_elem_size` in the header).
+    pub elem_size: u32,
+    /// The index to count from. Absent: the queue's consumer index when the host first scans
+    /// it (work posted and not yet completed is counted; work completed before is not).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start: Option<u32>,
 }
 
 /// One queue pair.
@@ -197,5 +271,39 @@ mod tests {
         ));
         let neg = DESIGN_EXAMPLE.replace("8392704", "-1");
         assert!(Registration::parse(neg.as_bytes()).is_err());
+    }
+
+    const RXE_RINGS: &str = r#", "rings": [
+      { "format": "rxe", "kind": "sq", "qpn": 17, "pages": [8425472, 8429568], "slots": 8, "elem_size": 512 },
+      { "format": "rxe", "kind": "cq", "pages": [8433664], "offset": 512, "slots": 32, "elem_size": 64 } ] }"#;
+
+    fn with_rings(rings: &str) -> String {
+        let doc = DESIGN_EXAMPLE.trim_end();
+        format!("{}{rings}", &doc[..doc.len() - 1])
+    }
+
+    #[test]
+    fn rings_name_their_format_and_kind() {
+        let r = Registration::parse(with_rings(RXE_RINGS).as_bytes()).unwrap();
+        assert_eq!(r.rings.len(), 2);
+        assert_eq!(r.rings[0].format, RingFormat::Rxe);
+        assert_eq!((r.rings[0].kind, r.rings[0].qpn), (RingKind::Sq, Some(17)));
+        assert_eq!((r.rings[1].kind, r.rings[1].offset), (RingKind::Cq, 512));
+        assert_eq!(Registration::parse(r.to_json().as_bytes()).unwrap(), r);
+        // No rings: the key is left out, so version-1 readers of mlx5-only documents see no change.
+        let plain = Registration::parse(DESIGN_EXAMPLE.as_bytes()).unwrap();
+        assert!(!plain.to_json().contains("rings"));
+    }
+
+    #[test]
+    fn rejects_an_unknown_ring_format_or_kind() {
+        let formats = RXE_RINGS.replacen("\"rxe\"", "\"mlx4\"", 1);
+        let kinds = RXE_RINGS.replacen("\"cq\"", "\"srq\"", 1);
+        for (bad, word) in [(formats, "mlx4"), (kinds, "srq")] {
+            let e = Registration::parse(with_rings(&bad).as_bytes())
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("unknown variant") && e.contains(word), "{e}");
+        }
     }
 }

@@ -30,6 +30,7 @@ fn monitor_counts_exactly_what_softhca_executed() {
     let qpn = tx.qp().qpn;
 
     let reg = Registration {
+        rings: Vec::new(),
         version: REGISTRATION_VERSION,
         vm: Some("sender".into()),
         path_mtu: 1024,

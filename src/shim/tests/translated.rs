@@ -110,6 +110,7 @@ fn a_scattered_process_view_works_through_guest_physical_addresses() {
     let qpn = tx.qp().qpn;
     // The registration names guest-physical pages only, all inside the 24 MiB.
     let reg = Registration {
+        rings: Vec::new(),
         version: REGISTRATION_VERSION,
         vm: Some("scattered".into()),
         path_mtu: 1024,

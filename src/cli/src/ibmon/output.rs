@@ -4,13 +4,53 @@ use resex_ibmon::Counters;
 use serde::Serialize;
 
 /// One QP's counts, with its QPN first.
-#[derive(Serialize)]
+#[derive(Serialize, Clone, Copy)]
 pub struct QpCounts {
-    /// QP number.
-    pub qpn: u32,
+    /// QP number (`null`: soft-RoCE completions of QPs the registration did not name).
+    pub qpn: Option<u32>,
+    /// `"rxe"` for soft-RoCE queues; absent for mlx5.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub format: Option<&'static str>,
     /// The counts.
     #[serde(flatten)]
     pub counts: Counters,
+}
+
+impl QpCounts {
+    /// An mlx5 QP.
+    pub fn mlx5(qpn: u32, counts: Counters) -> QpCounts {
+        QpCounts {
+            qpn: Some(qpn),
+            format: None,
+            counts,
+        }
+    }
+
+    /// A soft-RoCE QP (or the completions of none).
+    pub fn rxe(qpn: Option<u32>, counts: Counters) -> QpCounts {
+        QpCounts {
+            qpn,
+            format: Some("rxe"),
+            counts,
+        }
+    }
+
+    /// The counts since `then` (the same QP earlier).
+    pub fn since(self, then: &QpCounts) -> QpCounts {
+        QpCounts {
+            counts: self.counts - then.counts,
+            ..self
+        }
+    }
+
+    /// How the table names it: `0x11`, `0x11 rxe`, `- rxe`.
+    fn label(&self) -> String {
+        let qpn = self.qpn.map_or("-".to_string(), |q| format!("{q:#x}"));
+        match self.format {
+            Some(f) => format!("{qpn} {f}"),
+            None => qpn,
+        }
+    }
 }
 
 /// `{"qps":[...],"total":{...}}`.
@@ -71,7 +111,7 @@ impl Report {
         };
         let mut rows: Vec<Vec<String>> = vec![head.iter().map(|s| s.to_string()).collect()];
         for q in &self.qps {
-            rows.push(row(format!("{:#x}", q.qpn), &q.counts));
+            rows.push(row(q.label(), &q.counts));
         }
         rows.push(row("total".into(), &self.total));
         let widths: Vec<usize> = (0..head.len())

@@ -1,6 +1,6 @@
 //! `resex ibmon scan`: one scan of a guest RAM file.
 
-use super::output::{QpCounts, Report};
+use super::output::Report;
 use super::{load, ScanArgs};
 use anyhow::Context;
 use resex_ibmon::MonitorState;
@@ -10,20 +10,20 @@ use resex_ibmon::MonitorState;
 const MAX_ROUNDS: u32 = 4096;
 
 pub fn run(a: &ScanArgs) -> anyhow::Result<()> {
-    let (mem, mut mon) = load::open(&a.target)?;
+    let mut g = load::open(&a.target)?;
     if let Some(path) = &a.state {
         if path.exists() {
             let text = std::fs::read_to_string(path)
                 .with_context(|| format!("cannot read {}", path.display()))?;
             let st: MonitorState = serde_json::from_str(&text)
                 .with_context(|| format!("{} is not a resex ibmon state file", path.display()))?;
-            mon.restore(&st)
+            g.restore(&st)
                 .with_context(|| format!("in {}", path.display()))?;
         }
     }
-    let before: Vec<_> = mon.counters().to_vec();
+    let before = g.rows();
     for round in 1..=MAX_ROUNDS {
-        if !mon.scan(&mem, a.target.budget).exhausted {
+        if !g.scan(a.target.budget) {
             break;
         }
         if round == MAX_ROUNDS {
@@ -32,15 +32,11 @@ pub fn run(a: &ScanArgs) -> anyhow::Result<()> {
             );
         }
     }
-    let qps = mon
-        .layout()
-        .qps
-        .iter()
-        .zip(mon.counters().iter().zip(&before))
-        .map(|(q, (now, then))| QpCounts {
-            qpn: q.qpn,
-            counts: *now - *then,
-        })
+    let qps = g
+        .rows()
+        .into_iter()
+        .zip(&before)
+        .map(|(now, then)| now.since(then))
         .collect();
     let report = Report::new(qps);
     if a.json {
@@ -50,7 +46,7 @@ pub fn run(a: &ScanArgs) -> anyhow::Result<()> {
     }
     if let Some(path) = &a.state {
         let tmp = path.with_extension("tmp");
-        std::fs::write(&tmp, serde_json::to_string_pretty(&mon.state())?)
+        std::fs::write(&tmp, serde_json::to_string_pretty(&g.state())?)
             .with_context(|| format!("cannot write {}", tmp.display()))?;
         std::fs::rename(&tmp, path)
             .with_context(|| format!("cannot replace {}", path.display()))?;

@@ -116,10 +116,7 @@ fn truth_report(guest: &SynthGuest) -> Report {
         .qps
         .iter()
         .zip(guest.truth())
-        .map(|(q, t)| QpCounts {
-            qpn: q.qpn,
-            counts: *t,
-        })
+        .map(|(q, t)| QpCounts::mlx5(q.qpn, *t))
         .collect();
     Report::new(qps)
 }

@@ -42,7 +42,17 @@ fn rates(qpn: u32, d: &Counters, total: &Counters, secs: f64) -> Rates {
 }
 
 pub fn run(a: &WatchArgs) -> anyhow::Result<()> {
-    let (mem, mut mon) = load::open(&a.target)?;
+    let load::Guest {
+        mem,
+        mlx5: mut mon,
+        rxe,
+    } = load::open(&a.target)?;
+    if rxe.rings().next().is_some() {
+        eprintln!(
+            "note: watch rates the mlx5 QPs only; the soft-RoCE rings are counted by \
+             `resex ibmon scan --state FILE` and by resexd"
+        );
+    }
     if !a.from_start {
         mon.skip_to_now(&mem);
     }

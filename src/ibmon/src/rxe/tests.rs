@@ -85,3 +85,139 @@ fn a_send_wqe_and_a_completion_give_their_fields() {
     );
     assert_eq!(Wc::parse(&c[..47]), None);
 }
+
+mod rings {
+    use super::super::{layout, wr_op};
+    use crate::registry::{validate, Limits};
+    use crate::VmRings;
+    use resex_guestmem::{GuestAddress, GuestMemory, VecMemory};
+    use resex_proto::{MailboxRegistration, Registration, RingFormat, RingKind, RingRegistration};
+
+    const SQ: u64 = 0x1000;
+    const CQ: u64 = 0x3000;
+
+    fn ring(kind: RingKind, at: u64, log2: u32) -> RingRegistration {
+        RingRegistration {
+            format: RingFormat::Rxe,
+            kind,
+            qpn: (kind == RingKind::Sq).then_some(3),
+            pages: vec![at, at + 4096],
+            offset: 0,
+            slots: 8,
+            elem_size: 1 << log2,
+            start: Some(0),
+        }
+    }
+
+    fn doc(rings: Vec<RingRegistration>) -> Registration {
+        Registration {
+            version: 1,
+            vm: None,
+            path_mtu: 4096,
+            qps: vec![],
+            mailbox: None,
+            rings,
+        }
+    }
+
+    fn put(mem: &VecMemory, at: u64, v: u32) {
+        mem.write(GuestAddress(at), &v.to_ne_bytes()).unwrap();
+    }
+
+    /// A fresh queue header at `at`.
+    fn queue(mem: &VecMemory, at: u64, log2: u32) {
+        put(mem, at + layout::queue::LOG2_ELEM_SIZE as u64, log2);
+        put(mem, at + layout::queue::INDEX_MASK as u64, 7);
+    }
+
+    /// Posts WRITEs of `len` bytes as slots `from..to` of the send queue.
+    fn post(mem: &VecMemory, from: u32, to: u32, len: u32) {
+        for i in from..to {
+            let at = SQ + 384 + (u64::from(i & 7) << 9);
+            put(mem, at + layout::send_wqe::OPCODE as u64, wr_op::RDMA_WRITE);
+            put(mem, at + layout::send_wqe::DMA_LENGTH as u64, len);
+            put(mem, at + layout::send_wqe::SSN as u64, i);
+        }
+        put(mem, SQ + layout::queue::PRODUCER as u64, to & 7);
+    }
+
+    fn install(v: &mut VmRings, mem: &VecMemory, d: &Registration) {
+        let full = validate(d, mem.size(), &Limits::default()).unwrap();
+        v.install(d, full, mem.size(), &Limits::default()).unwrap();
+    }
+
+    #[test]
+    fn a_vm_keeps_its_queues_cursors_across_registrations_and_their_counts_after_them() {
+        let mem = VecMemory::new(0x10000);
+        queue(&mem, SQ, 9);
+        queue(&mem, CQ, 9);
+        let mut v = VmRings::new("vm");
+        install(&mut v, &mem, &doc(vec![ring(RingKind::Sq, SQ, 9)]));
+        post(&mem, 0, 2, 5000);
+        let d = v.scan(&mem, 100);
+        assert_eq!((d.wqes, d.tx_bytes, d.tx_packets), (2, 10_000, 4));
+        // Registered again with a CQ: the send queue's cursor carries over.
+        let both = doc(vec![ring(RingKind::Sq, SQ, 9), ring(RingKind::Cq, CQ, 9)]);
+        install(&mut v, &mem, &both);
+        post(&mem, 2, 3, 1);
+        assert_eq!(v.scan(&mem, 100).wqes, 1);
+        assert_eq!(v.rxe().map(|r| r.rings().count()), Some(2));
+        // The process exited: its queues are gone, what they counted stays.
+        install(&mut v, &mem, &doc(vec![]));
+        assert!(v.rxe().is_none());
+        assert_eq!((v.total().wqes, v.total().tx_bytes), (3, 10_001));
+        post(&mem, 3, 5, 7);
+        assert!(v.scan(&mem, 100).is_zero());
+    }
+
+    #[test]
+    fn hostile_ring_registrations_are_refused_with_the_ring_named() {
+        let lim = Limits::default();
+        let refuse = |rings: Vec<RingRegistration>, want: &str| {
+            let e = validate(&doc(rings), 0x10000, &lim)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(want), "{e} (wanted {want})");
+        };
+        let mut r = ring(RingKind::Sq, SQ, 9);
+        r.slots = 6;
+        refuse(vec![r], "ring 0 (rxe sq of qp 3): slots = 6");
+        // A send WQE does not fit 64 bytes; a completion does.
+        refuse(vec![ring(RingKind::Sq, SQ, 6)], "elem_size = 64");
+        let mut r = ring(RingKind::Cq, CQ, 6);
+        r.pages = vec![CQ];
+        assert!(validate(&doc(vec![r.clone()]), 0x10000, &lim).is_ok());
+        r.pages = vec![CQ, CQ + 4096];
+        refuse(vec![r], "2 pages given");
+        refuse(
+            vec![
+                ring(RingKind::Sq, SQ, 9),
+                ring(RingKind::Sq, SQ + 0x4000, 9),
+            ],
+            "QP 3 has two sq rings",
+        );
+        refuse(
+            vec![ring(RingKind::Sq, SQ, 9), ring(RingKind::Cq, SQ + 4096, 9)],
+            "overlaps",
+        );
+        let mut with_mailbox = doc(vec![ring(RingKind::Cq, CQ, 9)]);
+        with_mailbox.mailbox = Some(MailboxRegistration {
+            pages: vec![CQ + 4096],
+            offset: 0,
+            blocks: 4,
+            block_size: 128,
+        });
+        let e = validate(&with_mailbox, 0x10000, &lim)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("overlaps"), "{e}");
+        let many = vec![ring(RingKind::Cq, CQ, 9); lim.max_rings + 1];
+        refuse(many, "rings: 3073 exceeds the limit of 3072");
+        let mut r = ring(RingKind::Rq, CQ, 9);
+        r.pages = vec![0x10000, 0x11000];
+        refuse(
+            vec![r],
+            "ring 0 (rxe rq): page 0 (0x10000) is outside guest RAM",
+        );
+    }
+}

@@ -4,6 +4,12 @@
 #include <stdio.h>
 #include <rdma/ib_user_verbs.h>
 #include <rdma/rdma_user_rxe.h>
+/* The receive completions' opcodes are not in the kernel's UAPI enum (rxe writes the kernel's
+ * IB_WC_RECV values); libibverbs (libibverbs-dev, which CI installs) names them. */
+#if __has_include(<infiniband/verbs.h>)
+#include <infiniband/verbs.h>
+#define HAVE_VERBS 1
+#endif
 
 #define OFF(name, type, field) printf("%s %zu\n", name, offsetof(type, field))
 #define SIZE(name, type) printf("%s %zu\n", name, sizeof(type))
@@ -21,6 +27,9 @@ int main(void) {
     OFF("send.status", struct rxe_send_wqe, status);
     OFF("send.state", struct rxe_send_wqe, state);
     OFF("send.iova", struct rxe_send_wqe, iova);
+    OFF("send.first_psn", struct rxe_send_wqe, first_psn);
+    OFF("send.last_psn", struct rxe_send_wqe, last_psn);
+    OFF("send.ssn", struct rxe_send_wqe, ssn);
     OFF("send.dma.length", struct rxe_send_wqe, dma.length);
     OFF("send.dma.num_sge", struct rxe_send_wqe, dma.num_sge);
     OFF("send.dma.sge", struct rxe_send_wqe, dma.sge);
@@ -48,6 +57,12 @@ int main(void) {
     printf("op.rdma_read %d\n", IB_UVERBS_WR_RDMA_READ);
     printf("op.cmp_and_swp %d\n", IB_UVERBS_WR_ATOMIC_CMP_AND_SWP);
     printf("op.fetch_and_add %d\n", IB_UVERBS_WR_ATOMIC_FETCH_AND_ADD);
+    printf("op.local_inv %d\n", IB_UVERBS_WR_LOCAL_INV);
+    printf("op.bind_mw %d\n", IB_UVERBS_WR_BIND_MW);
     printf("op.send_with_inv %d\n", IB_UVERBS_WR_SEND_WITH_INV);
+#ifdef HAVE_VERBS
+    printf("wc.op.recv %d\n", IBV_WC_RECV);
+    printf("wc.op.recv_rdma_with_imm %d\n", IBV_WC_RECV_RDMA_WITH_IMM);
+#endif
     return 0;
 }
