@@ -118,7 +118,9 @@ virsh -c $URI define "$WORK/dom.xml" >/dev/null
 virsh -c $URI start $DOM >/dev/null
 for _ in $(seq 100); do grep -q "resex-guest: up" "$WORK/$DOM.console" 2>/dev/null && break; sleep 0.2; done
 grep -q "resex-guest: up" "$WORK/$DOM.console" || fail "the guest did not boot: $(tail -5 "$WORK/$DOM.console")"
-grep -q "= org.resex.agent.0" "$WORK/$DOM.console" || fail "the guest has no org.resex.agent.0 port"
+# The guest lists its ports just after "up"; under load the console file may lag a line behind.
+for _ in $(seq 50); do grep -q "= org.resex.agent.0" "$WORK/$DOM.console" && break; sleep 0.2; done
+grep -q "= org.resex.agent.0" "$WORK/$DOM.console" || fail "the guest has no org.resex.agent.0 port: $(tail -5 "$WORK/$DOM.console")"
 CG=$(ls -d /sys/fs/cgroup/cpu/machine/qemu-*-$DOM.libvirt-qemu 2>/dev/null | head -1 || true)
 [ -n "$CG" ] || CG=$(ls -d /sys/fs/cgroup/machine.slice/machine-qemu*$DOM*.scope 2>/dev/null | head -1 || true)
 [ -n "$CG" ] || fail "no cgroup for $DOM"

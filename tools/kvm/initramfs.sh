@@ -50,6 +50,21 @@ mount -t proc proc /proc; mount -t sysfs sys /sys; mount -t devtmpfs dev /dev
 for m in $mods; do insmod /lib/modules/\$m.ko; done
 mode=busy
 for a in \$(cat /proc/cmdline); do case "\$a" in resex.mode=*) mode=\${a#resex.mode=};; esac; done
+# A port's name comes from the host after the driver binds: wait (at most 5 s) for every name.
+i=0
+while [ \$i -lt 50 ]; do
+    unnamed=0; ports=0
+    for p in /sys/class/virtio-ports/*; do
+        [ -e "\$p/name" ] || continue
+        ports=1
+        [ -n "\$(cat \$p/name)" ] || unnamed=1
+    done
+    # The console driver bound and no port yet: they are still being added.
+    ls /sys/bus/virtio/drivers/virtio_console/ 2>/dev/null | grep -q virtio && [ \$ports = 0 ] && unnamed=1
+    [ \$unnamed = 0 ] && break
+    usleep 100000 2>/dev/null || sleep 1
+    i=\$((i + 1))
+done
 echo "resex-guest: up, mode \$mode"
 for p in /sys/class/virtio-ports/*; do [ -e "\$p/name" ] && echo "resex-guest: port \$(basename \$p) = \$(cat \$p/name)"; done
 case "\$mode" in
