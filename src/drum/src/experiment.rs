@@ -185,6 +185,43 @@ pub fn run(
     clock: &mut dyn FnMut() -> f64,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<Outcome, DrumError> {
+    check_counts(cfg)?;
+    let params = Params::from_paper(cfg.apps, &cfg.setup)?;
+    let model = Model::paper(params, cfg.seed)?;
+    #[allow(clippy::cast_precision_loss)]
+    let n = cfg.hosts as f64;
+    progress(Progress::Reference);
+    let r = reference::solve(&model);
+    let best = r.objective * n;
+    let admm = run_admm(cfg, model.clone(), best, clock, progress)?;
+    let dual = run_dual(cfg, model, clock, progress)?;
+    let at = usize::try_from(cfg.dd_iterations.min(cfg.iterations)).unwrap_or(usize::MAX) - 1;
+    let (obj, rec) = (&admm.objective_trace, &admm.recovered_trace);
+    let (dobj, drec) = (&dual.objective_trace, &dual.recovered_trace);
+    Ok(Outcome {
+        hosts: cfg.hosts,
+        apps: cfg.apps,
+        seed: cfg.seed,
+        params,
+        penalty: cfg.penalty.rule(),
+        balancing: match cfg.penalty {
+            Penalty::Fixed => None,
+            Penalty::Adaptive(b) => Some(b),
+        },
+        final_rho: *admm.rho_trace.last().unwrap_or(&params.rho),
+        reference_objective: best,
+        reference_dual_bound: r.dual_bound * n,
+        objective_ratio: obj[at] / dobj[at],
+        recovered_ratio: rec[at] / drec[at],
+        utility_gap: utility_gap(obj, dobj, at + 1),
+        peak_rss_mib: None,
+        admm,
+        dual_decomposition: dual,
+    })
+}
+
+/// Refuses zero hosts or iterations.
+fn check_counts(cfg: &Config) -> Result<(), DrumError> {
     for (param, value) in [
         ("hosts", cfg.hosts as u64),
         ("iterations", cfg.iterations),
@@ -198,14 +235,18 @@ pub fn run(
             });
         }
     }
-    let params = Params::from_paper(cfg.apps, &cfg.setup)?;
-    let model = Model::paper(params, cfg.seed)?;
-    #[allow(clippy::cast_precision_loss)]
-    let n = cfg.hosts as f64;
-    progress(Progress::Reference);
-    let r = reference::solve(&model);
+    Ok(())
+}
 
-    let mut fleet = AdmmFleet::with_penalty(model.clone(), cfg.hosts, cfg.stopping, cfg.penalty)?;
+/// ADMM's `cfg.iterations` iterations on `cfg.hosts` hosts, against the reference `best`.
+fn run_admm(
+    cfg: &Config,
+    model: Model,
+    best: f64,
+    clock: &mut dyn FnMut() -> f64,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<AdmmRun, DrumError> {
+    let mut fleet = AdmmFleet::with_penalty(model, cfg.hosts, cfg.stopping, cfg.penalty)?;
     let (mut obj, mut rec, mut prim, mut stat) = (vec![], vec![], vec![], vec![]);
     let mut rhos = vec![];
     let mut iterations = None;
@@ -228,7 +269,27 @@ pub fn run(
     let kkt = (0..prim.len())
         .map(|i| (prim[i] + stat.get(i + 1).copied().unwrap_or(0.0)).sqrt())
         .collect();
+    Ok(AdmmRun {
+        iterations,
+        iterations_to_995: settle(&obj, best),
+        iterations_to_995_recovered: settle(&rec, best),
+        objective: *obj.last().unwrap_or(&f64::NAN),
+        primal_residual: prim,
+        recovered_trace: rec,
+        kkt_residual: kkt,
+        rho_trace: rhos,
+        seconds_per_iteration: admm_s,
+        objective_trace: obj,
+    })
+}
 
+/// The baseline's `cfg.dd_iterations` iterations on `cfg.hosts` hosts.
+fn run_dual(
+    cfg: &Config,
+    model: Model,
+    clock: &mut dyn FnMut() -> f64,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<DualRun, DrumError> {
     let mut dd = DualFleet::new(model, cfg.hosts, cfg.dd_rho)?;
     let (mut dobj, mut drec, mut dprim) = (vec![], vec![], vec![]);
     let t0 = clock();
@@ -241,53 +302,22 @@ pub fn run(
     }
     #[allow(clippy::cast_precision_loss)]
     let dd_s = (clock() - t0) / cfg.dd_iterations as f64;
+    Ok(DualRun {
+        objective_at_60: *dobj.last().unwrap_or(&f64::NAN),
+        objective_trace: dobj,
+        recovered_trace: drec,
+        primal_residual: dprim,
+        seconds_per_iteration: dd_s,
+    })
+}
 
-    let best = r.objective * n;
-    let at = usize::try_from(cfg.dd_iterations.min(cfg.iterations)).unwrap_or(usize::MAX) - 1;
-    let common = at + 1;
-    #[allow(clippy::cast_precision_loss)]
-    let utility_gap = (0..common)
+/// The mean of `(P_admm - P_dd) / |P_admm|` over the first `common` iterations.
+#[allow(clippy::cast_precision_loss)]
+fn utility_gap(obj: &[f64], dobj: &[f64], common: usize) -> f64 {
+    (0..common)
         .map(|i| (obj[i] - dobj[i]) / obj[i].abs())
         .sum::<f64>()
-        / common as f64;
-    let last_dd = *dobj.last().unwrap_or(&f64::NAN);
-    Ok(Outcome {
-        hosts: cfg.hosts,
-        apps: cfg.apps,
-        seed: cfg.seed,
-        params,
-        penalty: cfg.penalty.rule(),
-        balancing: match cfg.penalty {
-            Penalty::Fixed => None,
-            Penalty::Adaptive(b) => Some(b),
-        },
-        final_rho: *rhos.last().unwrap_or(&params.rho),
-        admm: AdmmRun {
-            iterations,
-            iterations_to_995: settle(&obj, best),
-            iterations_to_995_recovered: settle(&rec, best),
-            objective: *obj.last().unwrap_or(&f64::NAN),
-            primal_residual: prim,
-            recovered_trace: rec.clone(),
-            kkt_residual: kkt,
-            rho_trace: rhos,
-            seconds_per_iteration: admm_s,
-            objective_trace: obj.clone(),
-        },
-        dual_decomposition: DualRun {
-            objective_at_60: last_dd,
-            objective_trace: dobj.clone(),
-            recovered_trace: drec.clone(),
-            primal_residual: dprim,
-            seconds_per_iteration: dd_s,
-        },
-        reference_objective: best,
-        reference_dual_bound: r.dual_bound * n,
-        objective_ratio: obj[at] / dobj[at],
-        recovered_ratio: rec[at] / drec[at],
-        utility_gap,
-        peak_rss_mib: None,
-    })
+        / common as f64
 }
 
 #[cfg(test)]

@@ -108,105 +108,139 @@ pub fn core_link(link: &LinkConfig) -> HostLink {
     }
 }
 
-impl LabHost {
-    /// Builds the host: the sink, every guest's server model, and the driver of the core.
-    pub fn new(scenario: &Scenario, cfg: LabConfig) -> Result<Self, LabError> {
-        if cfg.dt_ns == 0 || !cfg.interval_ns.is_multiple_of(cfg.dt_ns) {
-            return Err(LabError::Step {
-                dt_ns: cfg.dt_ns,
+/// Refuses a step that does not divide the interval, a policy of another interval, and a
+/// reply split into too many chunks.
+fn check(scenario: &Scenario, cfg: &LabConfig) -> Result<(), LabError> {
+    if cfg.dt_ns == 0 || !cfg.interval_ns.is_multiple_of(cfg.dt_ns) {
+        return Err(LabError::Step {
+            dt_ns: cfg.dt_ns,
+            interval_ns: cfg.interval_ns,
+        });
+    }
+    if let Some((name, p)) = &cfg.policy {
+        if p.ledger.interval_ms * 1_000_000 != cfg.interval_ns {
+            return Err(LabError::PolicyInterval {
+                policy: name.clone(),
+                policy_ms: p.ledger.interval_ms,
                 interval_ns: cfg.interval_ns,
             });
         }
-        if let Some((name, p)) = &cfg.policy {
-            if p.ledger.interval_ms * 1_000_000 != cfg.interval_ns {
-                return Err(LabError::PolicyInterval {
-                    policy: name.clone(),
-                    policy_ms: p.ledger.interval_ms,
-                    interval_ns: cfg.interval_ns,
-                });
-            }
-        }
-        if let Some(g) = scenario.guests.iter().find(|g| {
-            let w = &g.benchex;
-            w.chunk.0 > 0 && w.buffer.0.div_ceil(w.chunk.0) > crate::server::MAX_CHUNKS
-        }) {
-            return Err(LabError::Chunks {
-                guest: g.name.clone(),
-                chunk: g.benchex.chunk.0,
-                buffer: g.benchex.buffer.0,
-                max: crate::server::MAX_CHUNKS,
-            });
-        }
+    }
+    if let Some(g) = scenario.guests.iter().find(|g| {
+        let w = &g.benchex;
+        w.chunk.0 > 0 && w.buffer.0.div_ceil(w.chunk.0) > crate::server::MAX_CHUNKS
+    }) {
+        return Err(LabError::Chunks {
+            guest: g.name.clone(),
+            chunk: g.benchex.chunk.0,
+            buffer: g.benchex.buffer.0,
+            max: crate::server::MAX_CHUNKS,
+        });
+    }
+    Ok(())
+}
+
+/// A failure of the sink's provider.
+fn sink_shim(source: resex_shim::ShimError) -> LabError {
+    LabError::Shim {
+        guest: "sink".into(),
+        source,
+    }
+}
+
+/// The far side: one memory region every server writes into (the QPs are made per server).
+fn sink(scenario: &Scenario, hca: &SoftHca) -> Result<(SoftProvider, Mr), LabError> {
+    let max_buf = scenario
+        .guests
+        .iter()
+        .map(|g| g.turns.map_or(0, |t| t.buffer.0).max(g.benchex.buffer.0))
+        .max()
+        .unwrap_or(4096);
+    let sink_ram = HEAP
+        + max_buf.div_ceil(PAGE) * PAGE
+        + (4 << 20)
+        + (64 << 10) * scenario.guests.len() as u64;
+    let sink_mem: Arc<dyn GuestMemory> = Arc::new(VecMemory::new(
+        usize::try_from(sink_ram).unwrap_or(usize::MAX),
+    ));
+    let sink_port = hca.add_guest(sink_mem.clone(), PortId(1));
+    let sink =
+        SoftProvider::new(sink_mem, HEAP, sink_ram, Arc::new(sink_port)).map_err(sink_shim)?;
+    let sink_mr = sink
+        .reg_mr(
+            &sink.alloc(max_buf.max(1)).map_err(sink_shim)?,
+            access::LOCAL_WRITE | access::REMOTE_WRITE,
+        )
+        .map_err(sink_shim)?;
+    Ok((sink, sink_mr))
+}
+
+/// The sink's CQs, one per server's peer QP.
+type PeerCqs = Vec<Box<dyn CompletionQueue>>;
+
+/// Every scenario guest's server model, each with its peer QP on the sink (and that QP's CQ).
+fn guests(
+    scenario: &Scenario,
+    cfg: &LabConfig,
+    hca: &SoftHca,
+    sink: &SoftProvider,
+    sink_mr: &Mr,
+    path_mtu: u32,
+) -> Result<(Vec<Guest>, PeerCqs), LabError> {
+    let mut seed = cfg.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let mut guests = Vec::new();
+    let mut peer_cqs = Vec::new();
+    for (i, g) in scenario.guests.iter().enumerate() {
+        let peer_cq = sink.create_cq(16).map_err(sink_shim)?;
+        let init = QpInit {
+            max_send_wr: 16,
+            max_recv_wr: 0,
+            path_mtu,
+            ..QpInit::default()
+        };
+        let peer = sink
+            .create_qp(&init, peer_cq.cqn(), peer_cq.cqn())
+            .map_err(sink_shim)?;
+        peer_cqs.push(peer_cq);
+        seed = resex_common::rng::xorshift(seed);
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+        let measure_from_ns = (cfg.warmup_s.max(0.0) * 1e9) as u64;
+        guests.push(Guest::new(
+            i,
+            g,
+            Build {
+                hca,
+                peer,
+                reply_to: sink_mr.remote(0),
+                path_mtu,
+                phase_ns: phase_ns(seed, g.benchex.rate),
+                measure_from_ns,
+                external: cfg.external,
+            },
+        )?);
+    }
+    Ok((guests, peer_cqs))
+}
+
+/// The phase of an open-loop guest's arrivals (at `rate` orders/s) drawn from `seed`.
+fn phase_ns(seed: u64, rate: f64) -> u64 {
+    if rate > 0.0 {
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+        let gap = (1e9 / rate) as u64;
+        seed % gap.max(1)
+    } else {
+        0
+    }
+}
+
+impl LabHost {
+    /// Builds the host: the sink, every guest's server model, and the driver of the core.
+    pub fn new(scenario: &Scenario, cfg: LabConfig) -> Result<Self, LabError> {
+        check(scenario, &cfg)?;
         let link = crate::link_of(scenario);
         let hca = SoftHca::new(link, 2);
-        let path_mtu = link.mtu;
-        let max_buf = scenario
-            .guests
-            .iter()
-            .map(|g| g.turns.map_or(0, |t| t.buffer.0).max(g.benchex.buffer.0))
-            .max()
-            .unwrap_or(4096);
-        // The far side: one memory region every server writes into, and a QP per server.
-        let sink_ram = HEAP
-            + max_buf.div_ceil(PAGE) * PAGE
-            + (4 << 20)
-            + (64 << 10) * scenario.guests.len() as u64;
-        let sink_mem: Arc<dyn GuestMemory> = Arc::new(VecMemory::new(
-            usize::try_from(sink_ram).unwrap_or(usize::MAX),
-        ));
-        let sink_port = hca.add_guest(sink_mem.clone(), PortId(1));
-        let shim = |source| LabError::Shim {
-            guest: "sink".into(),
-            source,
-        };
-        let sink =
-            SoftProvider::new(sink_mem, HEAP, sink_ram, Arc::new(sink_port)).map_err(shim)?;
-        let sink_mr = sink
-            .reg_mr(
-                &sink.alloc(max_buf.max(1)).map_err(shim)?,
-                access::LOCAL_WRITE | access::REMOTE_WRITE,
-            )
-            .map_err(shim)?;
-        let mut seed = cfg.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-        let mut guests = Vec::new();
-        let mut peer_cqs = Vec::new();
-        for (i, g) in scenario.guests.iter().enumerate() {
-            let peer_cq = sink.create_cq(16).map_err(shim)?;
-            let init = QpInit {
-                max_send_wr: 16,
-                max_recv_wr: 0,
-                path_mtu,
-                ..QpInit::default()
-            };
-            let peer = sink
-                .create_qp(&init, peer_cq.cqn(), peer_cq.cqn())
-                .map_err(shim)?;
-            peer_cqs.push(peer_cq);
-            seed = resex_common::rng::xorshift(seed);
-            let w = &g.benchex;
-            let phase_ns = if w.rate > 0.0 {
-                #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-                let gap = (1e9 / w.rate) as u64;
-                seed % gap.max(1)
-            } else {
-                0
-            };
-            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-            let measure_from_ns = (cfg.warmup_s.max(0.0) * 1e9) as u64;
-            guests.push(Guest::new(
-                i,
-                g,
-                Build {
-                    hca: &hca,
-                    peer,
-                    reply_to: sink_mr.remote(0),
-                    path_mtu,
-                    phase_ns,
-                    measure_from_ns,
-                    external: cfg.external,
-                },
-            )?);
-        }
+        let (sink, sink_mr) = sink(scenario, &hca)?;
+        let (guests, peer_cqs) = guests(scenario, &cfg, &hca, &sink, &sink_mr, link.mtu)?;
         let core_cfg = CoreConfig {
             interval_ns: cfg.interval_ns,
             link: core_link(&link),

@@ -94,15 +94,19 @@ enum State {
         started: u64,
         left: u64,
     },
-    Waiting {
-        arrived: u64,
-        started: u64,
-        posted: u64,
-        /// Chunks still to post.
-        to_post: u64,
-        /// Chunks posted and not completed.
-        out: u64,
-    },
+    Waiting(Reply),
+}
+
+/// An order whose reply is being sent.
+#[derive(Clone, Copy)]
+struct Reply {
+    arrived: u64,
+    started: u64,
+    posted: u64,
+    /// Chunks still to post.
+    to_post: u64,
+    /// Chunks posted and not completed.
+    out: u64,
 }
 
 /// One server: its QP, its reply buffer, its queue and its vCPU.
@@ -229,7 +233,7 @@ impl Server {
 
     /// Sending an order's reply (posted, not all completed).
     pub fn sending(&self) -> bool {
-        matches!(self.state, State::Waiting { .. })
+        matches!(self.state, State::Waiting(_))
     }
 
     /// Posts `n` chunks of the reply from chunk `from` on, each signalled.
@@ -299,7 +303,7 @@ impl Server {
             at(grid(t.at_ns).max(soon));
         }
         match self.state {
-            State::Waiting { .. } => {}
+            State::Waiting(_) => {}
             State::Ready if self.work.external => {
                 // An order is taken in the first step that ends after its arrival.
                 if let Some(&(a, _, _)) = self.orders.front() {
@@ -366,7 +370,31 @@ impl Server {
             return Ok(());
         }
         self.turn(now_ns);
-        // Open loop: orders arrive on schedule whatever the server is doing.
+        self.arrivals(now_ns);
+        if !self.vcpu.can_run(now_ns) {
+            return Ok(()); // parked: completions wait in the CQ unseen
+        }
+        // The server busy-polls: it runs (and is charged) for the whole step.
+        self.vcpu.run(dt_ns);
+        loop {
+            let more = match self.state {
+                State::Waiting(r) => self.poll_reply(now_ns, r)?,
+                State::Ready => self.take_order(now_ns, dt_ns),
+                State::Computing {
+                    arrived,
+                    started,
+                    left,
+                } => self.compute(now_ns, dt_ns, arrived, started, left)?,
+            };
+            if !more {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Open loop: orders arrive on schedule whatever the server is doing.
+    #[inline]
+    fn arrivals(&mut self, now_ns: u64) {
         if self.work.rate > 0.0 {
             #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
             let gap = (1e9 / self.work.rate).max(1.0) as u64;
@@ -375,112 +403,111 @@ impl Server {
                 self.next_arrival += gap;
             }
         }
-        if !self.vcpu.can_run(now_ns) {
-            return Ok(()); // parked: completions wait in the CQ unseen
+    }
+
+    /// Polls the reply's completions, posts more of its chunks, or answers the order; true
+    /// when the server is ready for the next order in this step.
+    #[inline]
+    fn poll_reply(&mut self, now_ns: u64, mut r: Reply) -> Result<bool, resex_shim::ShimError> {
+        self.wcs.clear();
+        self.cq.poll(&mut self.wcs, 4)?;
+        if self.wcs.is_empty() {
+            return Ok(false);
         }
-        // The server busy-polls: it runs (and is charged) for the whole step.
-        self.vcpu.run(dt_ns);
-        loop {
-            match self.state {
-                State::Waiting {
-                    arrived,
-                    started,
-                    posted,
-                    mut to_post,
-                    mut out,
-                } => {
-                    self.wcs.clear();
-                    self.cq.poll(&mut self.wcs, 4)?;
-                    if self.wcs.is_empty() {
-                        return Ok(());
-                    }
-                    for wc in &self.wcs {
-                        if !matches!(wc.status, resex_shim::WcStatus::Success) {
-                            self.errors += 1;
-                        }
-                    }
-                    out = out.saturating_sub(self.wcs.len() as u64);
-                    if to_post > 0 || out > 0 {
-                        let n = to_post.min(CHUNK_WINDOW - out.min(CHUNK_WINDOW));
-                        self.post_chunks(n, self.chunks() - to_post)?;
-                        to_post -= n;
-                        out += n;
-                        self.state = State::Waiting {
-                            arrived,
-                            started,
-                            posted,
-                            to_post,
-                            out,
-                        };
-                        return Ok(());
-                    }
-                    if arrived >= self.measure_from_ns {
-                        self.all.record(arrived, now_ns);
-                        self.split.add(arrived, started, posted, now_ns);
-                    }
-                    self.interval.record(arrived, now_ns);
-                    self.done += 1;
-                    self.state = State::Ready;
-                }
-                State::Ready => {
-                    let arrived = if self.work.external {
-                        // Not before it arrives (a cap or a vCPU period can step the guest
-                        // earlier than the order's own wake-up).
-                        match self.orders.front() {
-                            Some(&(a, c, b)) if a < now_ns => {
-                                self.orders.pop_front();
-                                self.order_compute = c;
-                                self.order_bytes = b;
-                                a
-                            }
-                            _ => return Ok(()),
-                        }
-                    } else if self.work.rate > 0.0 {
-                        match self.queue.pop_front() {
-                            Some(a) => a,
-                            None => return Ok(()),
-                        }
-                    } else {
-                        now_ns
-                    };
-                    if !self.work.external {
-                        self.order_bytes = self.work.buffer;
-                    }
-                    // Computing starts in this step (at its start, or at the arrival).
-                    let started = now_ns.saturating_sub(dt_ns).max(arrived);
-                    self.state = State::Computing {
-                        arrived,
-                        started,
-                        left: self.order_compute,
-                    };
-                }
-                State::Computing {
-                    arrived,
-                    started,
-                    left,
-                } => {
-                    if left > dt_ns {
-                        self.state = State::Computing {
-                            arrived,
-                            started,
-                            left: left - dt_ns,
-                        };
-                        return Ok(());
-                    }
-                    let chunks = self.chunks();
-                    let first = chunks.min(CHUNK_WINDOW);
-                    self.post_chunks(first, 0)?;
-                    self.state = State::Waiting {
-                        arrived,
-                        started,
-                        posted: now_ns,
-                        to_post: chunks - first,
-                        out: first,
-                    };
-                    self.posted = true;
-                    return Ok(());
-                }
+        for wc in &self.wcs {
+            if !matches!(wc.status, resex_shim::WcStatus::Success) {
+                self.errors += 1;
             }
         }
+        r.out = r.out.saturating_sub(self.wcs.len() as u64);
+        if r.to_post > 0 || r.out > 0 {
+            let n = r.to_post.min(CHUNK_WINDOW - r.out.min(CHUNK_WINDOW));
+            self.post_chunks(n, self.chunks() - r.to_post)?;
+            r.to_post -= n;
+            r.out += n;
+            self.state = State::Waiting(r);
+            return Ok(false);
+        }
+        if r.arrived >= self.measure_from_ns {
+            self.all.record(r.arrived, now_ns);
+            self.split.add(r.arrived, r.started, r.posted, now_ns);
+        }
+        self.interval.record(r.arrived, now_ns);
+        self.done += 1;
+        self.state = State::Ready;
+        Ok(true)
+    }
+
+    /// Takes the next order, if one has arrived, and starts computing it; true if it did.
+    #[inline]
+    fn take_order(&mut self, now_ns: u64, dt_ns: u64) -> bool {
+        let Some(arrived) = self.next_order(now_ns) else {
+            return false;
+        };
+        if !self.work.external {
+            self.order_bytes = self.work.buffer;
+        }
+        // Computing starts in this step (at its start, or at the arrival).
+        let started = now_ns.saturating_sub(dt_ns).max(arrived);
+        self.state = State::Computing {
+            arrived,
+            started,
+            left: self.order_compute,
+        };
+        true
+    }
+
+    /// The arrival time of the next order to answer, taken off its queue.
+    #[inline]
+    fn next_order(&mut self, now_ns: u64) -> Option<u64> {
+        if self.work.external {
+            // Not before it arrives (a cap or a vCPU period can step the guest
+            // earlier than the order's own wake-up).
+            match self.orders.front() {
+                Some(&(a, c, b)) if a < now_ns => {
+                    self.orders.pop_front();
+                    self.order_compute = c;
+                    self.order_bytes = b;
+                    Some(a)
+                }
+                _ => None,
+            }
+        } else if self.work.rate > 0.0 {
+            self.queue.pop_front()
+        } else {
+            Some(now_ns)
+        }
+    }
+
+    /// Computes for this step; once done, posts the reply's first chunks. Always ends the step.
+    #[inline]
+    fn compute(
+        &mut self,
+        now_ns: u64,
+        dt_ns: u64,
+        arrived: u64,
+        started: u64,
+        left: u64,
+    ) -> Result<bool, resex_shim::ShimError> {
+        if left > dt_ns {
+            self.state = State::Computing {
+                arrived,
+                started,
+                left: left - dt_ns,
+            };
+            return Ok(false);
+        }
+        let chunks = self.chunks();
+        let first = chunks.min(CHUNK_WINDOW);
+        self.post_chunks(first, 0)?;
+        self.state = State::Waiting(Reply {
+            arrived,
+            started,
+            posted: now_ns,
+            to_post: chunks - first,
+            out: first,
+        });
+        self.posted = true;
+        Ok(false)
     }
 }

@@ -165,167 +165,84 @@ fn counts(size: u64, quick: bool) -> (u64, u64) {
     }
 }
 
+/// The progress callback and how far along it is.
+struct Ticker<'a> {
+    done: usize,
+    total: usize,
+    progress: &'a mut dyn FnMut(usize, usize, &str),
+}
+
+impl Ticker<'_> {
+    /// One more experiment done.
+    fn tick(&mut self, what: &str) {
+        self.done += 1;
+        (self.progress)(self.done, self.total, what);
+    }
+}
+
+fn setup(cfg: &Config, bed: Testbed, blocks: u32, size: u64) -> Setup {
+    Setup {
+        bed,
+        blocks,
+        size,
+        charge_copies: cfg.charge_copies,
+    }
+}
+
+const SB_KINDS: [Kind; 2] = [Kind::StatusByte, Kind::SlidingWindow];
+const HP_KINDS: [Kind; 2] = [Kind::Hipower, Kind::Cpwr];
+
+fn block_counts(quick: bool) -> Vec<u32> {
+    if quick {
+        vec![1, 3, 16, 255]
+    } else {
+        vec![1, 2, 3, 4, 8, 16, 32, 64, 128, 255]
+    }
+}
+
+fn hp_sizes(quick: bool) -> Vec<u64> {
+    if quick {
+        vec![512, 4096, 65536]
+    } else {
+        vec![256, 512, 1024, 4096, 16384, 65536, 262_144, 1 << 20]
+    }
+}
+
 /// Runs every experiment; `progress(done, of, what)` after each.
 pub fn run(
     cfg: &Config,
     progress: &mut dyn FnMut(usize, usize, &str),
 ) -> Result<Results, SimError> {
-    let blocks: Vec<u32> = if cfg.quick {
-        vec![1, 3, 16, 255]
-    } else {
-        vec![1, 2, 3, 4, 8, 16, 32, 64, 128, 255]
-    };
+    let blocks = block_counts(cfg.quick);
     let msg_sizes = sizes(cfg.quick);
-    let hp_sizes: Vec<u64> = if cfg.quick {
-        vec![512, 4096, 65536]
-    } else {
-        vec![256, 512, 1024, 4096, 16384, 65536, 262_144, 1 << 20]
-    };
-    let sb_kinds = [Kind::StatusByte, Kind::SlidingWindow];
-    let hp_kinds = [Kind::Hipower, Kind::Cpwr];
+    let hp_sizes = hp_sizes(cfg.quick);
     let total = blocks.len() * 2
         + 2
-        + msg_sizes.len() * sb_kinds.len()
+        + msg_sizes.len() * SB_KINDS.len()
         + 2
-        + hp_sizes.len() * hp_kinds.len() * 3;
-    let mut done = 0;
-    let mut tick = |what: String, p: &mut dyn FnMut(usize, usize, &str)| {
-        done += 1;
-        p(done, total, &what);
-    };
-    let setup = |bed: Testbed, blocks: u32, size: u64| Setup {
-        bed,
-        blocks,
-        size,
-        charge_copies: cfg.charge_copies,
+        + hp_sizes.len() * HP_KINDS.len() * 3;
+    let mut t = Ticker {
+        done: 0,
+        total,
+        progress,
     };
     let _ = cfg.seed;
 
-    let mut sync_us: BTreeMap<String, Vec<f64>> = BTreeMap::new();
-    for &b in &blocks {
-        let s = setup(cfg.sb_bed, b, 64);
-        let v = context(
-            sb_paper::status_byte_sync_us(&s, if cfg.quick { 20 } else { 200 }),
-            || format!("sync, status-byte, {b} blocks"),
-        )?;
-        sync_us
-            .entry(Kind::StatusByte.to_string())
-            .or_default()
-            .push(v);
-        tick(format!("sync, status-byte, {b} blocks"), progress);
-        let v = context(
-            sb_paper::window_sync_us(&s, if cfg.quick { 20 } else { 100 }),
-            || format!("sync, window, {b} blocks"),
-        )?;
-        sync_us
-            .entry(Kind::SlidingWindow.to_string())
-            .or_default()
-            .push(v);
-        tick(format!("sync, sliding window, {b} blocks"), progress);
-    }
-
+    let sync_us = sync_vs_blocks(cfg, &blocks, &mut t)?;
     let sync_series_size = 4096;
-    let mut sync_series_us: BTreeMap<String, Vec<f64>> = BTreeMap::new();
-    for kind in sb_kinds {
-        let n = if cfg.quick { 60 } else { 1000 };
-        let v = context(
-            sync_dist::sync_series(kind, &setup(cfg.sb_bed, 3, sync_series_size), n),
-            || format!("sync series, {kind}"),
-        )?;
-        sync_series_us.insert(kind.to_string(), v);
-        tick(format!("sync series, {kind}"), progress);
-    }
+    let sync_series_us = sync_series(cfg, sync_series_size, &mut t)?;
     let sync_dist_us = sync_series_us
         .iter()
         .map(|(k, v)| (k.clone(), sync_dist::Dist::of(v)))
         .collect();
-
-    let mut figs: BTreeMap<String, Vec<OneFigures>> = BTreeMap::new();
-    for &size in &msg_sizes {
-        for kind in sb_kinds {
-            let (lat_n, tput_n) = counts(size, cfg.quick);
-            let f = context(
-                measure(kind, &setup(cfg.sb_bed, 3, size), lat_n, tput_n),
-                || format!("{kind}, {size} B"),
-            )?;
-            figs.entry(kind.to_string()).or_default().push(f);
-            tick(format!("{kind}, {size} B"), progress);
-        }
-    }
+    let figs = one_connection(cfg, &msg_sizes, &mut t)?;
     let pick = |f: fn(&OneFigures) -> f64| -> BTreeMap<String, Vec<f64>> {
         figs.iter()
             .map(|(k, v)| (k.clone(), v.iter().map(f).collect()))
             .collect()
     };
-
-    let hold = sb_paper::Hold {
-        from_ns: if cfg.quick { 10_000_000 } else { 100_000_000 },
-        to_ns: if cfg.quick { 20_000_000 } else { 200_000_000 },
-        end_ns: if cfg.quick { 30_000_000 } else { 300_000_000 },
-        block: 2,
-    };
-    let bin_ns = hold.end_ns / 30;
-    let hold_size = 256 * 1024;
-    let mut hold_figs = HoldFigures {
-        bin_ms: bin_ns / 1_000_000,
-        hold_ms: [hold.from_ns / 1_000_000, hold.to_ns / 1_000_000],
-        msg_size: hold_size,
-        mbps: BTreeMap::new(),
-        drop_pct: BTreeMap::new(),
-    };
-    for kind in sb_kinds {
-        let v = context(
-            sb_paper::hold_series(kind, &setup(cfg.sb_bed, 3, hold_size), hold, bin_ns),
-            || format!("hold, {kind}"),
-        )?;
-        let mean = |a: usize, b: usize| v[a..b].iter().sum::<f64>() / (b - a).max(1) as f64;
-        let (before, during) = (mean(1, 10), mean(11, 20));
-        let drop = if before > 0.0 {
-            (1.0 - during / before) * 100.0
-        } else {
-            0.0
-        };
-        hold_figs.drop_pct.insert(kind.to_string(), drop);
-        hold_figs.mbps.insert(kind.to_string(), v);
-        tick(format!("hold a block, {kind}"), progress);
-    }
-
-    let buffers = 16;
-    let mut hp = HipowerFigures {
-        msg_sizes: hp_sizes.clone(),
-        buffers,
-        ..HipowerFigures::default()
-    };
-    for &size in &hp_sizes {
-        let (lat_n, tput_n) = counts(size, cfg.quick);
-        let s = setup(cfg.hp_bed, buffers, size);
-        for kind in hp_kinds {
-            let f = context(measure(kind, &s, lat_n, tput_n), || {
-                format!("one-to-one, {kind}, {size} B")
-            })?;
-            hp.one_to_one.entry(kind.to_string()).or_default().push(f);
-            tick(format!("one-to-one, {kind}, {size} B"), progress);
-            let b = context(hp_paper::incast(kind, &s, tput_n / 2 + 4, false), || {
-                format!("broadcast, {kind}, {size} B")
-            })?;
-            hp.broadcast.entry(kind.to_string()).or_default().push(b);
-            tick(format!("broadcast, {kind}, {size} B"), progress);
-            let g = context(hp_paper::incast(kind, &s, tput_n / 2 + 4, true), || {
-                format!("gather, {kind}, {size} B")
-            })?;
-            let gf = &mut hp.gather;
-            if kind == Kind::Hipower {
-                gf.hipower_cpu.push(g.master_cpu_ns);
-                gf.hipower_mbps.push(g.mbps);
-                gf.hipower_latency_us.push(g.latency_us);
-            } else {
-                gf.cpwr_cpu.push(g.master_cpu_ns);
-                gf.cpwr_mbps.push(g.mbps);
-                gf.cpwr_latency_us.push(g.latency_us);
-            }
-            tick(format!("gather, {kind}, {size} B"), progress);
-        }
-    }
+    let hold = hold_a_block(cfg, &mut t)?;
+    let hipower = hipower(cfg, hp_sizes, &mut t)?;
 
     Ok(Results {
         testbeds: [cfg.sb_bed, cfg.hp_bed],
@@ -342,7 +259,165 @@ pub fn run(
         cpu_ns_per_msg: pick(|f| f.tx_cpu_ns),
         rx_cpu_ns_per_msg: pick(|f| f.rx_cpu_ns),
         tx_busy_pct: pick(|f| f.tx_busy_pct),
-        hold: hold_figs,
-        hipower: hp,
+        hold,
+        hipower,
     })
+}
+
+/// Fig. 10: sync time per block count, by mechanism.
+fn sync_vs_blocks(
+    cfg: &Config,
+    blocks: &[u32],
+    t: &mut Ticker<'_>,
+) -> Result<BTreeMap<String, Vec<f64>>, SimError> {
+    let mut sync_us: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    for &b in blocks {
+        let s = setup(cfg, cfg.sb_bed, b, 64);
+        let v = context(
+            sb_paper::status_byte_sync_us(&s, if cfg.quick { 20 } else { 200 }),
+            || format!("sync, status-byte, {b} blocks"),
+        )?;
+        sync_us
+            .entry(Kind::StatusByte.to_string())
+            .or_default()
+            .push(v);
+        t.tick(&format!("sync, status-byte, {b} blocks"));
+        let v = context(
+            sb_paper::window_sync_us(&s, if cfg.quick { 20 } else { 100 }),
+            || format!("sync, window, {b} blocks"),
+        )?;
+        sync_us
+            .entry(Kind::SlidingWindow.to_string())
+            .or_default()
+            .push(v);
+        t.tick(&format!("sync, sliding window, {b} blocks"));
+    }
+    Ok(sync_us)
+}
+
+/// Fig. 11: each synchronisation's time over a run of `size`-byte messages, by mechanism.
+fn sync_series(
+    cfg: &Config,
+    size: u64,
+    t: &mut Ticker<'_>,
+) -> Result<BTreeMap<String, Vec<f64>>, SimError> {
+    let mut sync_series_us: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    for kind in SB_KINDS {
+        let n = if cfg.quick { 60 } else { 1000 };
+        let v = context(
+            sync_dist::sync_series(kind, &setup(cfg, cfg.sb_bed, 3, size), n),
+            || format!("sync series, {kind}"),
+        )?;
+        sync_series_us.insert(kind.to_string(), v);
+        t.tick(&format!("sync series, {kind}"));
+    }
+    Ok(sync_series_us)
+}
+
+/// Figs. 12-15: one connection per message size, by mechanism.
+fn one_connection(
+    cfg: &Config,
+    msg_sizes: &[u64],
+    t: &mut Ticker<'_>,
+) -> Result<BTreeMap<String, Vec<OneFigures>>, SimError> {
+    let mut figs: BTreeMap<String, Vec<OneFigures>> = BTreeMap::new();
+    for &size in msg_sizes {
+        for kind in SB_KINDS {
+            let (lat_n, tput_n) = counts(size, cfg.quick);
+            let f = context(
+                measure(kind, &setup(cfg, cfg.sb_bed, 3, size), lat_n, tput_n),
+                || format!("{kind}, {size} B"),
+            )?;
+            figs.entry(kind.to_string()).or_default().push(f);
+            t.tick(&format!("{kind}, {size} B"));
+        }
+    }
+    Ok(figs)
+}
+
+/// Fig. 18: throughput while a block is held, by mechanism.
+fn hold_a_block(cfg: &Config, t: &mut Ticker<'_>) -> Result<HoldFigures, SimError> {
+    let hold = sb_paper::Hold {
+        from_ns: if cfg.quick { 10_000_000 } else { 100_000_000 },
+        to_ns: if cfg.quick { 20_000_000 } else { 200_000_000 },
+        end_ns: if cfg.quick { 30_000_000 } else { 300_000_000 },
+        block: 2,
+    };
+    let bin_ns = hold.end_ns / 30;
+    let hold_size = 256 * 1024;
+    let mut hold_figs = HoldFigures {
+        bin_ms: bin_ns / 1_000_000,
+        hold_ms: [hold.from_ns / 1_000_000, hold.to_ns / 1_000_000],
+        msg_size: hold_size,
+        mbps: BTreeMap::new(),
+        drop_pct: BTreeMap::new(),
+    };
+    for kind in SB_KINDS {
+        let v = context(
+            sb_paper::hold_series(kind, &setup(cfg, cfg.sb_bed, 3, hold_size), hold, bin_ns),
+            || format!("hold, {kind}"),
+        )?;
+        let mean = |a: usize, b: usize| v[a..b].iter().sum::<f64>() / (b - a).max(1) as f64;
+        let (before, during) = (mean(1, 10), mean(11, 20));
+        let drop = if before > 0.0 {
+            (1.0 - during / before) * 100.0
+        } else {
+            0.0
+        };
+        hold_figs.drop_pct.insert(kind.to_string(), drop);
+        hold_figs.mbps.insert(kind.to_string(), v);
+        t.tick(&format!("hold a block, {kind}"));
+    }
+    Ok(hold_figs)
+}
+
+/// HiPower's one-to-one, broadcast and gather per message size, by mechanism.
+fn hipower(
+    cfg: &Config,
+    hp_sizes: Vec<u64>,
+    t: &mut Ticker<'_>,
+) -> Result<HipowerFigures, SimError> {
+    let buffers = 16;
+    let mut hp = HipowerFigures {
+        msg_sizes: hp_sizes.clone(),
+        buffers,
+        ..HipowerFigures::default()
+    };
+    for &size in &hp_sizes {
+        let (lat_n, tput_n) = counts(size, cfg.quick);
+        let s = setup(cfg, cfg.hp_bed, buffers, size);
+        for kind in HP_KINDS {
+            let f = context(measure(kind, &s, lat_n, tput_n), || {
+                format!("one-to-one, {kind}, {size} B")
+            })?;
+            hp.one_to_one.entry(kind.to_string()).or_default().push(f);
+            t.tick(&format!("one-to-one, {kind}, {size} B"));
+            let b = context(hp_paper::incast(kind, &s, tput_n / 2 + 4, false), || {
+                format!("broadcast, {kind}, {size} B")
+            })?;
+            hp.broadcast.entry(kind.to_string()).or_default().push(b);
+            t.tick(&format!("broadcast, {kind}, {size} B"));
+            let g = context(hp_paper::incast(kind, &s, tput_n / 2 + 4, true), || {
+                format!("gather, {kind}, {size} B")
+            })?;
+            hp.gather.push(kind, &g);
+            t.tick(&format!("gather, {kind}, {size} B"));
+        }
+    }
+    Ok(hp)
+}
+
+impl GatherFigures {
+    /// One gather's figures, under its mechanism.
+    fn push(&mut self, kind: Kind, g: &hp_paper::Incast) {
+        if kind == Kind::Hipower {
+            self.hipower_cpu.push(g.master_cpu_ns);
+            self.hipower_mbps.push(g.mbps);
+            self.hipower_latency_us.push(g.latency_us);
+        } else {
+            self.cpwr_cpu.push(g.master_cpu_ns);
+            self.cpwr_mbps.push(g.mbps);
+            self.cpwr_latency_us.push(g.latency_us);
+        }
+    }
 }

@@ -2,6 +2,7 @@
 //! READ, SEND/IMM), consuming the responder's receive WQEs with their CQEs.
 
 use super::{HcaState, Syndrome, INVALID_LKEY};
+use crate::mr::GuestId;
 use crate::objects::{QpState, Wr};
 use resex_guestmem::{GuestAddress, GuestMemory};
 use resex_mlx5::consts::{cqe_op, send_op, syndrome};
@@ -63,80 +64,113 @@ impl HcaState {
             .mem
             .clone();
         match w.opcode {
-            send_op::RDMA_READ => {
-                let mut spans = Vec::new();
-                self.mrs
-                    .translate(
-                        rguest,
-                        w.rkey,
-                        w.raddr,
-                        w.len,
-                        access::REMOTE_READ,
-                        &mut spans,
-                    )
-                    .map_err(|_| Exec::Failed(syndrome::REMOTE_ACCESS))?;
-                let data =
-                    gather(&*rmem, &spans).map_err(|_| Exec::Failed(syndrome::REMOTE_ACCESS))?;
-                scatter(&*lmem, &w.local, &data).map_err(|_| Exec::Failed(syndrome::LOCAL_PROT))?;
-                Ok(())
-            }
+            send_op::RDMA_READ => self.execute_read(&w, rguest, &*lmem, &*rmem),
             send_op::RDMA_WRITE | send_op::RDMA_WRITE_IMM => {
-                let mut spans = Vec::new();
-                self.mrs
-                    .translate(
-                        rguest,
-                        w.rkey,
-                        w.raddr,
-                        w.len,
-                        access::REMOTE_WRITE,
-                        &mut spans,
-                    )
-                    .map_err(|_| Exec::Failed(syndrome::REMOTE_ACCESS))?;
-                let with_imm = w.opcode == send_op::RDMA_WRITE_IMM;
-                let recv = if with_imm {
-                    Some(self.rq_peek(remote).ok_or(Exec::NotReady)?)
-                } else {
-                    None
-                };
-                let data = self.payload(&*lmem, &w)?;
-                scatter(&*rmem, &spans, &data)
-                    .map_err(|_| Exec::Failed(syndrome::REMOTE_ACCESS))?;
-                if let Some((index, _)) = recv {
-                    self.responder_cqe(remote, cqe_op::RESP_WR_IMM, index, w.len, w.imm)?;
-                }
-                Ok(())
+                self.execute_write(&w, remote, rguest, &*lmem, &*rmem)
             }
             send_op::SEND | send_op::SEND_IMM => {
-                let (index, segs) = self.rq_peek(remote).ok_or(Exec::NotReady)?;
-                let mut spans = Vec::new();
-                let mut room = 0u64;
-                for s in &segs {
-                    let n = u64::from(s.byte_count);
-                    if self
-                        .mrs
-                        .translate(rguest, s.lkey, s.addr, n, access::LOCAL_WRITE, &mut spans)
-                        .is_err()
-                    {
-                        self.responder_error(remote, index, syndrome::LOCAL_PROT);
-                        return Err(Exec::Failed(syndrome::REMOTE_OP));
-                    }
-                    room += n;
-                }
-                if w.len > room {
-                    self.responder_error(remote, index, syndrome::LOCAL_LENGTH);
-                    return Err(Exec::Failed(syndrome::REMOTE_INVAL_REQ));
-                }
-                let data = self.payload(&*lmem, &w)?;
-                scatter(&*rmem, &spans, &data).map_err(|_| Exec::Failed(syndrome::REMOTE_OP))?;
-                let op = if w.opcode == send_op::SEND_IMM {
-                    cqe_op::RESP_SEND_IMM
-                } else {
-                    cqe_op::RESP_SEND
-                };
-                self.responder_cqe(remote, op, index, w.len, w.imm)
+                self.execute_send(&w, remote, rguest, &*lmem, &*rmem)
             }
             _ => Err(Exec::Failed(syndrome::LOCAL_QP_OP)),
         }
+    }
+
+    /// READ: the remote region (`rguest`'s, remote read) into the local scatter list.
+    fn execute_read(
+        &self,
+        w: &Wr,
+        rguest: GuestId,
+        lmem: &dyn GuestMemory,
+        rmem: &dyn GuestMemory,
+    ) -> Result<(), Exec> {
+        let mut spans = Vec::new();
+        self.mrs
+            .translate(
+                rguest,
+                w.rkey,
+                w.raddr,
+                w.len,
+                access::REMOTE_READ,
+                &mut spans,
+            )
+            .map_err(|_| Exec::Failed(syndrome::REMOTE_ACCESS))?;
+        let data = gather(rmem, &spans).map_err(|_| Exec::Failed(syndrome::REMOTE_ACCESS))?;
+        scatter(lmem, &w.local, &data).map_err(|_| Exec::Failed(syndrome::LOCAL_PROT))?;
+        Ok(())
+    }
+
+    /// WRITE (with immediate: consuming a receive WQE of `remote` with its CQE): the payload
+    /// into the remote region (`rguest`'s, remote write).
+    fn execute_write(
+        &mut self,
+        w: &Wr,
+        remote: u32,
+        rguest: GuestId,
+        lmem: &dyn GuestMemory,
+        rmem: &dyn GuestMemory,
+    ) -> Result<(), Exec> {
+        let mut spans = Vec::new();
+        self.mrs
+            .translate(
+                rguest,
+                w.rkey,
+                w.raddr,
+                w.len,
+                access::REMOTE_WRITE,
+                &mut spans,
+            )
+            .map_err(|_| Exec::Failed(syndrome::REMOTE_ACCESS))?;
+        let with_imm = w.opcode == send_op::RDMA_WRITE_IMM;
+        let recv = if with_imm {
+            Some(self.rq_peek(remote).ok_or(Exec::NotReady)?)
+        } else {
+            None
+        };
+        let data = self.payload(lmem, w)?;
+        scatter(rmem, &spans, &data).map_err(|_| Exec::Failed(syndrome::REMOTE_ACCESS))?;
+        if let Some((index, _)) = recv {
+            self.responder_cqe(remote, cqe_op::RESP_WR_IMM, index, w.len, w.imm)?;
+        }
+        Ok(())
+    }
+
+    /// SEND (with or without immediate): the payload into `remote`'s next receive WQE, which
+    /// it consumes with its CQE; a receive WQE too small or not writable fails both sides.
+    fn execute_send(
+        &mut self,
+        w: &Wr,
+        remote: u32,
+        rguest: GuestId,
+        lmem: &dyn GuestMemory,
+        rmem: &dyn GuestMemory,
+    ) -> Result<(), Exec> {
+        let (index, segs) = self.rq_peek(remote).ok_or(Exec::NotReady)?;
+        let mut spans = Vec::new();
+        let mut room = 0u64;
+        for s in &segs {
+            let n = u64::from(s.byte_count);
+            if self
+                .mrs
+                .translate(rguest, s.lkey, s.addr, n, access::LOCAL_WRITE, &mut spans)
+                .is_err()
+            {
+                self.responder_error(remote, index, syndrome::LOCAL_PROT);
+                return Err(Exec::Failed(syndrome::REMOTE_OP));
+            }
+            room += n;
+        }
+        if w.len > room {
+            self.responder_error(remote, index, syndrome::LOCAL_LENGTH);
+            return Err(Exec::Failed(syndrome::REMOTE_INVAL_REQ));
+        }
+        let data = self.payload(lmem, w)?;
+        scatter(rmem, &spans, &data).map_err(|_| Exec::Failed(syndrome::REMOTE_OP))?;
+        let op = if w.opcode == send_op::SEND_IMM {
+            cqe_op::RESP_SEND_IMM
+        } else {
+            cqe_op::RESP_SEND
+        };
+        self.responder_cqe(remote, op, index, w.len, w.imm)
     }
 
     fn payload(&self, mem: &dyn GuestMemory, w: &Wr) -> Result<Vec<u8>, Exec> {

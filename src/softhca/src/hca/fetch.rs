@@ -3,9 +3,9 @@
 
 use super::{HcaState, Syndrome, FETCH_BUDGET};
 use crate::link::{Dir, PortId};
-use crate::mr::MrFault;
-use crate::objects::{QpState, Wr};
-use resex_guestmem::GuestMemory;
+use crate::mr::{GuestId, MrFault};
+use crate::objects::{Qp, QpState, Wr};
+use resex_guestmem::{GuestAddress, GuestMemory};
 use resex_mlx5::consts::{send_op, syndrome};
 use resex_mlx5::dbrec::read_sq_pi;
 use resex_mlx5::wqe::{parse_send_wqe, CtrlSeg, Payload};
@@ -86,30 +86,13 @@ impl HcaState {
         k: u64,
     ) -> Result<Wr, (Syndrome, u32)> {
         let q = &self.qps[&qpn];
-        let slot = u64::from(q.sq_ci & (q.sq_cnt - 1)) * SEND_WQE_BB;
-        let mut head = [0u8; 16];
-        q.sq.read(mem, slot, &mut head)
-            .map_err(|_| (syndrome::LOCAL_QP_OP, 1))?;
-        let ctrl = CtrlSeg::decode(&head);
-        let bbs = ctrl.bbs().max(1);
-        if ctrl.wqe_index != index16(q.sq_ci) || ctrl.ds == 0 || bbs > pending {
-            return Err((syndrome::LOCAL_QP_OP, bbs.min(pending)));
-        }
-        let mut bytes = vec![0u8; usize::from(ctrl.ds) * DS_BYTES];
-        q.sq.read(mem, slot, &mut bytes)
-            .map_err(|_| (syndrome::LOCAL_QP_OP, bbs))?;
+        let (ctrl, bbs, bytes) = read_wqe(q, mem, pending)?;
         let wqe = parse_send_wqe(&bytes).map_err(|_| (syndrome::LOCAL_QP_OP, bbs))?;
         let opcode = wqe.ctrl.opcode;
         let is_read = opcode == send_op::RDMA_READ;
-        match opcode {
-            send_op::RDMA_WRITE
-            | send_op::RDMA_WRITE_IMM
-            | send_op::SEND
-            | send_op::SEND_IMM
-            | send_op::RDMA_READ
-            | send_op::NOP => {}
+        if !supported(opcode) {
             // Atomics and the rest: not implemented by softhca; refused clearly.
-            _ => return Err((syndrome::LOCAL_QP_OP, bbs)),
+            return Err((syndrome::LOCAL_QP_OP, bbs));
         }
         // The message size limit (2^31) first: up to 62 SGEs of 2 GiB each under a region with
         // scattered pages would otherwise be translated into millions of spans (an allocation
@@ -118,31 +101,7 @@ impl HcaState {
         if len > 1 << 31 {
             return Err((syndrome::LOCAL_LENGTH, bbs));
         }
-        let mut local = Vec::new();
-        let mut inline = None;
-        match wqe.payload {
-            Payload::Inline(d) => {
-                if is_read {
-                    return Err((syndrome::LOCAL_QP_OP, bbs));
-                }
-                inline = Some(d.to_vec());
-            }
-            Payload::Gather { .. } => {
-                let need = if is_read { access::LOCAL_WRITE } else { 0 };
-                for seg in wqe.payload.data_segs() {
-                    self.mrs
-                        .translate(
-                            q.guest,
-                            seg.lkey,
-                            seg.addr,
-                            u64::from(seg.byte_count),
-                            need,
-                            &mut local,
-                        )
-                        .map_err(|f| (fault_syndrome_local(f), bbs))?;
-                }
-            }
-        }
+        let (local, inline) = self.local_payload(q.guest, wqe.payload, is_read, bbs)?;
         let (req_pkts, resp_pkts) = match opcode {
             send_op::NOP => (0, 0),
             send_op::RDMA_READ => (1, packets(len, q.mtu)),
@@ -180,4 +139,80 @@ impl HcaState {
             rnr_tries: 0,
         })
     }
+
+    /// The payload's local side: the gather list translated through `guest`'s regions (a
+    /// READ's, which it scatters into, needs local write), or the inline data (not for a READ).
+    fn local_payload(
+        &self,
+        guest: GuestId,
+        payload: Payload<'_>,
+        is_read: bool,
+        bbs: u32,
+    ) -> Result<LocalPayload, (Syndrome, u32)> {
+        let mut local = Vec::new();
+        let mut inline = None;
+        match payload {
+            Payload::Inline(d) => {
+                if is_read {
+                    return Err((syndrome::LOCAL_QP_OP, bbs));
+                }
+                inline = Some(d.to_vec());
+            }
+            Payload::Gather { .. } => {
+                let need = if is_read { access::LOCAL_WRITE } else { 0 };
+                for seg in payload.data_segs() {
+                    self.mrs
+                        .translate(
+                            guest,
+                            seg.lkey,
+                            seg.addr,
+                            u64::from(seg.byte_count),
+                            need,
+                            &mut local,
+                        )
+                        .map_err(|f| (fault_syndrome_local(f), bbs))?;
+                }
+            }
+        }
+        Ok((local, inline))
+    }
+}
+
+/// A WQE's local side: its translated gather list and its inline data.
+type LocalPayload = (Vec<(GuestAddress, u64)>, Option<Vec<u8>>);
+
+/// The send WQE at the SQ's consumer index: its control segment (checked against the index,
+/// and to fit in the `pending` basic blocks), its basic blocks and its bytes.
+fn read_wqe(
+    q: &Qp,
+    mem: &dyn GuestMemory,
+    pending: u32,
+) -> Result<(CtrlSeg, u32, Vec<u8>), (Syndrome, u32)> {
+    let slot = u64::from(q.sq_ci & (q.sq_cnt - 1)) * SEND_WQE_BB;
+    let mut head = [0u8; 16];
+    q.sq.read(mem, slot, &mut head)
+        .map_err(|_| (syndrome::LOCAL_QP_OP, 1))?;
+    let ctrl = CtrlSeg::decode(&head);
+    let bbs = ctrl.bbs().max(1);
+    if ctrl.wqe_index != index16(q.sq_ci) || ctrl.ds == 0 || bbs > pending {
+        return Err((syndrome::LOCAL_QP_OP, bbs.min(pending)));
+    }
+    let mut bytes = vec![0u8; usize::from(ctrl.ds) * DS_BYTES];
+    q.sq.read(mem, slot, &mut bytes)
+        .map_err(|_| (syndrome::LOCAL_QP_OP, bbs))?;
+    Ok((ctrl, bbs, bytes))
+}
+
+/// The send opcodes softhca implements.
+#[inline]
+fn supported(opcode: u8) -> bool {
+    matches!(
+        opcode,
+        send_op::RDMA_WRITE
+            | send_op::RDMA_WRITE_IMM
+            | send_op::SEND
+            | send_op::SEND_IMM
+            | send_op::RDMA_READ
+            | send_op::NOP
+    )
 }
