@@ -11,9 +11,11 @@
 //! - [`Agent`]: both, with a reporting thread.
 //! - [`vm`], inside a real VM: virtio-serial ports for the channel and the HCA.
 //! - [`xen`], inside a Xen domU: xenstore links for the channel, the HCA and the bootstrap.
+//! - [`discover`], soft-RoCE queues found in a process's mappings, without its help.
 //! - [`cli`], the `resex-agent` command line (the agent with BenchEx's server as the workload).
 
 pub mod cli;
+pub mod discover;
 pub mod event;
 pub mod gate;
 pub mod session;

@@ -25,7 +25,7 @@ mod vec;
 pub use error::{MemError, RingError};
 pub use file::FileMemory;
 pub use mapped::{prefetch_host, prefetch_host_lines, Mapped, MAX_PREFETCH_LINES};
-pub use pinned::PinnedMemory;
+pub use pinned::{pfns as pagemap_frames, PinnedMemory};
 pub use raw::RawRegion;
 pub use ring::{PageRing, PAGE_SIZE};
 pub use vec::VecMemory;
