@@ -75,6 +75,21 @@ impl HcaState {
         }
     }
 
+    /// The remote region a READ or WRITE names (`rguest`'s, checked for `want` access), as
+    /// spans of its guest memory; a remote access error otherwise.
+    fn remote_spans(
+        &self,
+        w: &Wr,
+        rguest: GuestId,
+        want: u32,
+    ) -> Result<Vec<(GuestAddress, u64)>, Exec> {
+        let mut spans = Vec::new();
+        self.mrs
+            .translate(rguest, w.rkey, w.raddr, w.len, want, &mut spans)
+            .map_err(|_| Exec::Failed(syndrome::REMOTE_ACCESS))?;
+        Ok(spans)
+    }
+
     /// READ: the remote region (`rguest`'s, remote read) into the local scatter list.
     fn execute_read(
         &self,
@@ -83,17 +98,7 @@ impl HcaState {
         lmem: &dyn GuestMemory,
         rmem: &dyn GuestMemory,
     ) -> Result<(), Exec> {
-        let mut spans = Vec::new();
-        self.mrs
-            .translate(
-                rguest,
-                w.rkey,
-                w.raddr,
-                w.len,
-                access::REMOTE_READ,
-                &mut spans,
-            )
-            .map_err(|_| Exec::Failed(syndrome::REMOTE_ACCESS))?;
+        let spans = self.remote_spans(w, rguest, access::REMOTE_READ)?;
         let data = gather(rmem, &spans).map_err(|_| Exec::Failed(syndrome::REMOTE_ACCESS))?;
         scatter(lmem, &w.local, &data).map_err(|_| Exec::Failed(syndrome::LOCAL_PROT))?;
         Ok(())
@@ -109,17 +114,7 @@ impl HcaState {
         lmem: &dyn GuestMemory,
         rmem: &dyn GuestMemory,
     ) -> Result<(), Exec> {
-        let mut spans = Vec::new();
-        self.mrs
-            .translate(
-                rguest,
-                w.rkey,
-                w.raddr,
-                w.len,
-                access::REMOTE_WRITE,
-                &mut spans,
-            )
-            .map_err(|_| Exec::Failed(syndrome::REMOTE_ACCESS))?;
+        let spans = self.remote_spans(w, rguest, access::REMOTE_WRITE)?;
         let with_imm = w.opcode == send_op::RDMA_WRITE_IMM;
         let recv = if with_imm {
             Some(self.rq_peek(remote).ok_or(Exec::NotReady)?)
