@@ -29,10 +29,7 @@ pub struct RxeRing {
 impl RxeRing {
     /// `rxe sq of qp 17` and the like, for errors and logs; `i` is the ring's position.
     pub fn place(&self, i: usize) -> String {
-        match self.qpn {
-            Some(q) => format!("ring {i} (rxe {} of qp {q})", self.kind.as_str()),
-            None => format!("ring {i} (rxe {})", self.kind.as_str()),
-        }
+        place(i, self.kind, self.qpn)
     }
 
     /// The index mask (`slots - 1`).
@@ -51,6 +48,14 @@ impl RxeRing {
             && self.ring == o.ring
             && self.slots == o.slots
             && self.log2_elem == o.log2_elem
+    }
+}
+
+/// `ring 3 (rxe sq of qp 17)`: ring `i` of a registration, in errors and logs.
+fn place(i: usize, kind: RingKind, qpn: Option<u32>) -> String {
+    match qpn {
+        Some(q) => format!("ring {i} (rxe {} of qp {q})", kind.as_str()),
+        None => format!("ring {i} (rxe {})", kind.as_str()),
     }
 }
 
@@ -105,10 +110,7 @@ fn validate_ring(
     ram_size: u64,
 ) -> Result<RxeRing, RegistrationError> {
     let RingFormat::Rxe = r.format;
-    let place = match r.qpn {
-        Some(q) => format!("ring {i} (rxe {} of qp {q})", r.kind.as_str()),
-        None => format!("ring {i} (rxe {})", r.kind.as_str()),
-    };
+    let place = place(i, r.kind, r.qpn);
     if let Some(q) = r.qpn {
         range_check(&place, "qpn", u64::from(q), q < 1 << 24, "0 to 2^24 - 1")?;
     }
