@@ -56,9 +56,18 @@ pub struct Cli {
     /// Register the rings but write no latency reports (a guest with no SLA).
     #[arg(long)]
     no_reports: bool,
+    /// Meter unmodified applications instead of running a workload: find every soft-RoCE queue
+    /// of every process in this VM (`/proc/PID/maps`, `pagemap`, the kernel's RDMA netlink) and
+    /// keep the host's registration equal to them. Needs --vm and root; --mtu is the path MTU.
+    #[arg(long, requires = "vm", conflicts_with_all = ["listen", "no_reports"])]
+    discover: bool,
+    /// With --discover: milliseconds between two scans of the processes (a new queue is
+    /// registered within about one scan).
+    #[arg(long, default_value_t = 50, requires = "discover")]
+    scan_ms: u64,
     /// BenchEx bootstrap address clients connect to.
-    #[arg(long)]
-    listen: String,
+    #[arg(long, required_unless_present = "discover")]
+    listen: Option<String>,
     #[command(flatten)]
     server: ServerOpts,
     /// Stop after this many seconds (default: until SIGTERM or SIGINT).
@@ -71,6 +80,9 @@ pub fn main_with<I: IntoIterator<Item = std::ffi::OsString>>(args: I) -> Result<
     let cli = Cli::parse_from(args);
     let xen = xen_store(&cli)?;
     let stop = stop_on_signals()?;
+    if cli.discover {
+        return discover(&cli, xen, &stop);
+    }
     let (mem, provider, phys): (_, _, Option<resex_shim::soft::PhysFn>) = if cli.vm {
         let pinned = Arc::new(
             resex_guestmem::PinnedMemory::new(cli.arena_mib.max(4) << 20)
@@ -148,7 +160,8 @@ pub fn main_with<I: IntoIterator<Item = std::ffi::OsString>>(args: I) -> Result<
     let agent = Agent::start(chan, doc, mailbox, recorder.clone(), interval, gate.clone())?;
     // The workload's QPs are registered with the host before it posts on them.
     let p: Arc<dyn Provider> = Arc::new(crate::gate::RegisterFirst::new(provider, gate));
-    let st = serve(p, &cli.server, &cli.listen, recorder, stop, cli.duration)?;
+    let listen = cli.listen.as_deref().context("--listen is required")?;
+    let st = serve(p, &cli.server, listen, recorder, stop, cli.duration)?;
     tracing::info!(
         "served {} orders from {} clients; {} reports written, {} dropped",
         st.requests,
@@ -164,6 +177,55 @@ pub fn main_with<I: IntoIterator<Item = std::ffi::OsString>>(args: I) -> Result<
 
 /// xenstore, when the agent's links are over it (`--xen`, or a Xen domU without virtio-serial
 /// ports).
+/// `--discover`: the soft-RoCE queues of every process, registered, until stopped.
+fn discover(
+    cli: &Cli,
+    xen: Option<Arc<dyn resex_proto::xsline::Store>>,
+    stop: &Arc<std::sync::atomic::AtomicBool>,
+) -> Result<()> {
+    use crate::discover::{rdma_nl, serve};
+    let chan: Box<dyn crate::session::ChannelEnd> = match xen {
+        Some(store) => Box::new(crate::xen::XenChannel::new(store, "agent")),
+        None => Box::new(crate::vm::PortChannel::new(crate::vm::port(&cli.channel)?)),
+    };
+    if let Err(e) = rdma_nl::qps_by_pid() {
+        tracing::warn!("{e}; queues are still looked for, and registered without QPNs");
+    }
+    let opts = serve::Options {
+        proc_root: PathBuf::from("/proc"),
+        every: Duration::from_millis(cli.scan_ms.max(1)),
+        path_mtu: cli.server.mtu,
+        name: cli.name.clone(),
+    };
+    tracing::info!(
+        "discovering soft-RoCE queues every {} ms",
+        opts.every.as_millis()
+    );
+    if let Some(d) = cli.duration {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_secs_f64(d.max(0.0)));
+            stop.store(true, std::sync::atomic::Ordering::Release);
+        });
+    }
+    let status = Arc::new(crate::session::ChannelStatus::default());
+    let t = serve::run(
+        chan,
+        &opts,
+        Box::new(rdma_nl::qps_by_pid),
+        stop,
+        status.clone(),
+    )?;
+    tracing::info!(
+        "discovery stopped: {} scans, {} processes found, {} gone, {} registrations accepted",
+        t.scans,
+        t.found,
+        t.gone,
+        status.accepted.load(std::sync::atomic::Ordering::Acquire)
+    );
+    Ok(())
+}
+
 fn xen_store(cli: &Cli) -> Result<Option<Arc<dyn resex_proto::xsline::Store>>> {
     let auto = cli.vm
         && resex_shim::xenbus::available()

@@ -17,6 +17,10 @@
 //! its receive queue; any other queue is a CQ. QPs on a shared receive queue (no receive queue of
 //! their own) are not told apart by this rule: [`classify`] documents what it then does.
 
+pub mod rdma_nl;
+pub mod serve;
+pub mod watch;
+
 use resex_proto::{RingFormat, RingKind, RingRegistration};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};

@@ -64,6 +64,15 @@ impl Gate {
         self.changed.notify_all();
     }
 
+    /// Wakes the open session (if any) to register again if the rings changed; `false` without
+    /// a session.
+    pub(crate) fn nudge(&self) -> bool {
+        let s = self.lock();
+        s.nudge
+            .as_ref()
+            .is_some_and(|n| n.send(Event::Nudge).is_ok())
+    }
+
     /// The host accepted a document naming `qpns`.
     pub(crate) fn accepted(&self, qpns: &[u32]) {
         self.lock().accepted.extend(qpns.iter().copied());

@@ -220,3 +220,216 @@ fn the_real_pagemap_gives_frames_to_root() {
         Err(e) => assert!(!root && matches!(e, DiscoverError::NoFrames(_)), "{e}"),
     }
 }
+
+mod watching_fixture {
+    /// One QP's queues at `base`: a CQ (8 x 128), its SQ (16 x 512) and RQ (8 x 64), with mmap
+    /// offsets from `pgoff` on (creation order).
+    pub fn qp_queues(base: u64, pgoff: u64) -> Vec<(u64, u32, u32, u64)> {
+        vec![
+            (base, 8, 7, pgoff),
+            (base + 0x10_000, 16, 9, pgoff + 0x1000),
+            (base + 0x20_000, 8, 6, pgoff + 0x4000),
+        ]
+    }
+}
+
+mod watching {
+    use super::watching_fixture::qp_queues;
+    use super::*;
+    use crate::discover::rdma_nl::NetlinkError;
+    use crate::discover::watch::{QpnSource, Watcher};
+    use std::collections::BTreeMap;
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::sync::Arc;
+
+    /// A QP table giving `pid` the QPNs in `table`, counting how often it is asked.
+    fn source(table: BTreeMap<u32, Vec<u32>>, asked: Arc<AtomicU32>) -> QpnSource {
+        Box::new(move || {
+            asked.fetch_add(1, Ordering::AcqRel);
+            Ok(table.clone())
+        })
+    }
+
+    #[test]
+    fn queues_are_found_kept_and_dropped_as_processes_come_and_go() {
+        let root = tempfile::tempdir().unwrap();
+        // Present at the first scan: its past is unknown.
+        fake_proc(root.path(), 10, &qp_queues(0x100_000, 0));
+        std::fs::write(root.path().join("10/comm"), "ib_write_bw\n").unwrap();
+        // A process without RDMA queues is never read further.
+        fake_proc(root.path(), 11, &[]);
+        let asked = Arc::new(AtomicU32::new(0));
+        let table = BTreeMap::from([(10, vec![0x11]), (12, vec![0x12])]);
+        let mut w = Watcher::new(root.path(), source(table, asked.clone()));
+        let c = w.scan();
+        assert_eq!(c.found.len(), 1);
+        assert_eq!(
+            (c.found[0].pid, c.found[0].comm.as_str(), c.found[0].queues),
+            (10, "ib_write_bw", 3)
+        );
+        assert_eq!(c.found[0].qps, vec![0x11]);
+        assert!(w.rings().iter().all(|r| r.start.is_none()));
+        assert_eq!(asked.load(Ordering::Acquire), 1);
+        // Nothing changed: nothing read, the QP table not asked.
+        assert!(!w.scan().any());
+        assert_eq!(asked.load(Ordering::Acquire), 1);
+        // A process created after the first scan: counted from its queues' first entries.
+        fake_proc(root.path(), 12, &qp_queues(0x300_000, 0x8000));
+        let c = w.scan();
+        assert_eq!((c.found.len(), c.found[0].pid), (1, 12));
+        let rings = w.rings();
+        assert_eq!(rings.len(), 6);
+        assert_eq!(
+            rings.iter().map(|r| r.start).collect::<Vec<_>>(),
+            [None, None, None, Some(0), Some(0), Some(0)]
+        );
+        assert_eq!(
+            rings.iter().map(|r| r.qpn).collect::<Vec<_>>(),
+            [None, Some(0x11), Some(0x11), None, Some(0x12), Some(0x12)]
+        );
+        // It exits: its queues are unregistered, the others stay.
+        std::fs::remove_dir_all(root.path().join("12")).unwrap();
+        let c = w.scan();
+        assert!(c.found.is_empty());
+        assert_eq!((c.gone.len(), c.gone[0].pid, c.gone[0].queues), (1, 12, 3));
+        assert_eq!(w.rings().len(), 3);
+    }
+
+    #[test]
+    fn a_new_qp_in_a_known_process_counts_from_its_start_and_the_old_keep_theirs() {
+        let root = tempfile::tempdir().unwrap();
+        fake_proc(root.path(), 20, &qp_queues(0x100_000, 0));
+        let asked = Arc::new(AtomicU32::new(0));
+        let table = BTreeMap::from([(20, vec![0x11, 0x12])]);
+        let mut w = Watcher::new(root.path(), source(table, asked));
+        w.scan();
+        // Two QPs in the table, one send queue: nothing is tied (never a wrong tie).
+        assert!(w.rings().iter().all(|r| r.qpn.is_none()));
+        let mut both = qp_queues(0x100_000, 0);
+        both.extend(qp_queues(0x200_000, 0x8000));
+        fake_proc(root.path(), 20, &both);
+        let c = w.scan();
+        assert_eq!(c.found[0].qps, vec![0x11, 0x12]);
+        let rings = w.rings();
+        assert_eq!(
+            rings.iter().map(|r| r.start).collect::<Vec<_>>(),
+            [None, None, None, Some(0), Some(0), Some(0)]
+        );
+    }
+
+    #[test]
+    fn without_the_qp_table_queues_register_untied_and_the_table_is_asked_a_few_times_more() {
+        let root = tempfile::tempdir().unwrap();
+        fake_proc(root.path(), 30, &qp_queues(0x100_000, 0));
+        let asked = Arc::new(AtomicU32::new(0));
+        let a = asked.clone();
+        let mut w = Watcher::new(
+            root.path(),
+            Box::new(move || {
+                a.fetch_add(1, Ordering::AcqRel);
+                Err(NetlinkError::TooLong)
+            }),
+        );
+        assert_eq!(w.scan().found.len(), 1);
+        assert_eq!(w.rings().len(), 3);
+        assert!(w.rings().iter().all(|r| r.qpn.is_none()));
+        for _ in 0..30 {
+            assert!(!w.scan().any(), "the same untied queues are not a change");
+        }
+        // Bounded: the first read and 10 retries.
+        assert_eq!(asked.load(Ordering::Acquire), 11);
+    }
+
+    #[test]
+    fn an_unreadable_process_is_skipped_until_its_mappings_change() {
+        let root = tempfile::tempdir().unwrap();
+        fake_proc(root.path(), 40, &qp_queues(0x100_000, 0));
+        // Its pagemap gives no frames (as to a reader without root).
+        let pm = root.path().join("40/pagemap");
+        std::fs::write(&pm, vec![0u8; 0x400_000 / 4096 * 8]).unwrap();
+        let mut w = Watcher::new(root.path(), Box::new(|| Ok(BTreeMap::new())));
+        assert!(!w.scan().any());
+        assert!(!w.scan().any());
+        assert!(w.rings().is_empty());
+        fake_proc(root.path(), 40, &qp_queues(0x100_000, 0x1000));
+        assert_eq!(w.scan().found.len(), 1, "changed mappings are read again");
+    }
+}
+
+mod serving {
+    use super::watching_fixture::qp_queues;
+    use super::*;
+    use crate::discover::serve::{run, Options};
+    use crate::session::{ChannelStatus, UnixChannel};
+    use resex_proto::channel::{read_msg, write_msg, GuestMsg, HostMsg, MAX_LINE};
+    use std::collections::BTreeMap;
+    use std::io::BufReader;
+    use std::os::unix::net::UnixStream;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{mpsc, Arc};
+    use std::time::{Duration, Instant};
+
+    /// A host that says hello, accepts every document and passes on the rings' count.
+    fn host(sock: &Path, seen: mpsc::Sender<(usize, Instant)>) {
+        let s = UnixStream::connect(sock).unwrap();
+        std::thread::spawn(move || {
+            let mut r = BufReader::new(s.try_clone().unwrap());
+            let mut w = s;
+            write_msg(&mut w, &HostMsg::Hello { version: 1 }).unwrap();
+            while let Ok(Some(GuestMsg::Register { registration })) =
+                read_msg::<GuestMsg>(&mut r, MAX_LINE)
+            {
+                assert!(registration.qps.is_empty() && registration.mailbox.is_none());
+                let _ = seen.send((registration.rings.len(), Instant::now()));
+                let ok = HostMsg::Accepted {
+                    vm: "g".into(),
+                    qps: 0,
+                    mailbox: false,
+                };
+                if write_msg(&mut w, &ok).is_err() {
+                    return;
+                }
+            }
+        });
+    }
+
+    #[test]
+    fn the_host_hears_of_new_queues_within_a_scan_and_of_an_exit() {
+        let root = tempfile::tempdir().unwrap();
+        let sock = root.path().join("agent.sock");
+        let chan = UnixChannel::bind(&sock).unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let opts = Options {
+            proc_root: root.path().to_path_buf(),
+            every: Duration::from_millis(20),
+            path_mtu: 1024,
+            name: Some("g".into()),
+        };
+        let agent = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let table = Box::new(|| Ok(BTreeMap::from([(7, vec![0x11])])));
+                let status = Arc::new(ChannelStatus::default());
+                run(Box::new(chan), &opts, table, &stop, status).unwrap()
+            })
+        };
+        let (tx, rx) = mpsc::channel();
+        host(&sock, tx);
+        let (n, _) = rx.recv_timeout(Duration::from_secs(5)).unwrap();
+        assert_eq!(n, 0, "nothing yet");
+        let created = Instant::now();
+        fake_proc(root.path(), 7, &qp_queues(0x100_000, 0));
+        let (n, at) = rx.recv_timeout(Duration::from_secs(5)).unwrap();
+        assert_eq!(n, 3);
+        // Within a scan or two, not at the session's 100 ms look (the test machine is shared:
+        // the bound here is loose; the guide gives the figure).
+        assert!(at - created < Duration::from_secs(2));
+        std::fs::remove_dir_all(root.path().join("7")).unwrap();
+        let (n, _) = rx.recv_timeout(Duration::from_secs(5)).unwrap();
+        assert_eq!(n, 0, "the exited process's queues are unregistered");
+        stop.store(true, Ordering::Release);
+        let totals = agent.join().unwrap();
+        assert_eq!((totals.found, totals.gone), (1, 1));
+        assert!(totals.scans >= 2);
+    }
+}

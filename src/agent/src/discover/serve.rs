@@ -1,0 +1,111 @@
+//! `resex-agent --discover`: the agent with no workload of its own. It scans the guest's
+//! processes every interval ([`super::watch`]) and keeps the host's registration equal to the
+//! soft-RoCE queues it finds: a new queue is registered at the next scan, a process's queues are
+//! unregistered when it exits.
+
+use super::watch::{Changes, QpnSource, Watcher};
+use crate::gate::Gate;
+use crate::session::{self, ChannelEnd, ChannelStatus, DocFn};
+use resex_proto::{Registration, RingRegistration, REGISTRATION_VERSION};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// What the discovery agent does.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// `/proc` (a test gives its own).
+    pub proc_root: PathBuf,
+    /// Between two scans.
+    pub every: Duration,
+    /// The path MTU put in the registration (packets are counted at it).
+    pub path_mtu: u32,
+    /// The VM name put in the registration (informational).
+    pub name: Option<String>,
+}
+
+/// What a run did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Totals {
+    /// Scans made.
+    pub scans: u64,
+    /// Processes found with queues (each change counted).
+    pub found: u64,
+    /// Processes whose queues went away.
+    pub gone: u64,
+}
+
+/// Serves sessions on `chan` and scans until `stop`.
+pub fn run(
+    chan: Box<dyn ChannelEnd>,
+    opts: &Options,
+    qpns: QpnSource,
+    stop: &Arc<AtomicBool>,
+    status: Arc<ChannelStatus>,
+) -> std::io::Result<Totals> {
+    let rings: Arc<Mutex<Vec<RingRegistration>>> = Arc::default();
+    let gate = Arc::new(Gate::default());
+    let doc: DocFn = {
+        let (rings, name, mtu) = (rings.clone(), opts.name.clone(), opts.path_mtu);
+        Arc::new(move || Registration {
+            version: REGISTRATION_VERSION,
+            vm: name.clone(),
+            path_mtu: mtu,
+            qps: Vec::new(),
+            mailbox: None,
+            rings: rings.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+        })
+    };
+    let channel = {
+        let (stop, gate) = (stop.clone(), gate.clone());
+        std::thread::Builder::new()
+            .name("agent-channel".into())
+            .spawn(move || {
+                session::run(chan, doc, status, stop, Duration::from_millis(100), gate)
+            })?
+    };
+    let mut watcher = Watcher::new(&opts.proc_root, qpns);
+    let mut totals = Totals::default();
+    let mut next = Instant::now();
+    while !stop.load(Ordering::Acquire) {
+        let changes = watcher.scan();
+        totals.scans += 1;
+        if changes.any() {
+            say(&changes);
+            totals.found += changes.found.len() as u64;
+            totals.gone += changes.gone.len() as u64;
+            *rings.lock().unwrap_or_else(|p| p.into_inner()) = watcher.rings();
+            gate.nudge();
+        }
+        next += opts.every;
+        let now = Instant::now();
+        if next < now {
+            next = now;
+        }
+        std::thread::sleep(next - now);
+    }
+    let _ = channel.join();
+    Ok(totals)
+}
+
+fn say(c: &Changes) {
+    for p in &c.found {
+        let qps: Vec<String> = p.qps.iter().map(|q| format!("{q:#x}")).collect();
+        tracing::info!(
+            "process {} ({}): {} soft-RoCE queue(s), QPs [{}]",
+            p.pid,
+            p.comm,
+            p.queues,
+            qps.join(", ")
+        );
+    }
+    for p in &c.gone {
+        tracing::info!(
+            "process {} ({}) closed its queues or exited: {} queue(s) unregistered",
+            p.pid,
+            p.comm,
+            p.queues
+        );
+    }
+}
