@@ -102,6 +102,12 @@ pub struct VmSnap {
     /// the NIC measures it.
     #[serde(default)]
     pub host_slowdown: Option<f64>,
+    /// The host's own estimate of the VM's I/O latency over the last snapshot period, us: the
+    /// mean time from posting a send work request to its completion, by Little's law (work
+    /// outstanding, sampled every tick, over the rate of posting). Needs no report from the
+    /// guest; where the rings show outstanding work (soft-RoCE send queues), else None.
+    #[serde(default)]
+    pub io_latency_us: Option<f64>,
     /// What the host made of its last report, when it discounted it: for people.
     #[serde(default)]
     pub report_discounted: Option<String>,

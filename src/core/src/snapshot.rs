@@ -10,7 +10,6 @@ impl HostCore {
     /// A snapshot at `now_ns` (the start of the next period of rates).
     pub fn snapshot(&mut self, now_ns: u64) -> Snapshot {
         let dt_ns = now_ns.saturating_sub(self.snapshot_at_ns).max(1);
-        let dt = dt_ns as f64 / 1e9;
         let link_util = self.cfg.link.utilisation(self.bits_since_snapshot, dt_ns);
         self.bits_since_snapshot = 0.0;
         self.snapshot_at_ns = now_ns;
@@ -21,10 +20,10 @@ impl HostCore {
         let mut vms = Vec::with_capacity(self.vms.len());
         for (i, &entitled_bps) in entitled.iter().enumerate() {
             let vm = &self.vms[i];
-            let at = (vm.rings.total(), vm.cold.cpu.last());
+            let at = (vm.rings.total(), vm.cold.cpu.last(), vm.rings.queueing());
             vms.push(VmSnap {
                 entitled_bps,
-                ..self.vm_snap(vm, dt)
+                ..self.vm_snap(vm, dt_ns)
             });
             self.vms[i].cold.at_snapshot = Some(at);
         }
@@ -53,12 +52,14 @@ impl HostCore {
         }
     }
 
-    /// One VM's line: its rates over the `dt` seconds since its last snapshot, its levers, its
+    /// One VM's line: its rates over the `dt_ns` since its last snapshot, its levers, its
     /// account and its totals (the entitlement in force is the caller's).
-    fn vm_snap(&self, vm: &Vm, dt: f64) -> VmSnap {
+    fn vm_snap(&self, vm: &Vm, dt_ns: u64) -> VmSnap {
+        let dt = dt_ns as f64 / 1e9;
         let total = vm.rings.total();
         let cpu_now = vm.cold.cpu.last();
-        let (prev, cpu_prev) = vm.cold.at_snapshot.unwrap_or((total, cpu_now));
+        let queue = vm.rings.queueing();
+        let (prev, cpu_prev, queue_prev) = vm.cold.at_snapshot.unwrap_or((total, cpu_now, queue));
         let d = total - prev;
         let cpu_pct = match (cpu_prev, cpu_now) {
             (Some(a), Some(b)) if b.at_ns > a.at_ns => {
@@ -79,6 +80,10 @@ impl HostCore {
             lat_mean_us: r.map(|r| r.mean_ns / 1000.0),
             lat_p50_us: r.map(|r| r.p50_ns / 1000.0),
             lat_p99_us: r.map(|r| r.p99_ns / 1000.0),
+            io_latency_us: queue
+                .since(&queue_prev)
+                .latency_ns(dt_ns)
+                .map(|ns| ns / 1000.0),
             qps: vm.rings.qps(),
             mtus_total: total.mtus,
             tx_bytes_total: total.tx_bytes,

@@ -5,7 +5,7 @@ use crate::info::VmInfo;
 use crate::lever::Levers;
 use resex_common::{LatencyReport, LogLimiter, NicTimes, TxLimit, VmId};
 use resex_guestmem::GuestMemory;
-use resex_ibmon::{Counters, ScanTarget, VmRings};
+use resex_ibmon::{Counters, Queueing, ScanTarget, VmRings};
 use resex_pricing::{BaselineLearner, VmSpec};
 use std::sync::Arc;
 
@@ -46,7 +46,7 @@ pub(crate) struct VmCold {
     pub(crate) lat_totals: (u64, f64, f64),
     pub(crate) log_mailbox: LogLimiter,
     /// Counters and CPU sample at the last snapshot.
-    pub(crate) at_snapshot: Option<(Counters, Option<crate::CpuSample>)>,
+    pub(crate) at_snapshot: Option<(Counters, Option<crate::CpuSample>, Queueing)>,
 }
 
 /// A VM's NIC times: the driver's cumulative samples into deltas per interval.

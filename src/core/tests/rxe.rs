@@ -47,6 +47,7 @@ fn a_vm_with_soft_roce_rings_only_is_counted_by_the_step() {
     core.register(id, &doc, layout).unwrap();
     let mut posted = 0u32;
     let mut total = 0u64;
+    core.snapshot(0);
     for k in 1..=10u64 {
         // k WRITEs of 3000 bytes (3 packets each) this interval.
         for _ in 0..k {
@@ -74,4 +75,10 @@ fn a_vm_with_soft_roce_rings_only_is_counted_by_the_step() {
     }
     let v = core.vm(id).unwrap();
     assert_eq!((v.total().wqes, v.qps()), (total, 1));
+    // The host's own latency estimate: one request outstanding at each of the 10 ticks, 55
+    // posted over 10 ms: 1 / 5.5 per ms = 181.8 us (Little's law), with no report at all.
+    let snap = core.snapshot(10 * MS);
+    let est = snap.vms[0].io_latency_us.unwrap();
+    assert!((est - 1000.0 / 5.5).abs() < 1e-6, "{est}");
+    assert_eq!(snap.vms[0].lat_mean_us, None);
 }

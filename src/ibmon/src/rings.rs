@@ -24,6 +24,7 @@
 //! (losing the unsignalled WQEs before it, never inventing any).
 
 use crate::cq::{ahead, peek_at, INDEX_MASK};
+use crate::queueing::Queueing;
 use crate::registry::{
     validate, CqLayout, Layout, Limits, MailboxLayout, RegistrationError, SqLayout,
 };
@@ -84,6 +85,8 @@ struct Cold {
     cq_dbrecs: HashSet<u64>,
     /// What the monitors dropped at a re-attachment had counted.
     retired: Counters,
+    /// What the soft-RoCE monitors dropped at a re-registration had sampled.
+    retired_queue: Queueing,
     reattached: u64,
     attached_live: u64,
     late: Vec<LateQp>,
@@ -248,6 +251,7 @@ impl VmRings {
         let gone = old.as_ref().map_or(0, |o| o.rings().count());
         if let Some(o) = &old {
             self.cold.retired += o.total();
+            self.cold.retired_queue += o.queueing();
         }
         if full.rxe.is_empty() {
             if gone > 0 {
@@ -396,6 +400,16 @@ impl VmRings {
             delta += w.mon.scan_delta(mem, each);
         }
         delta
+    }
+
+    /// The soft-RoCE send queues' outstanding work, sampled at every scan so far (the host's
+    /// own latency evidence: see [`Queueing`]).
+    pub fn queueing(&self) -> Queueing {
+        let mut q = self.cold.retired_queue;
+        if let Some(r) = &self.rxe {
+            q += r.queueing();
+        }
+        q
     }
 
     /// Everything counted so far.

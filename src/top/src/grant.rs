@@ -6,8 +6,11 @@ use crate::VmSnap;
 
 /// `entitled 2.0G, cpu floor 20%; sends 1.2G (60%): within ...`, or why there is none.
 pub fn line(v: &VmSnap) -> String {
+    let estimate = v.io_latency_us.map_or_else(String::new, |us| {
+        format!("; host-estimated I/O latency {us:.1} us")
+    });
     let Some(e) = entitled(v) else {
-        return "entitlement: unknown".into();
+        return format!("entitlement: unknown{estimate}");
     };
     let floor = v
         .cpu_floor_pct
@@ -32,7 +35,7 @@ pub fn line(v: &VmSnap) -> String {
         .as_deref()
         .map_or_else(String::new, |r| format!("; report discounted: {r}"));
     format!(
-        "entitled {}b/s{floor}{using}{state}{weight}{host}{report}",
+        "entitled {}b/s{floor}{using}{state}{weight}{host}{estimate}{report}",
         si(e)
     )
 }
@@ -68,5 +71,13 @@ mod tests {
             ..v
         };
         assert!(line(&x).contains("ABOVE"));
+        let est = VmSnap {
+            io_latency_us: Some(41.25),
+            ..VmSnap::default()
+        };
+        assert_eq!(
+            line(&est),
+            "entitlement: unknown; host-estimated I/O latency 41.2 us"
+        );
     }
 }

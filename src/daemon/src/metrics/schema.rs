@@ -313,6 +313,7 @@ struct Entitlements {
     excess: VmGauge,
     tx_weight: VmGauge,
     host_slowdown: VmGauge,
+    io_latency: VmGauge,
     report_discounted: VmGauge,
 }
 
@@ -350,6 +351,11 @@ impl Entitlements {
                 "resex_vm_host_slowdown_ratio",
                 "I/O slowdown the NIC measured for the VM's work requests (where it measures it)",
             ),
+            io_latency: reg(
+                r,
+                "resex_vm_io_latency_estimate_seconds",
+                "The host's own estimate of the VM's I/O latency (post to completion, by Little's law over its outstanding work; no report needed)",
+            ),
             report_discounted: reg(
                 r,
                 "resex_vm_report_discounted",
@@ -368,6 +374,7 @@ impl Entitlements {
         put(&self.excess, vm, v.excess.map(flag));
         put(&self.tx_weight, vm, v.tx_weight.map(f64::from));
         put(&self.host_slowdown, vm, v.host_slowdown);
+        put(&self.io_latency, vm, v.io_latency_us.map(|us| us / 1e6));
         let discounted = flag(v.report_discounted.is_some());
         put(&self.report_discounted, vm, Some(discounted));
     }

@@ -59,6 +59,7 @@ fn rich_snapshot() -> Snapshot {
         tx_rate_bps: Some(1.5e9),
         excess: Some(false),
         host_slowdown: Some(0.25),
+        io_latency_us: Some(182.5),
         balance: Some(1234.5),
         allotment: Some(1000.0),
         rate: Some(2.5),

@@ -24,6 +24,7 @@
 
 use super::{layout, wc_op, wr_op, RxeRing};
 use crate::counters::Counters;
+use crate::queueing::Queueing;
 use resex_common::LogLimiter;
 use resex_guestmem::GuestMemory;
 use resex_proto::RingKind;
@@ -59,6 +60,8 @@ struct Hot {
     cur: RxeCursor,
     /// Index into the monitor's counters.
     bucket: usize,
+    /// Work posted and not yet completed at the last look (send queues).
+    outstanding: u32,
 }
 
 /// The monitor of one VM's soft-RoCE queues (see the module's documentation).
@@ -74,6 +77,8 @@ pub struct RxeMonitor {
     next: usize,
     /// Entries the last scan walked.
     walked: u32,
+    /// The send queues' outstanding work, sampled once per scan.
+    queue: Queueing,
     log_header: LogLimiter,
     log_lap: LogLimiter,
 }
@@ -126,6 +131,7 @@ impl RxeMonitor {
                     .unwrap_or(qpns.len()),
                 ring,
                 cur: RxeCursor::default(),
+                outstanding: 0,
             })
             .collect();
         RxeMonitor {
@@ -136,6 +142,7 @@ impl RxeMonitor {
             total: Counters::default(),
             next: 0,
             walked: 0,
+            queue: Queueing::default(),
             log_header: LogLimiter::default(),
             log_lap: LogLimiter::default(),
         }
@@ -228,12 +235,30 @@ impl RxeMonitor {
             }
         }
         self.walked = budget - left;
-        self.total - before
+        let delta = self.total - before;
+        self.sample(delta.wqes);
+        delta
+    }
+
+    /// One sample of the send queues' outstanding work (as each was last seen).
+    fn sample(&mut self, posted: u64) {
+        let out: u64 = self.rings.iter().map(|h| u64::from(h.outstanding)).sum();
+        self.queue += Queueing {
+            samples: 1,
+            outstanding: out,
+            posted,
+        };
+    }
+
+    /// The send queues' outstanding work, sampled at every scan (the host's latency evidence).
+    pub fn queueing(&self) -> Queueing {
+        self.queue
     }
 
     /// Walks ring `k` up to `left` entries; returns the entries walked.
     fn scan_ring<M: GuestMemory + ?Sized>(&mut self, k: usize, mem: &M, left: u32) -> u32 {
         let Some(x) = self.checked_indices(k, mem) else {
+            self.rings[k].outstanding = 0;
             return 0;
         };
         let h = &mut self.rings[k];
@@ -242,6 +267,9 @@ impl RxeMonitor {
             h.cur.attached = true;
         }
         let kind = h.ring.kind;
+        if kind == RingKind::Sq {
+            h.outstanding = x.producer.wrapping_sub(x.consumer) & x.mask;
+        }
         if kind == RingKind::Rq {
             h.cur.index = x.consumer & x.mask;
             return 0;

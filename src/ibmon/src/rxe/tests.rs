@@ -171,6 +171,37 @@ mod rings {
     }
 
     #[test]
+    fn outstanding_work_is_sampled_every_scan_and_survives_a_registration() {
+        let mem = VecMemory::new(0x10000);
+        queue(&mem, SQ, 9);
+        let mut v = VmRings::new("vm");
+        install(&mut v, &mem, &doc(vec![ring(RingKind::Sq, SQ, 9)]));
+        // Three posted, one completed: two outstanding at each of four scans.
+        post(&mem, 0, 3, 100);
+        put(&mem, SQ + layout::queue::CONSUMER as u64, 1);
+        for _ in 0..4 {
+            v.scan(&mem, 100);
+        }
+        let q = v.queueing();
+        assert_eq!((q.samples, q.outstanding, q.posted), (4, 8, 3));
+        // Over 3 ms: 2 in flight at 1000 per second, 2 ms each.
+        assert_eq!(q.latency_ns(3_000_000), Some(2e6));
+        // All completed; registered again: the samples so far are kept, the new ones add 0.
+        put(&mem, SQ + layout::queue::CONSUMER as u64, 3);
+        let both = doc(vec![ring(RingKind::Sq, SQ, 9), ring(RingKind::Cq, CQ, 9)]);
+        queue(&mem, CQ, 9);
+        install(&mut v, &mem, &both);
+        v.scan(&mem, 100);
+        let q = v.queueing();
+        assert_eq!((q.samples, q.outstanding, q.posted), (5, 8, 3));
+        // A header turned bad samples nothing outstanding, and indices the guest made up
+        // saturate instead of overflowing.
+        put(&mem, SQ + layout::queue::INDEX_MASK as u64, 5);
+        v.scan(&mem, 100);
+        assert_eq!(v.queueing().outstanding, 8);
+    }
+
+    #[test]
     fn hostile_ring_registrations_are_refused_with_the_ring_named() {
         let lim = Limits::default();
         let refuse = |rings: Vec<RingRegistration>, want: &str| {
