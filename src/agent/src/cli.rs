@@ -65,6 +65,13 @@ pub struct Cli {
     /// registered within about one scan).
     #[arg(long, default_value_t = 50, requires = "discover")]
     scan_ms: u64,
+    /// With --discover: where mlx5 applications run with `LD_PRELOAD=libresex_preload.so`
+    /// report their QPs.
+    #[arg(long, default_value = resex_proto::preload::DEFAULT_SOCKET, requires = "discover")]
+    preload_socket: PathBuf,
+    /// With --discover: do not listen for the interposer (soft-RoCE discovery only).
+    #[arg(long, requires = "discover")]
+    no_preload: bool,
     /// BenchEx bootstrap address clients connect to.
     #[arg(long, required_unless_present = "discover")]
     listen: Option<String>,
@@ -196,6 +203,7 @@ fn discover(
         every: Duration::from_millis(cli.scan_ms.max(1)),
         path_mtu: cli.server.mtu,
         name: cli.name.clone(),
+        preload: (!cli.no_preload).then(|| cli.preload_socket.clone()),
     };
     tracing::info!(
         "discovering soft-RoCE queues every {} ms",

@@ -18,6 +18,7 @@ pub mod cli;
 pub mod discover;
 pub mod event;
 pub mod gate;
+pub mod preload;
 pub mod session;
 pub mod vm;
 pub mod xen;

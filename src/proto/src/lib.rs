@@ -19,6 +19,7 @@ pub mod hca;
 pub mod hca_admin;
 pub mod hca_wire;
 pub mod mailbox;
+pub mod preload;
 pub mod registration;
 pub mod xsline;
 

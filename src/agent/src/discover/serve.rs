@@ -23,6 +23,9 @@ pub struct Options {
     pub path_mtu: u32,
     /// The VM name put in the registration (informational).
     pub name: Option<String>,
+    /// Where mlx5 applications run with `libresex_preload.so` report their QPs (None: not
+    /// listened for).
+    pub preload: Option<PathBuf>,
 }
 
 /// What a run did.
@@ -46,13 +49,35 @@ pub fn run(
 ) -> std::io::Result<Totals> {
     let rings: Arc<Mutex<Vec<RingRegistration>>> = Arc::default();
     let gate = Arc::new(Gate::default());
+    let preload = match &opts.preload {
+        Some(path) => {
+            let g = gate.clone();
+            let nudge: Arc<dyn Fn() + Send + Sync> = Arc::new(move || {
+                g.nudge();
+            });
+            let s = crate::preload::Server::start(path, opts.proc_root.clone(), nudge)?;
+            tracing::info!(
+                "mlx5 applications under libresex_preload.so report to {}",
+                path.display()
+            );
+            Some(s)
+        }
+        None => None,
+    };
+    let reported = preload.as_ref().map(|s| s.reported.clone());
     let doc: DocFn = {
         let (rings, name, mtu) = (rings.clone(), opts.name.clone(), opts.path_mtu);
         Arc::new(move || Registration {
             version: REGISTRATION_VERSION,
             vm: name.clone(),
             path_mtu: mtu,
-            qps: Vec::new(),
+            qps: reported.as_ref().map_or_else(Vec::new, |r| {
+                r.lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .values()
+                    .cloned()
+                    .collect()
+            }),
             mailbox: None,
             rings: rings.lock().unwrap_or_else(|p| p.into_inner()).clone(),
         })
@@ -86,6 +111,7 @@ pub fn run(
         std::thread::sleep(next - now);
     }
     let _ = channel.join();
+    drop(preload);
     Ok(totals)
 }
 

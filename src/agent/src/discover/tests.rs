@@ -404,6 +404,7 @@ mod serving {
             every: Duration::from_millis(20),
             path_mtu: 1024,
             name: Some("g".into()),
+            preload: None,
         };
         let agent = {
             let stop = stop.clone();

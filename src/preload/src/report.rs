@@ -1,0 +1,157 @@
+//! What the interposer does with a QP the application created: asks the mlx5 provider where its
+//! queues are ([`Mlx5`]), and tells the agent ([`Reporter`]). Everything here is testable
+//! without a device: the provider is behind a trait, the agent is any Unix stream socket.
+
+use crate::abi::{IbvQp, Mlx5dvCq, Mlx5dvQp};
+use resex_proto::preload::{CompletionQueue, PreloadMsg, WorkQueue};
+use std::io::Write;
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+
+/// The mlx5 provider's view of a QP's objects.
+pub trait Mlx5: Send + Sync {
+    /// The QP's device name (`rxe0`, `mlx5_0`), or `None` when it cannot be told.
+    fn device_name(&self, qp: &IbvQp) -> Option<String>;
+    /// Whether the QP is on an mlx5 device.
+    fn is_mlx5(&self, qp: &IbvQp) -> bool;
+    /// `mlx5dv_init_obj` of the QP.
+    fn qp(&self, qp: &IbvQp) -> Option<Mlx5dvQp>;
+    /// `mlx5dv_init_obj` of a CQ (`struct ibv_cq *`).
+    fn cq(&self, cq: *mut std::ffi::c_void) -> Option<Mlx5dvCq>;
+}
+
+/// What became of one created QP.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Told to the agent.
+    Reported(PreloadMsg),
+    /// Not on an mlx5 device (its device's name, if known).
+    NotMlx5(Option<String>),
+    /// The provider would not describe it.
+    NoView,
+    /// The agent could not be told (why).
+    NoAgent(String),
+}
+
+/// The message for a created QP, from the provider's views.
+pub fn created(qp: &IbvQp, v: &Mlx5dvQp, send: &Mlx5dvCq, recv: Option<&Mlx5dvCq>) -> PreloadMsg {
+    let cq = |c: &Mlx5dvCq| CompletionQueue {
+        buf: c.buf as u64,
+        cqe_cnt: c.cqe_cnt,
+        cqe_size: c.cqe_size,
+        dbrec: c.dbrec as u64,
+    };
+    PreloadMsg::Created {
+        qpn: qp.qp_num,
+        sq: WorkQueue {
+            buf: v.sq.buf as u64,
+            wqe_cnt: v.sq.wqe_cnt,
+            stride: v.sq.stride,
+        },
+        dbrec: v.dbrec as u64,
+        send_cq: cq(send),
+        recv_cq: recv.map(cq),
+    }
+}
+
+/// Describes a created QP through `dv`.
+pub fn describe(dv: &dyn Mlx5, qp: &IbvQp) -> Result<PreloadMsg, Outcome> {
+    if !dv.is_mlx5(qp) {
+        return Err(Outcome::NotMlx5(dv.device_name(qp)));
+    }
+    let v = dv.qp(qp).ok_or(Outcome::NoView)?;
+    let send = dv.cq(qp.send_cq).ok_or(Outcome::NoView)?;
+    let recv = if qp.recv_cq.is_null() || qp.recv_cq == qp.send_cq {
+        None
+    } else {
+        Some(dv.cq(qp.recv_cq).ok_or(Outcome::NoView)?)
+    };
+    Ok(created(qp, &v, &send, recv.as_ref()))
+}
+
+/// The connection to the agent: opened at the first report, opened again once after it broke.
+/// The process is the agent's to learn from the socket; a process that exits closes it, which
+/// unregisters its QPs.
+#[derive(Debug)]
+pub struct Reporter {
+    path: PathBuf,
+    conn: Mutex<Option<UnixStream>>,
+    said: AtomicBool,
+}
+
+impl Reporter {
+    /// A reporter to the agent's socket at `path`.
+    pub fn new(path: PathBuf) -> Self {
+        Self {
+            path,
+            conn: Mutex::new(None),
+            said: AtomicBool::new(false),
+        }
+    }
+
+    /// The reporter to the socket `RESEX_PRELOAD_SOCKET` names, or the default one.
+    pub fn from_env() -> Self {
+        let path = std::env::var_os(resex_proto::preload::SOCKET_ENV).map_or_else(
+            || resex_proto::preload::DEFAULT_SOCKET.into(),
+            PathBuf::from,
+        );
+        Self::new(path)
+    }
+
+    /// Sends `m` as one line.
+    pub fn send(&self, m: &PreloadMsg) -> Result<(), String> {
+        let mut line = serde_json::to_string(m).map_err(|e| e.to_string())?;
+        line.push('\n');
+        let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        for _ in 0..2 {
+            if conn.is_none() {
+                let s = UnixStream::connect(&self.path)
+                    .map_err(|e| format!("no agent at {}: {e}", self.path.display()))?;
+                *conn = Some(s);
+            }
+            if let Some(s) = conn.as_mut() {
+                match s.write_all(line.as_bytes()) {
+                    Ok(()) => return Ok(()),
+                    Err(_) => *conn = None,
+                }
+            }
+        }
+        Err(format!("the agent at {} went away", self.path.display()))
+    }
+
+    /// Whether this is the first time something is said (one line per process, not per QP).
+    pub fn first_word(&self) -> bool {
+        !self.said.swap(true, Ordering::AcqRel)
+    }
+}
+
+/// Handles a created QP: describes and reports it.
+pub fn on_created(dv: &dyn Mlx5, r: &Reporter, qp: &IbvQp) -> Outcome {
+    match describe(dv, qp) {
+        Err(o) => o,
+        Ok(m) => match r.send(&m) {
+            Ok(()) => Outcome::Reported(m),
+            Err(e) => Outcome::NoAgent(e),
+        },
+    }
+}
+
+/// The one line a process prints about the interposer, the first time something is not
+/// reported (`None` for a report).
+pub fn say(o: &Outcome, qpn: u32) -> Option<String> {
+    let why = match o {
+        Outcome::Reported(_) => return None,
+        Outcome::NotMlx5(dev) => format!(
+            "QP {qpn:#x} is on {}, not an mlx5 device: nothing to report (soft-RoCE queues are \
+             found by `resex-agent --discover`)",
+            dev.as_deref().unwrap_or("a device without a name")
+        ),
+        Outcome::NoView => {
+            format!("mlx5dv_init_obj would not describe QP {qpn:#x}: not reported")
+        }
+        Outcome::NoAgent(e) => format!("{e}: QP {qpn:#x} not reported"),
+    };
+    Some(format!("resex-preload: {why}"))
+}
