@@ -7,8 +7,11 @@
 #            and BenchEx clients over org.resex.bench.0
 #   script - /bin/SCRIPT (`resex.script=SCRIPT`, one of the extra binaries), then power off
 # Extra binaries go to /bin with the shared libraries `ldd` lists for them; INITRD_MODULES
-# (paths of .ko files, in load order) are loaded after the virtio modules.
-# Usage: [INITRD_MODULES="a.ko b.ko"] tools/kvm/initramfs.sh OUT.cpio.gz [EXTRA_BINARY...]
+# (paths of .ko files, in load order) are loaded after the virtio modules. INITRD_FILES (paths)
+# are copied to the same path in the image, with the libraries `ldd` lists for them if any: for
+# files found by path rather than on PATH (a dlopen'ed library, a config file).
+# Usage: [INITRD_MODULES="a.ko b.ko"] [INITRD_FILES="/x/y.so /etc/z"] \
+#        tools/kvm/initramfs.sh OUT.cpio.gz [EXTRA_BINARY...]
 set -euo pipefail
 out=$1; shift
 kver=${KVER:-$(ls /lib/modules | sort -V | tail -1)}  # KVER: the guest kernel's version
@@ -36,12 +39,20 @@ for m in ${INITRD_MODULES:-}; do
     esac
     mods="$mods $n"
 done
-for b in "$@"; do
-    cp "$b" "$work/bin/"; strip --strip-debug "$work/bin/$(basename "$b")" 2>/dev/null || true
-    # Shared libraries (and the loader) at the paths the binary looks for them.
-    for l in $(ldd "$b" 2>/dev/null | grep -o '/[^ ]*' || true); do
+add_libs() { # FILE: its shared libraries (and the loader) at the paths it looks for them
+    local l
+    for l in $(ldd "$1" 2>/dev/null | grep -o '/[^ ]*' || true); do
         mkdir -p "$work$(dirname "$l")"; cp -L "$l" "$work$l"
     done
+}
+for b in "$@"; do
+    cp "$b" "$work/bin/"; strip --strip-debug "$work/bin/$(basename "$b")" 2>/dev/null || true
+    add_libs "$b"
+done
+for f in ${INITRD_FILES:-}; do
+    [ -e "$f" ] || { echo "initramfs: $f not found" >&2; exit 1; }
+    mkdir -p "$work$(dirname "$f")"; cp -L "$f" "$work$f"
+    add_libs "$f"
 done
 cat > "$work/init" <<INIT
 #!/bin/busybox sh

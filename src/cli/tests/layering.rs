@@ -90,7 +90,7 @@ const LAB: [&str; 6] = [
 
 #[test]
 fn guest_crates_link_no_host_crate() {
-    for guest in ["resex-agent", "resex-shim", "benchex"] {
+    for guest in ["resex-agent", "resex-shim", "benchex", "resex-preload"] {
         assert_links_none(guest, &HOST, "a guest binary carries no host code");
     }
 }
