@@ -199,11 +199,12 @@ fn discover(
         tracing::warn!("{e}; queues are still looked for, and registered without QPNs");
     }
     let opts = serve::Options {
-        proc_root: PathBuf::from("/proc"),
-        every: Duration::from_millis(cli.scan_ms.max(1)),
-        path_mtu: cli.server.mtu,
-        name: cli.name.clone(),
         preload: (!cli.no_preload).then(|| cli.preload_socket.clone()),
+        ..serve::Options::new(
+            Duration::from_millis(cli.scan_ms.max(1)),
+            cli.server.mtu,
+            cli.name.clone(),
+        )
     };
     tracing::info!(
         "discovering soft-RoCE queues every {} ms",
@@ -225,13 +226,26 @@ fn discover(
         status.clone(),
     )?;
     tracing::info!(
-        "discovery stopped: {} scans, {} processes found, {} gone, {} registrations accepted",
+        "discovery stopped: {} scans, {} processes found, {} gone, {} registrations accepted, {:.2} s of CPU",
         t.scans,
         t.found,
         t.gone,
-        status.accepted.load(std::sync::atomic::Ordering::Acquire)
+        status.accepted.load(std::sync::atomic::Ordering::Acquire),
+        cpu_seconds()
     );
     Ok(())
+}
+
+/// This process's CPU time so far, seconds (user and system).
+fn cpu_seconds() -> f64 {
+    // SAFETY: an all-zero rusage is a valid value; getrusage fills it for RUSAGE_SELF.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `u` is a valid rusage to write.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &raw mut u) } != 0 {
+        return 0.0;
+    }
+    let s = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    s(u.ru_utime) + s(u.ru_stime)
 }
 
 fn xen_store(cli: &Cli) -> Result<Option<Arc<dyn resex_proto::xsline::Store>>> {

@@ -17,6 +17,8 @@
 //! its receive queue; any other queue is a CQ. QPs on a shared receive queue (no receive queue of
 //! their own) are not told apart by this rule: [`classify`] documents what it then does.
 
+#[doc(hidden)]
+pub mod fixture;
 pub mod rdma_nl;
 pub mod serve;
 pub mod watch;

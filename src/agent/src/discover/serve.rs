@@ -26,6 +26,23 @@ pub struct Options {
     /// Where mlx5 applications run with `libresex_preload.so` report their QPs (None: not
     /// listened for).
     pub preload: Option<PathBuf>,
+    /// How often the session looks for changes by itself (a change found by a scan wakes it at
+    /// once).
+    pub session_poll: Duration,
+}
+
+impl Options {
+    /// `/proc`, every `every`, the path MTU, the VM's name; the interposer's socket off.
+    pub fn new(every: Duration, path_mtu: u32, name: Option<String>) -> Self {
+        Self {
+            proc_root: PathBuf::from("/proc"),
+            every,
+            path_mtu,
+            name,
+            preload: None,
+            session_poll: Duration::from_millis(100),
+        }
+    }
 }
 
 /// What a run did.
@@ -83,12 +100,10 @@ pub fn run(
         })
     };
     let channel = {
-        let (stop, gate) = (stop.clone(), gate.clone());
+        let (stop, gate, poll) = (stop.clone(), gate.clone(), opts.session_poll);
         std::thread::Builder::new()
             .name("agent-channel".into())
-            .spawn(move || {
-                session::run(chan, doc, status, stop, Duration::from_millis(100), gate)
-            })?
+            .spawn(move || session::run(chan, doc, status, stop, poll, gate))?
     };
     let mut watcher = Watcher::new(&opts.proc_root, qpns);
     let mut totals = Totals::default();
