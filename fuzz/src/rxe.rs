@@ -66,6 +66,7 @@ fn scan_as_guest(data: &[u8]) {
         slots,
         elem_size: elem,
         start: None,
+        key: None,
     };
     for kind in [RingKind::Sq, RingKind::Cq] {
         let doc = Registration {

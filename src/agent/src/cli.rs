@@ -182,8 +182,6 @@ pub fn main_with<I: IntoIterator<Item = std::ffi::OsString>>(args: I) -> Result<
     Ok(())
 }
 
-/// xenstore, when the agent's links are over it (`--xen`, or a Xen domU without virtio-serial
-/// ports).
 /// `--discover`: the soft-RoCE queues of every process, registered, until stopped.
 fn discover(
     cli: &Cli,
@@ -195,7 +193,7 @@ fn discover(
         Some(store) => Box::new(crate::xen::XenChannel::new(store, "agent")),
         None => Box::new(crate::vm::PortChannel::new(crate::vm::port(&cli.channel)?)),
     };
-    if let Err(e) = rdma_nl::qps_by_pid() {
+    if let Err(e) = rdma_nl::resources() {
         tracing::warn!("{e}; queues are still looked for, and registered without QPNs");
     }
     let opts = serve::Options {
@@ -221,7 +219,7 @@ fn discover(
     let t = serve::run(
         chan,
         &opts,
-        Box::new(rdma_nl::qps_by_pid),
+        Box::new(rdma_nl::resources),
         stop,
         status.clone(),
     )?;
@@ -248,6 +246,8 @@ fn cpu_seconds() -> f64 {
     s(u.ru_utime) + s(u.ru_stime)
 }
 
+/// xenstore, when the agent's links are over it (`--xen`, or a Xen domU without virtio-serial
+/// ports).
 fn xen_store(cli: &Cli) -> Result<Option<Arc<dyn resex_proto::xsline::Store>>> {
     let auto = cli.vm
         && resex_shim::xenbus::available()

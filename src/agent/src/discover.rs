@@ -12,11 +12,13 @@
 //! from one counter per device, in creation order: a CQ at `ibv_create_cq`, and for a QP its send
 //! queue and then its receive queue (`rxe_qp_from_init`: `rxe_qp_init_req`, then
 //! `rxe_qp_init_resp`). A send queue's slot is at least 256 bytes (a 208-byte WQE and one gather
-//! entry, rounded up to a power of two); a completion's is smaller (128 on x86-64). So, in
+//! entry, rounded up to a power of two); a completion's is 128 on x86-64. So, per device in
 //! `pgoff` order: a queue of 256-byte slots or more is a send queue and the queue after it is
-//! its receive queue; any other queue is a CQ. QPs on a shared receive queue (no receive queue of
-//! their own) are not told apart by this rule: [`classify`] documents what it then does.
+//! its receive queue; a 128-byte one otherwise is a CQ, checked against the kernel's count of
+//! the process's CQs. Shared receive queues break these rules: [`classify`] documents what it
+//! then does (it registers less, never a queue as what it is not).
 
+pub mod fit;
 #[doc(hidden)]
 pub mod fixture;
 pub mod rdma_nl;
@@ -49,15 +51,26 @@ pub struct Mapping {
     pub start: u64,
     /// One past the last.
     pub end: u64,
-    /// The mmap offset the kernel gave the queue (its creation order).
+    /// The mmap offset the kernel gave the queue (its creation order on its device).
     pub pgoff: u64,
+    /// The device (`N` of `/dev/infiniband/uverbsN`).
+    pub dev: u32,
 }
 
-/// The uverbs mappings listed in a `/proc/PID/maps` text, in `pgoff` order. Lines that do not
-/// parse are skipped (the file is the kernel's, but the list must not trust its length).
+impl Mapping {
+    /// The queue's id while it lives: its device and mmap offset (the kernel's counter per
+    /// device never gives an offset twice).
+    pub fn key(&self) -> u64 {
+        (u64::from(self.dev) << 48) | (self.pgoff & ((1 << 48) - 1))
+    }
+}
+
+/// The uverbs mappings listed in a `/proc/PID/maps` text, by device and then `pgoff`. Lines
+/// that do not parse are skipped (the file is the kernel's, but the list must not trust its
+/// length).
 pub fn uverbs_mappings(maps: &str) -> Vec<Mapping> {
     let mut out: Vec<Mapping> = maps.lines().filter_map(parse_line).collect();
-    out.sort_by_key(|m| m.pgoff);
+    out.sort_by_key(|m| (m.dev, m.pgoff));
     out
 }
 
@@ -71,12 +84,14 @@ fn parse_line(line: &str) -> Option<Mapping> {
     if !path.starts_with(UVERBS_PREFIX) {
         return None;
     }
+    let dev = path[UVERBS_PREFIX.len()..].parse().ok()?;
     let (a, b) = range.split_once('-')?;
     let hex = |s: &str| u64::from_str_radix(s, 16).ok();
     let (start, end) = (hex(a)?, hex(b)?);
     (end > start).then_some(Mapping {
         start,
         end,
+        dev,
         pgoff: hex(pgoff)?,
     })
 }
@@ -103,6 +118,9 @@ pub enum DiscoverError {
         /// Why.
         source: std::io::Error,
     },
+    /// An address range that wraps or names no page.
+    #[error("address {0:#x}: the range wraps or names no page")]
+    BadAddress(u64),
     /// `/proc/PID/pagemap` shows no frame numbers (the agent is not root).
     #[error("{0}: no frame numbers: reading guest-physical addresses needs root (CAP_SYS_ADMIN)")]
     NoFrames(PathBuf),
@@ -138,42 +156,74 @@ pub fn read_queue(mem: &std::fs::File, m: Mapping) -> Option<Queue> {
     })
 }
 
-/// What each queue is, in `pgoff` order (see the module's documentation), and the QPN of each
-/// send and receive queue: the `k`-th send queue is the process's `k`-th QP of `qpns` (its QPs
-/// in creation order, e.g. from the kernel's RDMA netlink), when there are as many QPs as send
-/// queues; otherwise no queue is tied to a QP (completions still name theirs).
+/// What the kernel lists of a process's RDMA resources (its RDMA netlink), when it can be asked.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Owned {
+    /// Its QPNs in creation order.
+    pub qpns: Vec<u32>,
+    /// Its CQs (None: not known).
+    pub cqs: Option<usize>,
+    /// Its shared receive queues (None: not known).
+    pub srqs: Option<usize>,
+}
+
+/// `sizeof(struct rxe_cqe)` rounded up to a power of two on x86-64 (the kernel's `ib_wc`).
+pub const CQ_ELEM: u32 = 128;
+
+/// What each queue is (`None`: not told apart, not registered), in the order given (by device,
+/// then creation order; see the module's documentation), and the QPN of each send and receive
+/// queue.
 ///
-/// A QP on a shared receive queue has no receive queue of its own, so the queue after its send
-/// queue is taken as its receive queue whatever it is: a CQ created right after such a QP is
-/// then watched as a receive queue, which counts nothing (its completions are lost, never
-/// invented).
-pub fn classify(queues: &[Queue], qpns: &[u32]) -> Vec<(RingKind, Option<u32>)> {
-    let mut kinds = Vec::with_capacity(queues.len());
+/// - Per device, a queue of at least [`MIN_SQ_ELEM`]-byte slots is a send queue and the next
+///   one its receive queue; a queue of [`CQ_ELEM`]-byte slots otherwise is a CQ.
+/// - A process with shared receive queues breaks both rules (a QP on one has no receive queue
+///   of its own, and a shared receive queue of three or four gather entries has 128-byte slots,
+///   one of one entry 64): then only its send queues are registered.
+/// - When the kernel's CQ count is known and the 128-byte queues left do not match it, they are
+///   not registered either: completions are lost, never invented from another queue's bytes.
+/// - The `k`-th send queue is tied to the `k`-th QPN when the process uses one device and has
+///   as many QPs as send queues; otherwise no queue is tied (completions still name theirs).
+pub fn classify(queues: &[Queue], owned: &Owned) -> Vec<Option<(RingKind, Option<u32>)>> {
+    let srq = owned.srqs.unwrap_or(0) > 0;
+    let mut kinds: Vec<Option<RingKind>> = Vec::with_capacity(queues.len());
     let mut i = 0;
     while i < queues.len() {
-        if queues[i].elem_size >= MIN_SQ_ELEM {
-            kinds.push(RingKind::Sq);
-            if i + 1 < queues.len() {
-                kinds.push(RingKind::Rq);
+        let q = &queues[i];
+        if q.elem_size >= MIN_SQ_ELEM {
+            kinds.push(Some(RingKind::Sq));
+            let same_dev = queues.get(i + 1).is_some_and(|n| n.map.dev == q.map.dev);
+            if same_dev && !srq {
+                kinds.push(Some(RingKind::Rq));
                 i += 1;
             }
         } else {
-            kinds.push(RingKind::Cq);
+            kinds.push((q.elem_size == CQ_ELEM && !srq).then_some(RingKind::Cq));
         }
         i += 1;
     }
-    let sends = kinds.iter().filter(|&&k| k == RingKind::Sq).count();
-    let mut next = qpns.iter().copied().filter(|_| sends == qpns.len());
+    let cqs = kinds.iter().filter(|k| **k == Some(RingKind::Cq)).count();
+    if owned.cqs.is_some_and(|n| n != cqs) {
+        for k in &mut kinds {
+            if *k == Some(RingKind::Cq) {
+                *k = None;
+            }
+        }
+    }
+    let sends = kinds.iter().filter(|k| **k == Some(RingKind::Sq)).count();
+    let one_dev = queues.windows(2).all(|w| w[0].map.dev == w[1].map.dev);
+    let tie = one_dev && sends == owned.qpns.len();
+    let mut next = owned.qpns.iter().copied().filter(|_| tie);
     let mut qpn = None;
     kinds
         .into_iter()
         .map(|k| {
+            let k = k?;
             match k {
                 RingKind::Sq => qpn = next.next(),
-                RingKind::Cq => return (k, None),
+                RingKind::Cq => return Some((k, None)),
                 RingKind::Rq => {}
             }
-            (k, qpn)
+            Some((k, qpn))
         })
         .collect()
 }
@@ -201,16 +251,30 @@ pub fn guest_pages(
     Ok(out)
 }
 
-/// Every soft-RoCE queue of process `pid` under `proc_root` (`/proc` in a guest), as the
-/// registration's rings, with the QPNs of its QPs in creation order (`qpns`, possibly empty).
+/// The most bytes of a `maps` file read (a process with more mappings is read in part: its
+/// queues past that are not found).
+pub const MAX_MAPS_BYTES: u64 = 8 << 20;
+
+/// A process's `maps`, at most [`MAX_MAPS_BYTES`] of it.
+pub fn read_maps(path: &Path) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut s = String::new();
+    std::fs::File::open(path)?
+        .take(MAX_MAPS_BYTES)
+        .read_to_string(&mut s)?;
+    Ok(s)
+}
+
+/// Every soft-RoCE queue of process `pid` under `proc_root` (`/proc` in a guest) that
+/// [`classify`] tells apart, as the registration's rings, each with its key.
 pub fn process_rings(
     proc_root: &Path,
     pid: u32,
-    qpns: &[u32],
+    owned: &Owned,
 ) -> Result<Vec<RingRegistration>, DiscoverError> {
     let dir = proc_root.join(pid.to_string());
     let maps_path = dir.join("maps");
-    let maps = std::fs::read_to_string(&maps_path).map_err(io(&maps_path))?;
+    let maps = read_maps(&maps_path).map_err(io(&maps_path))?;
     let mappings = uverbs_mappings(&maps);
     if mappings.is_empty() {
         return Ok(Vec::new());
@@ -224,7 +288,10 @@ pub fn process_rings(
     let pagemap_path = dir.join("pagemap");
     let pagemap = std::fs::File::open(&pagemap_path).map_err(io(&pagemap_path))?;
     let mut rings = Vec::with_capacity(queues.len());
-    for (q, (kind, qpn)) in queues.iter().zip(classify(&queues, qpns)) {
+    for (q, c) in queues.iter().zip(classify(&queues, owned)) {
+        let Some((kind, qpn)) = c else {
+            continue;
+        };
         rings.push(RingRegistration {
             format: RingFormat::Rxe,
             kind,
@@ -234,6 +301,7 @@ pub fn process_rings(
             slots: q.slots,
             elem_size: q.elem_size,
             start: None,
+            key: Some(q.map.key()),
         });
     }
     Ok(rings)

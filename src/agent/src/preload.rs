@@ -4,11 +4,14 @@
 //! guest-physical pages through that process's pagemap, and registers the QP with the host. A
 //! destroyed QP, or a connection that closes (the process exited), is unregistered.
 //!
-//! Reports are hostile input like any guest message: lines are bounded, each connection may
-//! name at most [`MAX_QPS_PER_PROCESS`] QPs, at most [`MAX_CONNECTIONS`] are served at once, and
-//! an address that does not translate is refused with one log line.
+//! Reports are hostile input like any guest message: lines are bounded; a connection may name
+//! at most [`MAX_QPS_PER_PROCESS`] QPs and all of them at most [`MAX_QPS`] (the host's limit);
+//! at most [`MAX_CONNECTIONS`] are served at once, [`MAX_CONNECTIONS_PER_PROCESS`] per process;
+//! a QP whose address does not translate or whose counts no mlx5 QP has is refused; warnings are
+//! thinned; a connection that ends in any way (a panic included) unregisters its QPs.
 
 use crate::discover::{guest_pages, DiscoverError, Mapping};
+use resex_common::LogLimiter;
 use resex_proto::preload::{CompletionQueue, PreloadMsg, WorkQueue, MAX_LINE};
 use resex_proto::{CqRegistration, QpRegistration, SqRegistration};
 use std::collections::BTreeMap;
@@ -20,9 +23,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// The most QPs one connection (a process's interposer) may have registered.
-pub const MAX_QPS_PER_PROCESS: usize = 4096;
-/// The most interposed processes served at once.
+pub const MAX_QPS_PER_PROCESS: usize = 1024;
+/// The most QPs registered through the interposer in all (the host's own limit per VM).
+pub const MAX_QPS: usize = 1024;
+/// The most connections served at once.
 pub const MAX_CONNECTIONS: usize = 256;
+/// The most connections one process may hold open.
+pub const MAX_CONNECTIONS_PER_PROCESS: usize = 4;
 const PAGE: u64 = 4096;
 
 /// The QPs reported, by (process, connection, QPN).
@@ -95,19 +102,30 @@ impl Translator<'_> {
         // At most 256 MiB, as a registration may name (the page list is this long).
         let len = len.clamp(1, 1 << 28);
         let start = va & !(PAGE - 1);
-        let end = va.saturating_add(len).div_ceil(PAGE).saturating_mul(PAGE);
+        let end = va
+            .checked_add(len)
+            .and_then(|e| e.checked_next_multiple_of(PAGE))
+            .ok_or(DiscoverError::BadAddress(va))?;
         let m = Mapping {
             start,
             end,
             pgoff: 0,
+            dev: 0,
         };
-        Ok((guest_pages(self.pagemap, self.path, m)?, va - start))
+        let pages = guest_pages(self.pagemap, self.path, m)?;
+        if pages.is_empty() {
+            return Err(DiscoverError::BadAddress(va));
+        }
+        Ok((pages, va - start))
     }
 
     /// The guest-physical address of the byte at `va`.
     fn one(&self, va: u64) -> Result<u64, DiscoverError> {
         let (pages, offset) = self.range(va, 8)?;
-        Ok(pages[0] + offset)
+        pages
+            .first()
+            .map(|p| p + offset)
+            .ok_or(DiscoverError::BadAddress(va))
     }
 }
 
@@ -176,6 +194,8 @@ impl Server {
             changed,
             live: Arc::default(),
             conns: Arc::default(),
+            per_pid: Arc::default(),
+            warn: Arc::default(),
         };
         let s = stop.clone();
         let thread = std::thread::Builder::new()
@@ -216,111 +236,186 @@ struct Ctx {
     live: Arc<AtomicUsize>,
     /// Connections numbered so far.
     conns: Arc<std::sync::atomic::AtomicU64>,
+    /// Open connections per process.
+    per_pid: Arc<Mutex<BTreeMap<u32, usize>>>,
+    /// Warnings, thinned across all connections (any local user may provoke them).
+    warn: Arc<Mutex<LogLimiter>>,
+}
+
+impl Ctx {
+    fn warn(&self, what: std::fmt::Arguments<'_>) {
+        if let Some(n) = self.warn.lock().unwrap_or_else(|p| p.into_inner()).hit() {
+            tracing::warn!("preload: {what} (#{n})");
+        }
+    }
 }
 
 fn accept_loop(listener: &UnixListener, ctx: &Ctx, stop: &AtomicBool) {
     while !stop.load(Ordering::Acquire) {
         match listener.accept() {
-            Ok((s, _)) => {
-                if ctx.live.load(Ordering::Acquire) >= MAX_CONNECTIONS {
-                    tracing::warn!(
-                        "preload: {MAX_CONNECTIONS} processes already served; one refused"
-                    );
-                    continue;
-                }
-                let ctx = ctx.clone();
-                ctx.live.fetch_add(1, Ordering::AcqRel);
-                let spawned = std::thread::Builder::new()
-                    .name("agent-preload-conn".into())
-                    .spawn(move || {
-                        serve(s, &ctx);
-                        ctx.live.fetch_sub(1, Ordering::AcqRel);
-                    });
-                if let Err(e) = spawned {
-                    tracing::warn!("preload: no thread for a connection: {e}");
-                }
-            }
+            Ok((s, _)) => admit(s, ctx),
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                 std::thread::sleep(Duration::from_millis(10));
             }
             Err(e) => {
-                tracing::warn!("preload: accept: {e}");
+                ctx.warn(format_args!("accept: {e}"));
                 std::thread::sleep(Duration::from_millis(100));
             }
         }
     }
 }
 
-/// One connection's reports until it closes; then the QPs it reported go.
-fn serve(s: UnixStream, ctx: &Ctx) {
+/// Serves a new connection on a thread of its own, within the caps.
+fn admit(s: UnixStream, ctx: &Ctx) {
     let Ok(pid) = peer_pid(&s) else {
         return;
     };
+    if ctx.live.load(Ordering::Acquire) >= MAX_CONNECTIONS {
+        ctx.warn(format_args!(
+            "{MAX_CONNECTIONS} connections already served; process {pid} refused"
+        ));
+        return;
+    }
+    {
+        let mut per = ctx.per_pid.lock().unwrap_or_else(|p| p.into_inner());
+        let n = per.entry(pid).or_insert(0);
+        if *n >= MAX_CONNECTIONS_PER_PROCESS {
+            drop(per);
+            ctx.warn(format_args!("process {pid} has {MAX_CONNECTIONS_PER_PROCESS} connections open; one more refused"));
+            return;
+        }
+        *n += 1;
+    }
+    ctx.live.fetch_add(1, Ordering::AcqRel);
     let conn = ctx.conns.fetch_add(1, Ordering::AcqRel);
+    let guard = Ended {
+        ctx: ctx.clone(),
+        pid,
+        conn,
+    };
+    let spawned = std::thread::Builder::new()
+        .name("agent-preload-conn".into())
+        .spawn(move || serve(s, &guard));
+    if let Err(e) = spawned {
+        ctx.warn(format_args!("no thread for a connection: {e}"));
+    }
+}
+
+/// A connection's end, however it ends (a panic included): its QPs go, its slots are freed.
+struct Ended {
+    ctx: Ctx,
+    pid: u32,
+    conn: u64,
+}
+
+impl Drop for Ended {
+    fn drop(&mut self) {
+        let ctx = &self.ctx;
+        ctx.live.fetch_sub(1, Ordering::AcqRel);
+        {
+            let mut per = ctx.per_pid.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(n) = per.get_mut(&self.pid) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    per.remove(&self.pid);
+                }
+            }
+        }
+        let mut map = ctx.reported.lock().unwrap_or_else(|p| p.into_inner());
+        let before = map.len();
+        map.retain(|&(_, c, _), _| c != self.conn);
+        let gone = before - map.len();
+        drop(map);
+        if gone > 0 {
+            tracing::info!(
+                "preload: process {} closed its connection or exited: {gone} QP(s) unregistered",
+                self.pid
+            );
+            (ctx.changed)();
+        }
+    }
+}
+
+/// One connection's reports until it closes.
+fn serve(s: UnixStream, at: &Ended) {
     let _ = s.set_nonblocking(false);
     let mut r = BufReader::new(s);
     let mut line = String::new();
+    let mut info = LogLimiter::default();
     loop {
         line.clear();
         match (&mut r).take(MAX_LINE as u64).read_line(&mut line) {
             Ok(0) | Err(_) => break,
             Ok(_) if !line.ends_with('\n') => {
-                tracing::warn!("preload: process {pid} sent a line over {MAX_LINE} bytes; closed");
+                at.ctx.warn(format_args!(
+                    "process {} sent a line over {MAX_LINE} bytes; closed",
+                    at.pid
+                ));
                 break;
             }
-            Ok(_) => handle(ctx, (pid, conn), &line),
+            Ok(_) => handle(at, &line, &mut info),
         }
-    }
-    let mut map = ctx.reported.lock().unwrap_or_else(|p| p.into_inner());
-    let before = map.len();
-    map.retain(|&(_, c, _), _| c != conn);
-    let gone = before - map.len();
-    drop(map);
-    if gone > 0 {
-        tracing::info!(
-            "preload: process {pid} closed its connection or exited: {gone} QP(s) unregistered"
-        );
-        (ctx.changed)();
     }
 }
 
-fn handle(ctx: &Ctx, (pid, conn): (u32, u64), line: &str) {
+/// Whether a translated QP is one the host can take: counts powers of two, sizes mlx5's.
+pub fn plausible(q: &QpRegistration) -> bool {
+    let pow2 = |n: u32| n.is_power_of_two() && n <= 1 << 16;
+    let cq = |c: &CqRegistration| pow2(c.cqe_cnt) && matches!(c.cqe_size, 64 | 128);
+    pow2(q.sq.wqe_cnt) && cq(&q.send_cq) && q.recv_cq.as_ref().is_none_or(cq)
+}
+
+fn handle(at: &Ended, line: &str, info: &mut LogLimiter) {
+    let (ctx, pid, conn) = (&at.ctx, at.pid, at.conn);
     let m: PreloadMsg = match serde_json::from_str(line) {
         Ok(m) => m,
         Err(e) => {
-            tracing::warn!("preload: process {pid}: a report that does not parse: {e}");
+            ctx.warn(format_args!(
+                "process {pid}: a report that does not parse: {e}"
+            ));
             return;
         }
     };
-    let mut map = ctx.reported.lock().unwrap_or_else(|p| p.into_inner());
     match &m {
         PreloadMsg::Destroyed { qpn } => {
+            let mut map = ctx.reported.lock().unwrap_or_else(|p| p.into_inner());
             if map.remove(&(pid, conn, *qpn)).is_none() {
                 return;
             }
-            tracing::info!("preload: process {pid} destroyed QP {qpn:#x}");
+            drop(map);
+            if info.hit().is_some() {
+                tracing::info!("preload: process {pid} destroyed QP {qpn:#x}");
+            }
         }
         PreloadMsg::Created { qpn, .. } => {
-            let mine = map.range((pid, conn, 0)..=(pid, conn, u32::MAX)).count();
-            if mine >= MAX_QPS_PER_PROCESS {
-                tracing::warn!(
-                    "preload: process {pid} has {mine} QPs registered; QP {qpn:#x} refused"
-                );
-                return;
-            }
-            match translate(&ctx.proc_root, pid, &m) {
-                Ok(Some(q)) => {
-                    tracing::info!("preload: process {pid} created QP {qpn:#x}");
-                    map.insert((pid, conn, *qpn), q);
+            // Translated before the lock: the document is built under it.
+            let q = match translate(&ctx.proc_root, pid, &m) {
+                Ok(Some(q)) if plausible(&q) => q,
+                Ok(Some(_)) => {
+                    ctx.warn(format_args!("process {pid}: QP {qpn:#x} has counts or sizes no mlx5 QP has; not registered"));
+                    return;
                 }
                 Ok(None) => return,
                 Err(e) => {
-                    tracing::warn!("preload: process {pid}: QP {qpn:#x} not registered: {e}");
+                    ctx.warn(format_args!(
+                        "process {pid}: QP {qpn:#x} not registered: {e}"
+                    ));
                     return;
                 }
+            };
+            let mut map = ctx.reported.lock().unwrap_or_else(|p| p.into_inner());
+            let mine = map.range((pid, conn, 0)..=(pid, conn, u32::MAX)).count();
+            if mine >= MAX_QPS_PER_PROCESS || map.len() >= MAX_QPS {
+                drop(map);
+                ctx.warn(format_args!("process {pid}: QP {qpn:#x} refused: {mine} of this connection's and {MAX_QPS} in all are the most registered"));
+                return;
+            }
+            map.insert((pid, conn, *qpn), q);
+            drop(map);
+            if info.hit().is_some() {
+                tracing::info!("preload: process {pid} created QP {qpn:#x}");
             }
         }
     }
-    drop(map);
     (ctx.changed)();
 }

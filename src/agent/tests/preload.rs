@@ -5,7 +5,7 @@
 
 use resex_agent::preload::{peer_pid, Server};
 use resex_proto::preload::{CompletionQueue, PreloadMsg, WorkQueue};
-use std::io::Write;
+use std::io::{Read, Write};
 use std::os::unix::fs::FileExt;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
@@ -109,11 +109,8 @@ fn a_reported_qp_is_registered_in_guest_pages_and_unregistered_when_it_or_its_pr
     // The process exits: its connection closes and its last QP goes.
     drop(s);
     until(|| server.qps().is_empty());
-    assert_eq!(
-        changes.load(Ordering::Acquire),
-        4,
-        "two created, one destroyed, one exit"
-    );
+    // Two created, one destroyed, one exit (each change is told after the map's lock).
+    until(|| changes.load(Ordering::Acquire) == 4);
 }
 
 #[test]
@@ -132,13 +129,63 @@ fn a_line_longer_than_allowed_ends_that_connection_only() {
     let mut late = serde_json::to_string(&created(0x31, base)).unwrap();
     late.push('\n');
     let _ = bad.write_all(late.as_bytes());
-    // The long line closed the bad connection (what it sent after is not read); the good one's
-    // QP stays and it still serves.
-    std::thread::sleep(Duration::from_millis(100));
+    // The long line closed the bad connection: it reads the end of the stream (what it sent
+    // after is never read); the good one's QP stays and it still serves.
+    assert!(closed(&mut bad), "the agent closed it");
     send(&mut good, &created(0x22, base));
     until(|| server.qps().len() == 2);
     assert_eq!(
         server.qps().iter().map(|q| q.qpn).collect::<Vec<_>>(),
         [0x21, 0x22]
     );
+}
+
+#[test]
+fn hostile_reports_cannot_panic_the_agent_or_hold_its_slots() {
+    let root = tempfile::tempdir().unwrap();
+    let base = 0x7f00_0000_0000u64;
+    pagemap(root.path(), std::process::id(), base / PAGE, 16);
+    let sock = root.path().join("preload.sock");
+    let server = Server::start(&sock, root.path().to_path_buf(), Arc::new(|| {})).unwrap();
+    let mut s = UnixStream::connect(&sock).unwrap();
+    // Addresses at the top of the address space (a range that wraps), a count that is not a
+    // power of two, a CQE size mlx5 has not: none registers, the connection survives.
+    let mut wraps = created(0x41, base);
+    if let PreloadMsg::Created { dbrec, send_cq, .. } = &mut wraps {
+        *dbrec = u64::MAX - 7;
+        send_cq.dbrec = u64::MAX;
+    }
+    send(&mut s, &wraps);
+    let mut odd = created(0x42, base);
+    if let PreloadMsg::Created { sq, send_cq, .. } = &mut odd {
+        sq.wqe_cnt = 100;
+        send_cq.cqe_size = 96;
+    }
+    send(&mut s, &odd);
+    send(&mut s, &created(0x43, base));
+    until(|| server.qps().len() == 1);
+    assert_eq!(server.qps()[0].qpn, 0x43);
+    // A process may hold a few connections, not every slot: with `s` open, the next three are
+    // served (accepted in order), the five after them closed at once.
+    let mut extra: Vec<UnixStream> = (0..8)
+        .map(|_| UnixStream::connect(&sock).unwrap())
+        .collect();
+    for c in &mut extra[3..] {
+        assert!(
+            closed(c),
+            "a connection over the process's share is refused"
+        );
+    }
+    send(&mut extra[2], &created(0x44, base));
+    until(|| server.qps().len() == 2);
+}
+
+/// Whether the agent closed `c` (the end of its stream, or a reset when data was left unread).
+fn closed(c: &mut UnixStream) -> bool {
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut rest = Vec::new();
+    match c.read_to_end(&mut rest) {
+        Ok(_) => true,
+        Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+    }
 }

@@ -37,6 +37,7 @@ fn a_vm_with_soft_roce_rings_only_is_counted_by_the_step() {
             slots: 16,
             elem_size: 512,
             start: None,
+            key: None,
         }],
     };
     let mut core = HostCore::new(CoreConfig::default());

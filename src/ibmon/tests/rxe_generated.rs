@@ -134,6 +134,7 @@ fn registration(mtu: u32) -> Registration {
                 slots,
                 elem_size: 1 << log2,
                 start: Some(0),
+                key: None,
             }
         })
         .collect();

@@ -4,7 +4,6 @@
 
 use crate::abi::{IbvQp, Mlx5dvCq, Mlx5dvQp};
 use resex_proto::preload::{CompletionQueue, PreloadMsg, WorkQueue};
-use std::io::Write;
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -71,14 +70,47 @@ pub fn describe(dv: &dyn Mlx5, qp: &IbvQp) -> Result<PreloadMsg, Outcome> {
     Ok(created(qp, &v, &send, recv.as_ref()))
 }
 
-/// The connection to the agent: opened at the first report, opened again once after it broke.
-/// The process is the agent's to learn from the socket; a process that exits closes it, which
-/// unregisters its QPs.
+/// The connection to the agent: opened at the first report, opened again once after it broke,
+/// and again in a forked child (the agent learns the process from the socket, so a child must
+/// not speak on its parent's). A process that exits closes it, which unregisters its QPs.
+/// Writes never raise SIGPIPE in the application and give up after [`WRITE_TIMEOUT`].
 #[derive(Debug)]
 pub struct Reporter {
     path: PathBuf,
-    conn: Mutex<Option<UnixStream>>,
+    /// The connection and the process that opened it.
+    conn: Mutex<Option<(u32, UnixStream)>>,
     said: AtomicBool,
+}
+
+/// The longest a report may hold up the application's call.
+pub const WRITE_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// Writes all of `buf` with `MSG_NOSIGNAL` (a closed socket is an error, not a signal that
+/// would end the application), within the socket's send timeout.
+fn send_all(s: &UnixStream, mut buf: &[u8]) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    while !buf.is_empty() {
+        // SAFETY: `buf` is valid for reads of its length during the call.
+        let n = unsafe {
+            libc::send(
+                s.as_raw_fd(),
+                buf.as_ptr().cast(),
+                buf.len(),
+                libc::MSG_NOSIGNAL,
+            )
+        };
+        match usize::try_from(n) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => buf = &buf[n.min(buf.len())..],
+            Err(_) => {
+                let e = std::io::Error::last_os_error();
+                if e.kind() != std::io::ErrorKind::Interrupted {
+                    return Err(e);
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 impl Reporter {
@@ -104,15 +136,22 @@ impl Reporter {
     pub fn send(&self, m: &PreloadMsg) -> Result<(), String> {
         let mut line = serde_json::to_string(m).map_err(|e| e.to_string())?;
         line.push('\n');
+        let me = std::process::id();
         let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        if conn.as_ref().is_some_and(|(pid, _)| *pid != me) {
+            // A forked child: its parent's connection is not its own.
+            *conn = None;
+        }
         for _ in 0..2 {
             if conn.is_none() {
                 let s = UnixStream::connect(&self.path)
                     .map_err(|e| format!("no agent at {}: {e}", self.path.display()))?;
-                *conn = Some(s);
+                s.set_write_timeout(Some(WRITE_TIMEOUT))
+                    .map_err(|e| e.to_string())?;
+                *conn = Some((me, s));
             }
-            if let Some(s) = conn.as_mut() {
-                match s.write_all(line.as_bytes()) {
+            if let Some((_, s)) = conn.as_ref() {
+                match send_all(s, line.as_bytes()) {
                     Ok(()) => return Ok(()),
                     Err(_) => *conn = None,
                 }

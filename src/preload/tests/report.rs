@@ -146,3 +146,31 @@ fn without_mlx5_or_an_agent_one_line_says_why_and_it_is_said_once() {
     assert!(r.first_word());
     assert!(!r.first_word(), "a process says it once");
 }
+
+#[test]
+fn an_agent_that_went_away_is_an_error_not_a_signal() {
+    // SIGPIPE at its default (as in a C application): a write to a closed socket would end
+    // the process; the reporter's must come back as an error.
+    // SAFETY: restoring the default disposition of SIGPIPE in this test process.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("preload.sock");
+    let listener = UnixListener::bind(&path).unwrap();
+    let r = Reporter::new(path.clone());
+    let (_ctx, q) = qp(0x1000, 0x1000);
+    assert!(matches!(
+        on_created(&Fake { mlx5: true }, &r, &q),
+        Outcome::Reported(_)
+    ));
+    // The agent closes the connection and goes away.
+    let (s, _) = listener.accept().unwrap();
+    drop(s);
+    drop(listener);
+    std::fs::remove_file(&path).unwrap();
+    for _ in 0..3 {
+        let o = on_created(&Fake { mlx5: true }, &r, &q);
+        assert!(matches!(o, Outcome::NoAgent(_)), "{o:?}");
+    }
+}

@@ -117,6 +117,12 @@ pub struct RingRegistration {
     /// it (work posted and not yet completed is counted; work completed before is not).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start: Option<u32>,
+    /// An id the guest gives the queue, unique while it lives (soft-RoCE: its device and mmap
+    /// offset). When a registration comes again, a ring keeps its cursor only if its key (and
+    /// its pages and geometry) is the same: a queue freed and made again on the same pages is a
+    /// new queue.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<u64>,
 }
 
 /// One queue pair.

@@ -33,7 +33,9 @@ pub fn fake_proc(root: &Path, pid: u32, queues: &[(u64, u32, u32, u64)]) {
         mem.write_all_at(&h, start).expect("header");
         for p in start / PAGE..(start + bytes) / PAGE {
             let entry = (1u64 << 63) | (p + 7);
-            pagemap.write_all_at(&entry.to_le_bytes(), p * 8).expect("pagemap entry");
+            pagemap
+                .write_all_at(&entry.to_le_bytes(), p * 8)
+                .expect("pagemap entry");
         }
     }
     maps.push_str("7ffd1000-7ffd2000 rw-p 00000000 00:00 0 [stack]\n");

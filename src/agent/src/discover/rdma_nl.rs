@@ -14,8 +14,10 @@ const NETLINK_RDMA: i32 = 20;
 const RDMA_NL_NLDEV: u16 = 5;
 /// `RDMA_NLDEV_CMD_GET`.
 const CMD_GET: u16 = 1;
-/// `RDMA_NLDEV_CMD_RES_QP_GET`.
+/// `RDMA_NLDEV_CMD_RES_QP_GET`, `_CQ_GET`, `_SRQ_GET`.
 const CMD_RES_QP_GET: u16 = 10;
+const CMD_RES_CQ_GET: u16 = 12;
+const CMD_RES_SRQ_GET: u16 = 23;
 /// `RDMA_NLDEV_ATTR_*` (rdma/rdma_netlink.h).
 const ATTR_DEV_INDEX: u16 = 1;
 const ATTR_DEV_NAME: u16 = 2;
@@ -24,6 +26,10 @@ const ATTR_RES_QP_ENTRY: u16 = 20;
 const ATTR_RES_LQPN: u16 = 21;
 const ATTR_RES_TYPE: u16 = 26;
 const ATTR_RES_PID: u16 = 28;
+const ATTR_RES_CQ: u16 = 35;
+const ATTR_RES_CQ_ENTRY: u16 = 36;
+const ATTR_RES_SRQ: u16 = 88;
+const ATTR_RES_SRQ_ENTRY: u16 = 89;
 /// `NLM_F_REQUEST | NLM_F_DUMP`; `NLMSG_ERROR`, `NLMSG_DONE`.
 const REQUEST_DUMP: u16 = 0x1 | 0x300;
 const NLMSG_ERROR: u16 = 2;
@@ -70,24 +76,85 @@ pub enum NetlinkError {
     TooLong,
 }
 
-/// Every user QP of every RDMA device, grouped by process, each process's QPNs ascending (the
-/// kernel numbers a device's QPs in creation order, so this is also the order of their queues).
-pub fn qps_by_pid() -> Result<BTreeMap<u32, Vec<u32>>, NetlinkError> {
+/// Every process's RDMA resources, by the pid the kernel gives (the creating thread's: see
+/// [`crate::discover::watch`] for the step to its process).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Resources {
+    /// Each process's QPNs, ascending (the kernel numbers a device's QPs in creation order, so
+    /// this is also the order of their queues).
+    pub qps: BTreeMap<u32, Vec<u32>>,
+    /// Each process's CQs.
+    pub cqs: BTreeMap<u32, usize>,
+    /// Each process's shared receive queues (`None`: the kernel does not list them).
+    pub srqs: Option<BTreeMap<u32, usize>>,
+}
+
+/// The user QPs, CQs and SRQs of every RDMA device.
+pub fn resources() -> Result<Resources, NetlinkError> {
     let sock = Socket::open()?;
-    let mut out: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
+    let mut out = Resources::default();
+    let mut srqs = BTreeMap::new();
+    let mut srqs_listed = true;
     for dev in sock.dump(msg_type(CMD_GET), None)?.iter().flat_map(devices) {
         for m in sock.dump(msg_type(CMD_RES_QP_GET), Some(dev))? {
             for q in qp_entries(&m) {
                 if let Some(pid) = q.pid {
-                    out.entry(pid).or_default().push(q.qpn);
+                    out.qps.entry(pid).or_default().push(q.qpn);
                 }
             }
         }
+        for m in sock.dump(msg_type(CMD_RES_CQ_GET), Some(dev))? {
+            for pid in owners(&m, CMD_RES_CQ_GET, ATTR_RES_CQ, ATTR_RES_CQ_ENTRY) {
+                *out.cqs.entry(pid).or_default() += 1;
+            }
+        }
+        match sock.dump(msg_type(CMD_RES_SRQ_GET), Some(dev)) {
+            Ok(ms) => {
+                for m in ms {
+                    for pid in owners(&m, CMD_RES_SRQ_GET, ATTR_RES_SRQ, ATTR_RES_SRQ_ENTRY) {
+                        *srqs.entry(pid).or_default() += 1;
+                    }
+                }
+            }
+            // An older kernel has no SRQ dump.
+            Err(NetlinkError::Refused(_)) => srqs_listed = false,
+            Err(e) => return Err(e),
+        }
     }
-    for v in out.values_mut() {
+    for v in out.qps.values_mut() {
         v.sort_unstable();
     }
+    out.srqs = srqs_listed.then_some(srqs);
     Ok(out)
+}
+
+/// The owning pids of the entries a resource dump's reply lists (`table` of `entry`s, or one
+/// entry per message at the top level).
+pub fn owners(m: &Message, cmd: u16, table: u16, entry: u16) -> Vec<u32> {
+    if m.kind != msg_type(cmd) {
+        return Vec::new();
+    }
+    let pid_of = |e: &[u8]| {
+        attrs(e)
+            .find(|&(k, _)| k == ATTR_RES_PID)
+            .and_then(|(_, v)| u32_of(v))
+    };
+    let mut out = Vec::new();
+    let mut nested = false;
+    for (k, v) in attrs(&m.payload) {
+        if k == table {
+            nested = true;
+            out.extend(
+                attrs(v)
+                    .filter(|&(e, _)| e == entry)
+                    .filter_map(|(_, e)| pid_of(e)),
+            );
+        }
+    }
+    if !nested {
+        out.extend(pid_of(&m.payload));
+    }
+    out
 }
 
 /// A request: the netlink header, and the device index as the one attribute when given.
@@ -405,6 +472,32 @@ mod tests {
     }
 
     #[test]
+    fn cq_and_srq_owners_are_counted_from_their_tables() {
+        let entry = |pid: u32| {
+            let e = attr(ATTR_RES_PID, &pid.to_ne_bytes());
+            attr(ATTR_RES_CQ_ENTRY | 0x8000, &e)
+        };
+        let mut payload = attr(ATTR_DEV_INDEX, &1u32.to_ne_bytes());
+        let mut table = entry(7);
+        table.extend(entry(7));
+        table.extend(attr(ATTR_RES_CQ_ENTRY, &[]));
+        payload.extend(attr(ATTR_RES_CQ | 0x8000, &table));
+        let ms = split_messages(&message(msg_type(CMD_RES_CQ_GET), &payload));
+        assert_eq!(
+            owners(&ms[0], CMD_RES_CQ_GET, ATTR_RES_CQ, ATTR_RES_CQ_ENTRY),
+            [7, 7]
+        );
+        // The wrong reply type lists nothing; a flat one lists its one owner.
+        assert!(owners(&ms[0], CMD_RES_SRQ_GET, ATTR_RES_SRQ, ATTR_RES_SRQ_ENTRY).is_empty());
+        let flat = attr(ATTR_RES_PID, &9u32.to_ne_bytes());
+        let ms = split_messages(&message(msg_type(CMD_RES_SRQ_GET), &flat));
+        assert_eq!(
+            owners(&ms[0], CMD_RES_SRQ_GET, ATTR_RES_SRQ, ATTR_RES_SRQ_ENTRY),
+            [9]
+        );
+    }
+
+    #[test]
     fn truncated_and_lying_lengths_end_the_parse_without_a_panic() {
         let mut payload = attr(ATTR_DEV_INDEX, &4u32.to_ne_bytes());
         payload.extend(attr(ATTR_RES_QP, &entry(5, Some(1))));
@@ -420,20 +513,12 @@ mod tests {
                 b[at] = v;
                 for m in split_messages(&b) {
                     let _ = qp_entries(&m);
+                    let _ = owners(&m, CMD_RES_QP_GET, ATTR_RES_QP, ATTR_RES_QP_ENTRY);
                 }
             }
         }
         // A zero-length attribute does not loop forever.
         let zero = [0u8, 0, 21, 0, 0, 0, 0, 0];
         assert_eq!(attrs(&zero).count(), 0);
-    }
-
-    #[test]
-    fn without_rdma_in_the_kernel_the_error_says_so() {
-        match qps_by_pid() {
-            // This machine has RDMA netlink (ib_core loaded): the dump is a map, maybe empty.
-            Ok(m) => assert!(m.values().all(|v| v.windows(2).all(|w| w[0] <= w[1]))),
-            Err(e) => assert!(e.to_string().starts_with("RDMA netlink:"), "{e}"),
-        }
     }
 }

@@ -3,9 +3,11 @@
 //! soft-RoCE queues it finds: a new queue is registered at the next scan, a process's queues are
 //! unregistered when it exits.
 
-use super::watch::{Changes, QpnSource, Watcher};
+use super::fit::{fit, Budget, Left};
+use super::watch::{Changes, ResourceSource, Watcher};
 use crate::gate::Gate;
 use crate::session::{self, ChannelEnd, ChannelStatus, DocFn};
+use resex_common::LogLimiter;
 use resex_proto::{Registration, RingRegistration, REGISTRATION_VERSION};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -60,7 +62,7 @@ pub struct Totals {
 pub fn run(
     chan: Box<dyn ChannelEnd>,
     opts: &Options,
-    qpns: QpnSource,
+    resources: ResourceSource,
     stop: &Arc<AtomicBool>,
     status: Arc<ChannelStatus>,
 ) -> std::io::Result<Totals> {
@@ -72,31 +74,56 @@ pub fn run(
             let nudge: Arc<dyn Fn() + Send + Sync> = Arc::new(move || {
                 g.nudge();
             });
-            let s = crate::preload::Server::start(path, opts.proc_root.clone(), nudge)?;
-            tracing::info!(
-                "mlx5 applications under libresex_preload.so report to {}",
-                path.display()
-            );
-            Some(s)
+            match crate::preload::Server::start(path, opts.proc_root.clone(), nudge) {
+                Ok(s) => {
+                    tracing::info!(
+                        "mlx5 applications under libresex_preload.so report to {}",
+                        path.display()
+                    );
+                    Some(s)
+                }
+                // Soft-RoCE discovery does not need the socket: it goes on without.
+                Err(e) => {
+                    tracing::warn!(
+                        "{}: {e}: mlx5 applications cannot report (discovery goes on)",
+                        path.display()
+                    );
+                    None
+                }
+            }
         }
         None => None,
     };
     let reported = preload.as_ref().map(|s| s.reported.clone());
     let doc: DocFn = {
         let (rings, name, mtu) = (rings.clone(), opts.name.clone(), opts.path_mtu);
-        Arc::new(move || Registration {
-            version: REGISTRATION_VERSION,
-            vm: name.clone(),
-            path_mtu: mtu,
-            qps: reported.as_ref().map_or_else(Vec::new, |r| {
-                r.lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .values()
-                    .cloned()
-                    .collect()
-            }),
-            mailbox: None,
-            rings: rings.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+        let said = Mutex::new((Left::default(), LogLimiter::default()));
+        Arc::new(move || {
+            let mut d = Registration {
+                version: REGISTRATION_VERSION,
+                vm: name.clone(),
+                path_mtu: mtu,
+                qps: reported.as_ref().map_or_else(Vec::new, |r| {
+                    r.lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .values()
+                        .cloned()
+                        .collect()
+                }),
+                mailbox: None,
+                rings: rings.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+            };
+            let left = fit(&mut d, &Budget::default());
+            let mut s = said.lock().unwrap_or_else(|p| p.into_inner());
+            if left != s.0 && left != Left::default() && s.1.hit().is_some() {
+                tracing::warn!(
+                    "{} soft-RoCE queue(s) and {} QP(s) left out: they overlap others or pass the host's limits",
+                    left.rings,
+                    left.qps
+                );
+            }
+            s.0 = left;
+            d
         })
     };
     let channel = {
@@ -105,7 +132,7 @@ pub fn run(
             .name("agent-channel".into())
             .spawn(move || session::run(chan, doc, status, stop, poll, gate))?
     };
-    let mut watcher = Watcher::new(&opts.proc_root, qpns);
+    let mut watcher = Watcher::new(&opts.proc_root, resources);
     let mut totals = Totals::default();
     let mut next = Instant::now();
     while !stop.load(Ordering::Acquire) {
@@ -125,6 +152,8 @@ pub fn run(
         }
         std::thread::sleep(next - now);
     }
+    // Wake the session so it sees the stop now, not at its next own look.
+    gate.nudge();
     let _ = channel.join();
     drop(preload);
     Ok(totals)
@@ -133,8 +162,13 @@ pub fn run(
 fn say(c: &Changes) {
     for p in &c.found {
         let qps: Vec<String> = p.qps.iter().map(|q| format!("{q:#x}")).collect();
+        let skipped = if p.skipped > 0 {
+            format!(" ({} more not told apart: not registered)", p.skipped)
+        } else {
+            String::new()
+        };
         tracing::info!(
-            "process {} ({}): {} soft-RoCE queue(s), QPs [{}]",
+            "process {} ({}): {} soft-RoCE queue(s){skipped}, QPs [{}]",
             p.pid,
             p.comm,
             p.queues,

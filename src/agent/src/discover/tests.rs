@@ -5,74 +5,134 @@ use super::*;
 use std::fs::File;
 
 #[test]
-fn maps_lines_give_the_uverbs_mappings_in_creation_order() {
+fn maps_lines_give_the_uverbs_mappings_by_device_in_creation_order() {
     let maps = "\
 7f0000002000-7f0000004000 rw-s 00003000 00:05 1034 /dev/infiniband/uverbs0
+7f0000020000-7f0000021000 rw-s 00000000 00:05 1035 /dev/infiniband/uverbs1
 7f0000000000-7f0000001000 rw-s 00000000 00:05 1034 /dev/infiniband/uverbs0
 7f0000009000-7f000000a000 rw-p 00000000 00:00 0
 garbage line
 7f000000a000-7f0000009000 rw-s 00001000 00:05 1034 /dev/infiniband/uverbs0
 7f0000010000-7f0000011000 rw-s zz 00:05 1034 /dev/infiniband/uverbs1
+7f0000030000-7f0000031000 rw-s 00000000 00:05 1034 /dev/infiniband/uverbsX
 ";
     let m = uverbs_mappings(maps);
+    let at = |start: u64, end: u64, pgoff: u64, dev: u32| Mapping {
+        start,
+        end,
+        pgoff,
+        dev,
+    };
     assert_eq!(
         m,
         vec![
-            Mapping {
-                start: 0x7f00_0000_0000,
-                end: 0x7f00_0000_1000,
-                pgoff: 0
-            },
-            Mapping {
-                start: 0x7f00_0000_2000,
-                end: 0x7f00_0000_4000,
-                pgoff: 0x3000
-            },
+            at(0x7f00_0000_0000, 0x7f00_0000_1000, 0, 0),
+            at(0x7f00_0000_2000, 0x7f00_0000_4000, 0x3000, 0),
+            at(0x7f00_0002_0000, 0x7f00_0002_1000, 0, 1),
         ]
+    );
+    assert_ne!(
+        m[0].key(),
+        m[2].key(),
+        "one offset on two devices: two queues"
     );
 }
 
 fn q(elem_size: u32) -> Queue {
+    on(0, elem_size)
+}
+
+fn on(dev: u32, elem_size: u32) -> Queue {
     Queue {
         map: Mapping {
             start: 0,
             end: PAGE,
             pgoff: 0,
+            dev,
         },
         slots: 8,
         elem_size,
     }
 }
 
+fn owned(qpns: &[u32], cqs: Option<usize>, srqs: Option<usize>) -> Owned {
+    Owned {
+        qpns: qpns.to_vec(),
+        cqs,
+        srqs,
+    }
+}
+
 #[test]
 fn send_queues_are_told_by_their_slots_and_their_receive_queue_follows() {
+    use RingKind::{Cq, Rq, Sq};
     // ib_write_bw: a send CQ, a receive CQ, then the QP's send and receive queues.
     let queues = [q(128), q(128), q(512), q(64)];
-    let kinds = classify(&queues, &[17]);
+    let kinds = classify(&queues, &owned(&[17], Some(2), Some(0)));
     assert_eq!(
         kinds,
         vec![
-            (RingKind::Cq, None),
-            (RingKind::Cq, None),
-            (RingKind::Sq, Some(17)),
-            (RingKind::Rq, Some(17)),
+            Some((Cq, None)),
+            Some((Cq, None)),
+            Some((Sq, Some(17))),
+            Some((Rq, Some(17)))
         ]
     );
     // A receive queue of many gather entries has big slots too: it is still the receive queue.
     let two = [q(128), q(512), q(256), q(1024), q(128)];
     assert_eq!(
-        classify(&two, &[20, 21]),
+        classify(&two, &owned(&[20, 21], None, None)),
         vec![
-            (RingKind::Cq, None),
-            (RingKind::Sq, Some(20)),
-            (RingKind::Rq, Some(20)),
-            (RingKind::Sq, Some(21)),
-            (RingKind::Rq, Some(21)),
+            Some((Cq, None)),
+            Some((Sq, Some(20))),
+            Some((Rq, Some(20))),
+            Some((Sq, Some(21))),
+            Some((Rq, Some(21))),
         ]
     );
     // QPNs that do not match the send queues tie nothing.
-    assert!(classify(&two, &[20]).iter().all(|(_, qpn)| qpn.is_none()));
-    assert_eq!(classify(&[], &[1]), vec![]);
+    let untied = classify(&two, &owned(&[20], None, None));
+    assert!(untied.iter().flatten().all(|(_, qpn)| qpn.is_none()));
+    assert_eq!(classify(&[], &owned(&[1], None, None)), vec![]);
+}
+
+#[test]
+fn what_cannot_be_told_apart_is_not_registered() {
+    use RingKind::{Cq, Rq, Sq};
+    // A 64-byte queue that follows no send queue (a shared receive queue of one gather entry)
+    // is no CQ.
+    let srq1 = [q(128), q(64), q(512), q(64)];
+    let k = classify(&srq1, &owned(&[5], None, None));
+    assert_eq!(k[0], Some((Cq, None)));
+    assert_eq!(k[1], None);
+    // With shared receive queues the kernel lists: send queues only (a QP on one has no
+    // receive queue after its send queue; one of 3-4 gather entries has 128-byte slots).
+    let srq = [q(128), q(128), q(512), q(128)];
+    assert_eq!(
+        classify(&srq, &owned(&[5], Some(2), Some(1))),
+        vec![None, None, Some((Sq, Some(5))), None]
+    );
+    // More 128-byte queues than the kernel's CQs: none of them is taken for a CQ.
+    let k = classify(
+        &[q(128), q(128), q(128), q(512), q(64)],
+        &owned(&[5], Some(2), Some(0)),
+    );
+    assert_eq!(
+        k,
+        vec![None, None, None, Some((Sq, Some(5))), Some((Rq, Some(5)))]
+    );
+    // Two devices: each its own order; a send queue's receive queue is on its device, and
+    // QPNs (numbered per device) are not tied.
+    let two_devs = [on(0, 512), on(1, 128), on(1, 512), on(1, 64)];
+    assert_eq!(
+        classify(&two_devs, &owned(&[3, 4], Some(1), Some(0))),
+        vec![
+            Some((Sq, None)),
+            Some((Cq, None)),
+            Some((Sq, None)),
+            Some((Rq, None))
+        ]
+    );
 }
 
 #[test]
@@ -88,7 +148,7 @@ fn a_process_queues_become_rings_with_their_guest_pages() {
             (0x20_0000, 8, 6, 0x5000),
         ],
     );
-    let rings = process_rings(root.path(), 42, &[17]).unwrap();
+    let rings = process_rings(root.path(), 42, &owned(&[17], Some(1), Some(0))).unwrap();
     let got: Vec<_> = rings
         .iter()
         .map(|r| (r.kind, r.qpn, r.slots, r.elem_size))
@@ -112,10 +172,18 @@ fn a_process_queues_become_rings_with_their_guest_pages() {
     assert!(rings
         .iter()
         .all(|r| r.format == RingFormat::Rxe && r.start.is_none()));
+    // Each keyed by its device and mmap offset.
+    assert_eq!(
+        rings.iter().map(|r| r.key).collect::<Vec<_>>(),
+        [Some(0), Some(0x2000), Some(0x5000)]
+    );
     // A process without uverbs mappings has no rings; one that is gone is an error naming the file.
     fake_proc(root.path(), 43, &[]);
-    assert!(process_rings(root.path(), 43, &[]).unwrap().is_empty());
-    let e = process_rings(root.path(), 44, &[]).unwrap_err().to_string();
+    let none = Owned::default();
+    assert!(process_rings(root.path(), 43, &none).unwrap().is_empty());
+    let e = process_rings(root.path(), 44, &none)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("44/maps"), "{e}");
 }
 
@@ -128,6 +196,7 @@ fn a_header_that_does_not_fit_its_mapping_is_not_a_queue() {
         start: 0x10000,
         end: 0x11000,
         pgoff: 0,
+        dev: 0,
     };
     assert_eq!(
         read_queue(&mem, m).map(|q| (q.slots, q.elem_size)),
@@ -140,7 +209,7 @@ fn a_header_that_does_not_fit_its_mapping_is_not_a_queue() {
         Mapping {
             start: 0x20000,
             end: 0x21000,
-            pgoff: 0
+            ..m
         }
     )
     .is_none());
@@ -163,7 +232,6 @@ fn the_header_words_are_the_kernels() {
 
 #[test]
 fn the_real_pagemap_gives_frames_to_root() {
-    use std::os::unix::fs::MetadataExt;
     let layout = std::alloc::Layout::from_size_align(2 * PAGE as usize, PAGE as usize).unwrap();
     // SAFETY: a non-zero-sized layout; the block is freed below with the same layout.
     let p = unsafe { std::alloc::alloc_zeroed(layout) };
@@ -177,15 +245,24 @@ fn the_real_pagemap_gives_frames_to_root() {
         start: p as u64,
         end: p as u64 + 2 * PAGE,
         pgoff: 0,
+        dev: 0,
     };
     let path = Path::new("/proc/self/pagemap");
     let got = guest_pages(&File::open(path).unwrap(), path, m);
     // SAFETY: allocated above with this layout, not used after.
     unsafe { std::alloc::dealloc(p, layout) };
-    let root = std::fs::metadata("/proc/self").unwrap().uid() == 0;
+    // Frame numbers are shown to CAP_SYS_ADMIN (bit 21 of the effective set), not to uid 0 as
+    // such (a container's root may lack it).
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let cap_eff = status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        .unwrap();
+    let root = cap_eff & (1 << 21) != 0;
     match got {
         Ok(pages) => {
-            assert!(root, "frames shown to a non-root reader");
+            assert!(root, "frames shown to a reader without CAP_SYS_ADMIN");
             assert_eq!(pages.len(), 2);
             assert!(pages.iter().all(|&g| g != 0 && g % PAGE == 0), "{pages:x?}");
         }
@@ -194,33 +271,41 @@ fn the_real_pagemap_gives_frames_to_root() {
 }
 
 mod watching {
-    use super::fixture::qp_queues;
+    use super::super::fixture::qp_queues;
     use super::*;
-    use crate::discover::rdma_nl::NetlinkError;
-    use crate::discover::watch::{QpnSource, Watcher};
+    use crate::discover::rdma_nl::{NetlinkError, Resources};
+    use crate::discover::watch::{ResourceSource, Watcher};
     use std::collections::BTreeMap;
-    use std::sync::atomic::{AtomicU32, Ordering};
-    use std::sync::Arc;
+    use std::sync::{Arc, Mutex};
 
-    /// A QP table giving `pid` the QPNs in `table`, counting how often it is asked.
-    fn source(table: BTreeMap<u32, Vec<u32>>, asked: Arc<AtomicU32>) -> QpnSource {
-        Box::new(move || {
-            asked.fetch_add(1, Ordering::AcqRel);
-            Ok(table.clone())
-        })
+    /// The kernel's table as `t` holds it now (a test changes it between scans).
+    fn source(t: Arc<Mutex<Resources>>) -> ResourceSource {
+        Box::new(move || Ok(t.lock().unwrap().clone()))
+    }
+
+    /// `pid` owns `qpns` and `cqs` CQs, and no shared receive queue.
+    fn owns(t: &Arc<Mutex<Resources>>, pid: u32, qpns: &[u32], cqs: usize) {
+        let mut t = t.lock().unwrap();
+        t.qps.insert(pid, qpns.to_vec());
+        t.cqs.insert(pid, cqs);
+        t.srqs.get_or_insert_with(BTreeMap::new);
+    }
+
+    fn table() -> Arc<Mutex<Resources>> {
+        Arc::new(Mutex::new(Resources::default()))
     }
 
     #[test]
     fn queues_are_found_kept_and_dropped_as_processes_come_and_go() {
         let root = tempfile::tempdir().unwrap();
+        let t = table();
         // Present at the first scan: its past is unknown.
         fake_proc(root.path(), 10, &qp_queues(0x100_000, 0));
         std::fs::write(root.path().join("10/comm"), "ib_write_bw\n").unwrap();
-        // A process without RDMA queues is never read further.
-        fake_proc(root.path(), 11, &[]);
-        let asked = Arc::new(AtomicU32::new(0));
-        let table = BTreeMap::from([(10, vec![0x11]), (12, vec![0x12])]);
-        let mut w = Watcher::new(root.path(), source(table, asked.clone()));
+        owns(&t, 10, &[0x11], 1);
+        // A process without RDMA resources is never read, even with a uverbs mapping.
+        fake_proc(root.path(), 11, &qp_queues(0x500_000, 0x100_000));
+        let mut w = Watcher::new(root.path(), source(t.clone()));
         let c = w.scan();
         assert_eq!(c.found.len(), 1);
         assert_eq!(
@@ -229,12 +314,12 @@ mod watching {
         );
         assert_eq!(c.found[0].qps, vec![0x11]);
         assert!(w.rings().iter().all(|r| r.start.is_none()));
-        assert_eq!(asked.load(Ordering::Acquire), 1);
-        // Nothing changed: nothing read, the QP table not asked.
+        // Nothing changed: nothing to say.
         assert!(!w.scan().any());
-        assert_eq!(asked.load(Ordering::Acquire), 1);
-        // A process created after the first scan: counted from its queues' first entries.
+        // A process created after the first scan: its queues have higher offsets, and are
+        // counted from their first entries.
         fake_proc(root.path(), 12, &qp_queues(0x300_000, 0x8000));
+        owns(&t, 12, &[0x12], 1);
         let c = w.scan();
         assert_eq!((c.found.len(), c.found[0].pid), (1, 12));
         let rings = w.rings();
@@ -249,6 +334,7 @@ mod watching {
         );
         // It exits: its queues are unregistered, the others stay.
         std::fs::remove_dir_all(root.path().join("12")).unwrap();
+        t.lock().unwrap().qps.remove(&12);
         let c = w.scan();
         assert!(c.found.is_empty());
         assert_eq!((c.gone.len(), c.gone[0].pid, c.gone[0].queues), (1, 12, 3));
@@ -256,18 +342,20 @@ mod watching {
     }
 
     #[test]
-    fn a_new_qp_in_a_known_process_counts_from_its_start_and_the_old_keep_theirs() {
+    fn a_new_qp_counts_from_its_start_a_forked_child_is_not_counted_twice() {
         let root = tempfile::tempdir().unwrap();
+        let t = table();
         fake_proc(root.path(), 20, &qp_queues(0x100_000, 0));
-        let asked = Arc::new(AtomicU32::new(0));
-        let table = BTreeMap::from([(20, vec![0x11, 0x12])]);
-        let mut w = Watcher::new(root.path(), source(table, asked));
+        owns(&t, 20, &[0x11, 0x12], 1);
+        let mut w = Watcher::new(root.path(), source(t.clone()));
         w.scan();
-        // Two QPs in the table, one send queue: nothing is tied (never a wrong tie).
+        // Two QPs in the table, one send queue: nothing is tied (never a wrong tie), and the
+        // CQ count does not match either: the CQ is not taken.
         assert!(w.rings().iter().all(|r| r.qpn.is_none()));
         let mut both = qp_queues(0x100_000, 0);
         both.extend(qp_queues(0x200_000, 0x8000));
         fake_proc(root.path(), 20, &both);
+        owns(&t, 20, &[0x11, 0x12], 2);
         let c = w.scan();
         assert_eq!(c.found[0].qps, vec![0x11, 0x12]);
         let rings = w.rings();
@@ -275,29 +363,41 @@ mod watching {
             rings.iter().map(|r| r.start).collect::<Vec<_>>(),
             [None, None, None, Some(0), Some(0), Some(0)]
         );
+        // A forked child maps the same queues: they stay registered once, and it is not a new
+        // queue's start.
+        fake_proc(root.path(), 21, &both);
+        owns(&t, 21, &[], 0);
+        w.scan();
+        assert_eq!(w.rings(), rings);
     }
 
     #[test]
-    fn without_the_qp_table_queues_register_untied_and_the_table_is_asked_a_few_times_more() {
+    fn a_thread_s_resources_are_its_process_s() {
         let root = tempfile::tempdir().unwrap();
+        let t = table();
         fake_proc(root.path(), 30, &qp_queues(0x100_000, 0));
-        let asked = Arc::new(AtomicU32::new(0));
-        let a = asked.clone();
-        let mut w = Watcher::new(
-            root.path(),
-            Box::new(move || {
-                a.fetch_add(1, Ordering::AcqRel);
-                Err(NetlinkError::TooLong)
-            }),
-        );
+        // The kernel names thread 31 of process 30 as the QP's owner.
+        std::fs::create_dir_all(root.path().join("31")).unwrap();
+        std::fs::write(
+            root.path().join("31/status"),
+            "Name:\tworker\nTgid:\t30\nPid:\t31\n",
+        )
+        .unwrap();
+        owns(&t, 31, &[0x15], 1);
+        let mut w = Watcher::new(root.path(), source(t));
+        let c = w.scan();
+        assert_eq!((c.found[0].pid, c.found[0].qps.clone()), (30, vec![0x15]));
+    }
+
+    #[test]
+    fn without_rdma_netlink_every_process_is_looked_at_and_nothing_is_tied() {
+        let root = tempfile::tempdir().unwrap();
+        fake_proc(root.path(), 40, &qp_queues(0x100_000, 0));
+        let mut w = Watcher::new(root.path(), Box::new(|| Err(NetlinkError::Unsupported)));
         assert_eq!(w.scan().found.len(), 1);
         assert_eq!(w.rings().len(), 3);
         assert!(w.rings().iter().all(|r| r.qpn.is_none()));
-        for _ in 0..30 {
-            assert!(!w.scan().any(), "the same untied queues are not a change");
-        }
-        // Bounded: the first read and 10 retries.
-        assert_eq!(asked.load(Ordering::Acquire), 11);
+        assert!(!w.scan().any(), "the same queues are not a change");
     }
 
     #[test]
@@ -307,7 +407,7 @@ mod watching {
         // Its pagemap gives no frames (as to a reader without root).
         let pm = root.path().join("40/pagemap");
         std::fs::write(&pm, vec![0u8; 0x400_000 / 4096 * 8]).unwrap();
-        let mut w = Watcher::new(root.path(), Box::new(|| Ok(BTreeMap::new())));
+        let mut w = Watcher::new(root.path(), Box::new(|| Err(NetlinkError::Unsupported)));
         assert!(!w.scan().any());
         assert!(!w.scan().any());
         assert!(w.rings().is_empty());
@@ -322,7 +422,6 @@ mod serving {
     use crate::discover::serve::{run, Options};
     use crate::session::{ChannelStatus, UnixChannel};
     use resex_proto::channel::{read_msg, write_msg, GuestMsg, HostMsg, MAX_LINE};
-    use std::collections::BTreeMap;
     use std::io::BufReader;
     use std::os::unix::net::UnixStream;
     use std::sync::atomic::{AtomicBool, Ordering};
@@ -368,7 +467,12 @@ mod serving {
         let agent = {
             let stop = stop.clone();
             std::thread::spawn(move || {
-                let table = Box::new(|| Ok(BTreeMap::from([(7, vec![0x11])])));
+                let table = Box::new(|| {
+                    let mut t = crate::discover::rdma_nl::Resources::default();
+                    t.qps.insert(7, vec![0x11]);
+                    t.cqs.insert(7, 1);
+                    Ok(t)
+                });
                 let status = Arc::new(ChannelStatus::default());
                 run(Box::new(chan), &opts, table, &stop, status).unwrap()
             })

@@ -2,27 +2,35 @@
 //! so new queues are registered soon after their creation and a process's queues are
 //! unregistered when it exits.
 //!
-//! Each scan reads every process's `maps` (cheap: the uverbs lines are the only ones kept) and
-//! reads headers and page lists again only for a process whose uverbs mappings changed. The QP
-//! table (RDMA netlink) is asked only then, too.
+//! **Bounded work.** Each scan asks the kernel's RDMA netlink which processes own RDMA
+//! resources ([`Resources`]), and reads the `maps` of those alone (and of those it follows, to
+//! see them go), at most [`MAX_PROCS`] processes and [`super::MAX_MAPS_BYTES`] of each. The
+//! kernel gives a resource the id of the thread that created it: each is charged to that
+//! thread's process (`Tgid` in `/proc/TID/status`). Without RDMA netlink (no `ib_core`, so no
+//! RDMA device either) every process's `maps` is read. A process is read further (headers, page
+//! lists) only when its mappings or its resources changed.
 //!
-//! **Where counting starts.** A queue present at the agent's first scan may be old: the host
-//! counts it from its consumer index when it first sees it (`start` absent). A queue that
-//! appears in a later scan was created less than one interval before: it is counted from index
-//! 0, i.e. from its first work request, as long as it has not gone once round its ring before
-//! the host attaches (the host counts a lap it sees as an overrun).
+//! **Where counting starts.** The kernel numbers each device's queues in creation order (the
+//! mmap offset). The first scan records the highest offset it saw per device: a queue at or
+//! below it may be old, and the host counts it from its consumer index when it first sees it;
+//! a queue above it was made since, and is counted from its first entry (`start: 0`), exact as
+//! long as the host attaches before it has gone once round its ring (the host counts a lap it
+//! sees as an overrun). A forked child's queues are its parent's, old offsets: never counted
+//! from 0 again.
+//!
+//! **One queue, one registration.** A queue mapped by several processes (after `fork()`) is
+//! registered once, for the lowest pid: the host refuses a registration in which two rings
+//! overlap.
 
-use super::rdma_nl::NetlinkError;
-use super::{process_rings, uverbs_mappings, DiscoverError, Mapping};
+use super::rdma_nl::{NetlinkError, Resources};
+use super::{process_rings, read_maps, uverbs_mappings, DiscoverError, Mapping, Owned};
 use resex_proto::{RingKind, RingRegistration};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-/// Where QPNs come from: each process's QPNs ascending (the RDMA netlink in the agent).
-pub type QpnSource = Box<dyn FnMut() -> Result<BTreeMap<u32, Vec<u32>>, NetlinkError> + Send>;
+/// Where the resource table comes from (the RDMA netlink in the agent).
+pub type ResourceSource = Box<dyn FnMut() -> Result<Resources, NetlinkError> + Send>;
 
-/// How often a process whose send queues could not be tied to QPs is asked about again.
-const UNTIED_RETRIES: u32 = 10;
 /// The most processes followed at once (bounded work per scan).
 pub const MAX_PROCS: usize = 256;
 
@@ -33,8 +41,10 @@ pub struct ProcQueues {
     pub pid: u32,
     /// Its command name (`/proc/PID/comm`).
     pub comm: String,
-    /// Its queues.
+    /// Its queues registered.
     pub queues: usize,
+    /// Its queues found but not told apart (not registered).
+    pub skipped: usize,
     /// The QPNs its send queues were tied to.
     pub qps: Vec<u32>,
 }
@@ -59,8 +69,8 @@ impl Changes {
 struct Proc {
     comm: String,
     maps: Vec<Mapping>,
+    owned: Owned,
     rings: Vec<RingRegistration>,
-    untied_tries: u32,
 }
 
 impl Proc {
@@ -69,6 +79,7 @@ impl Proc {
             pid,
             comm: self.comm.clone(),
             queues: self.rings.len(),
+            skipped: self.maps.len().saturating_sub(self.rings.len()),
             qps: self
                 .rings
                 .iter()
@@ -77,21 +88,16 @@ impl Proc {
                 .collect(),
         }
     }
-
-    fn untied(&self) -> bool {
-        self.rings
-            .iter()
-            .any(|r| r.kind == RingKind::Sq && r.qpn.is_none())
-    }
 }
 
 /// The processes with queues, as of the last scan.
 pub struct Watcher {
     proc_root: PathBuf,
-    qpns: QpnSource,
+    source: ResourceSource,
     procs: BTreeMap<u32, Proc>,
-    scans: u64,
-    /// The QP table's last error, said once until it works again.
+    /// The highest mmap offset per device at the first scan (None before it).
+    horizon: Option<BTreeMap<u32, u64>>,
+    /// The resource table's last error, said once until it works again.
     netlink_said: bool,
     /// Processes that could not be read, with the mappings they had then (said once each;
     /// tried again when their mappings change).
@@ -103,35 +109,46 @@ impl std::fmt::Debug for Watcher {
         f.debug_struct("Watcher")
             .field("proc_root", &self.proc_root)
             .field("procs", &self.procs.len())
-            .field("scans", &self.scans)
-            .finish()
+            .finish_non_exhaustive()
     }
 }
 
 impl Watcher {
-    /// Watches the processes under `proc_root` (`/proc`), asking `qpns` for the QP table.
-    pub fn new(proc_root: &Path, qpns: QpnSource) -> Self {
+    /// Watches the processes under `proc_root` (`/proc`), asking `source` for the resources.
+    pub fn new(proc_root: &Path, source: ResourceSource) -> Self {
         Self {
             proc_root: proc_root.to_path_buf(),
-            qpns,
+            source,
             procs: BTreeMap::new(),
-            scans: 0,
+            horizon: None,
             netlink_said: false,
             unreadable: BTreeMap::new(),
         }
     }
 
-    /// Every queue of every process, by pid.
+    /// Every queue of every process, by pid; a queue mapped by several only once.
     pub fn rings(&self) -> Vec<RingRegistration> {
+        let mut seen = BTreeSet::new();
         self.procs
             .values()
-            .flat_map(|p| p.rings.iter().cloned())
+            .flat_map(|p| p.rings.iter())
+            .filter(|r| {
+                r.key
+                    .is_none_or(|k| seen.insert((k, r.pages.first().copied())))
+            })
+            .cloned()
             .collect()
     }
 
     /// Scans once: what appeared, changed or went away since the last scan.
     pub fn scan(&mut self) -> Changes {
-        let seen = self.uverbs_processes();
+        let table = self.table();
+        let owned = table.as_ref().map(|t| self.by_process(t));
+        let candidates: Vec<u32> = match &owned {
+            Some(o) => o.keys().chain(self.procs.keys()).copied().collect(),
+            None => self.all_pids(),
+        };
+        let seen = self.mappings(candidates);
         let mut changes = Changes::default();
         let gone: Vec<u32> = self
             .procs
@@ -146,97 +163,156 @@ impl Watcher {
         }
         self.unreadable
             .retain(|p, maps| seen.get(p).is_some_and(|m| m == maps));
-        let changed: Vec<(u32, Vec<Mapping>)> = seen
-            .into_iter()
-            .filter(|(pid, maps)| match self.procs.get(pid) {
-                None => !self.unreadable.contains_key(pid),
-                Some(p) => &p.maps != maps || (p.untied() && p.untied_tries < UNTIED_RETRIES),
-            })
-            .collect();
-        if !changed.is_empty() {
-            let table = self.qp_table();
-            for (pid, maps) in changed {
-                let qpns = table.get(&pid).map_or(&[][..], Vec::as_slice);
-                if let Some(found) = self.read_process(pid, maps, qpns) {
-                    changes.found.push(found);
-                }
+        let first = self.horizon.is_none();
+        for (pid, maps) in seen {
+            let o = owned
+                .as_ref()
+                .and_then(|o| o.get(&pid).cloned())
+                .unwrap_or_default();
+            let changed = match self.procs.get(&pid) {
+                None => !self.unreadable.contains_key(&pid),
+                Some(p) => p.maps != maps || p.owned != o,
+            };
+            if changed {
+                changes.found.extend(self.read_process(pid, maps, o));
             }
         }
-        self.scans += 1;
+        if first {
+            self.horizon = Some(self.highest_offsets());
+        }
         changes
     }
 
-    /// The pids with uverbs mappings, and those mappings (at most [`MAX_PROCS`] processes).
-    fn uverbs_processes(&self) -> BTreeMap<u32, Vec<Mapping>> {
-        let mut out = BTreeMap::new();
+    /// The resource table, or `None` (said once) when the kernel cannot be asked.
+    fn table(&mut self) -> Option<Resources> {
+        match (self.source)() {
+            Ok(t) => {
+                self.netlink_said = false;
+                Some(t)
+            }
+            Err(e) => {
+                if !self.netlink_said {
+                    tracing::warn!("{e}: every process is looked at, queues registered untied");
+                    self.netlink_said = true;
+                }
+                None
+            }
+        }
+    }
+
+    /// The table by process: a thread's resources are its process's (`Tgid`).
+    fn by_process(&self, t: &Resources) -> BTreeMap<u32, Owned> {
+        let mut out: BTreeMap<u32, Owned> = BTreeMap::new();
+        let tgid = |tid: u32| self.tgid(tid).unwrap_or(tid);
+        for (&tid, qpns) in &t.qps {
+            out.entry(tgid(tid)).or_default().qpns.extend(qpns);
+        }
+        for (&tid, &n) in &t.cqs {
+            *out.entry(tgid(tid)).or_default().cqs.get_or_insert(0) += n;
+        }
+        for o in out.values_mut() {
+            o.qpns.sort_unstable();
+            o.cqs.get_or_insert(0);
+        }
+        if let Some(srqs) = &t.srqs {
+            for o in out.values_mut() {
+                o.srqs = Some(0);
+            }
+            for (&tid, &n) in srqs {
+                *out.entry(tgid(tid)).or_default().srqs.get_or_insert(0) += n;
+            }
+        }
+        out
+    }
+
+    /// The process a thread belongs to (`Tgid:` in `/proc/TID/status`).
+    fn tgid(&self, tid: u32) -> Option<u32> {
+        let status = std::fs::read_to_string(self.proc_root.join(tid.to_string()).join("status"));
+        status
+            .ok()?
+            .lines()
+            .find_map(|l| l.strip_prefix("Tgid:"))
+            .and_then(|v| v.trim().parse().ok())
+    }
+
+    fn all_pids(&self) -> Vec<u32> {
         let Ok(dir) = std::fs::read_dir(&self.proc_root) else {
-            return out;
+            return Vec::new();
         };
-        for e in dir.flatten() {
-            let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
-                continue;
-            };
+        dir.flatten()
+            .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse().ok()))
+            .collect()
+    }
+
+    /// The uverbs mappings of `pids` that have some, the processes already followed first
+    /// (a newcomer never displaces one), at most [`MAX_PROCS`] of them.
+    fn mappings(&self, mut pids: Vec<u32>) -> BTreeMap<u32, Vec<Mapping>> {
+        pids.sort_by_key(|p| (!self.procs.contains_key(p), *p));
+        pids.dedup();
+        let mut out = BTreeMap::new();
+        for pid in pids {
+            if out.len() >= MAX_PROCS {
+                break;
+            }
             // A process that exits between the listing and the read has no maps: skipped.
-            let Ok(maps) = std::fs::read_to_string(e.path().join("maps")) else {
+            let Ok(maps) = read_maps(&self.proc_root.join(pid.to_string()).join("maps")) else {
                 continue;
             };
             let m = uverbs_mappings(&maps);
-            if !m.is_empty() && out.len() < MAX_PROCS {
+            if !m.is_empty() {
                 out.insert(pid, m);
             }
         }
         out
     }
 
-    /// The QP table, or an empty one (said once) when the kernel cannot be asked.
-    fn qp_table(&mut self) -> BTreeMap<u32, Vec<u32>> {
-        match (self.qpns)() {
-            Ok(t) => {
-                self.netlink_said = false;
-                t
-            }
-            Err(e) => {
-                if !self.netlink_said {
-                    tracing::warn!("{e}: queues are registered without their QPNs");
-                    self.netlink_said = true;
-                }
-                BTreeMap::new()
-            }
+    fn highest_offsets(&self) -> BTreeMap<u32, u64> {
+        let mut h = BTreeMap::new();
+        for m in self.procs.values().flat_map(|p| &p.maps) {
+            let e = h.entry(m.dev).or_insert(0);
+            *e = (*e).max(m.pgoff);
         }
+        for m in self.unreadable.values().flatten() {
+            let e = h.entry(m.dev).or_insert(0);
+            *e = (*e).max(m.pgoff);
+        }
+        h
     }
 
-    /// Reads a process's queues again; what it has now, if it changed.
-    fn read_process(&mut self, pid: u32, maps: Vec<Mapping>, qpns: &[u32]) -> Option<ProcQueues> {
-        let mut rings = match process_rings(&self.proc_root, pid, qpns) {
+    /// Whether a queue was made after the first scan.
+    fn new_since_first_scan(&self, key: Option<u64>) -> bool {
+        let (Some(h), Some(k)) = (&self.horizon, key) else {
+            return false;
+        };
+        let (dev, pgoff) = (
+            u32::try_from(k >> 48).unwrap_or(u32::MAX),
+            k & ((1 << 48) - 1),
+        );
+        h.get(&dev).is_none_or(|&top| pgoff > top)
+    }
+
+    /// Reads a process's queues again; what it has now, if that changed.
+    fn read_process(&mut self, pid: u32, maps: Vec<Mapping>, owned: Owned) -> Option<ProcQueues> {
+        let mut rings = match process_rings(&self.proc_root, pid, &owned) {
             Ok(r) => r,
             Err(e) => {
                 self.unreadable_once(pid, maps, &e);
                 return None;
             }
         };
-        let old = self.procs.remove(&pid);
         for r in &mut rings {
-            r.start = match old
-                .as_ref()
-                .and_then(|o| o.rings.iter().find(|o| o.pages == r.pages))
-            {
-                // A queue already registered keeps where its counting started.
-                Some(o) => o.start,
-                // New since the last scan: counted from its first entry.
-                None if self.scans > 0 => Some(0),
-                None => None,
-            };
+            r.start = self.new_since_first_scan(r.key).then_some(0);
         }
+        let old = self.procs.remove(&pid);
         let comm = std::fs::read_to_string(self.proc_root.join(pid.to_string()).join("comm"))
             .map(|c| c.trim().to_string())
             .unwrap_or_default();
-        let untied_tries = old.as_ref().map_or(0, |o| o.untied_tries + 1);
         let same = old.as_ref().is_some_and(|o| o.rings == rings);
         let p = Proc {
             comm,
             maps,
+            owned,
             rings,
-            untied_tries,
         };
         let summary = p.summary(pid);
         self.procs.insert(pid, p);

@@ -79,6 +79,8 @@ pub struct RxeMonitor {
     walked: u32,
     /// The send queues' outstanding work, sampled once per scan.
     queue: Queueing,
+    /// Requests known posted (from `ssn`) but passed over in a lap since the last sample.
+    missed: u64,
     log_header: LogLimiter,
     log_lap: LogLimiter,
 }
@@ -143,6 +145,7 @@ impl RxeMonitor {
             next: 0,
             walked: 0,
             queue: Queueing::default(),
+            missed: 0,
             log_header: LogLimiter::default(),
             log_lap: LogLimiter::default(),
         }
@@ -240,13 +243,14 @@ impl RxeMonitor {
         delta
     }
 
-    /// One sample of the send queues' outstanding work (as each was last seen).
+    /// One sample of the send queues' outstanding work (as each was last seen). Requests
+    /// passed over in a lap were posted too: their number is known, their bytes are not.
     fn sample(&mut self, posted: u64) {
         let out: u64 = self.rings.iter().map(|h| u64::from(h.outstanding)).sum();
         self.queue += Queueing {
             samples: 1,
             outstanding: out,
-            posted,
+            posted: posted.saturating_add(std::mem::take(&mut self.missed)),
         };
     }
 
@@ -378,6 +382,7 @@ impl RxeMonitor {
             return;
         }
         let (b, laps) = (h.bucket, gap / h.ring.slots);
+        self.missed = self.missed.saturating_add(u64::from(gap));
         self.counters[b].overruns += 1;
         self.total.overruns += 1;
         if let Some(n) = self.log_lap.hit() {

@@ -24,6 +24,8 @@ pub struct RxeRing {
     pub log2_elem: u32,
     /// The index to count from, if given.
     pub start: Option<u32>,
+    /// The guest's id for the queue, if given.
+    pub key: Option<u64>,
 }
 
 impl RxeRing {
@@ -45,6 +47,7 @@ impl RxeRing {
     /// The same queue (same memory and geometry): its cursor may carry over a re-registration.
     pub fn same_queue(&self, o: &RxeRing) -> bool {
         self.kind == o.kind
+            && self.key == o.key
             && self.ring == o.ring
             && self.slots == o.slots
             && self.log2_elem == o.log2_elem
@@ -141,5 +144,6 @@ fn validate_ring(
         slots: r.slots,
         log2_elem: log2,
         start: r.start,
+        key: r.key,
     })
 }

@@ -106,6 +106,7 @@ mod rings {
             slots: 8,
             elem_size: 1 << log2,
             start: Some(0),
+            key: None,
         }
     }
 
@@ -199,6 +200,22 @@ mod rings {
         put(&mem, SQ + layout::queue::INDEX_MASK as u64, 5);
         v.scan(&mem, 100);
         assert_eq!(v.queueing().outstanding, 8);
+    }
+
+    #[test]
+    fn requests_passed_over_in_a_lap_are_posted_all_the_same() {
+        let mem = VecMemory::new(0x10000);
+        queue(&mem, SQ, 9);
+        let mut v = VmRings::new("vm");
+        install(&mut v, &mem, &doc(vec![ring(RingKind::Sq, SQ, 9)]));
+        post(&mem, 0, 2, 100);
+        v.scan(&mem, 100);
+        // 17 more on 8 slots between two scans: the monitor reads one (ssn 18) and knows 16
+        // were passed over: an overrun, their bytes lost, their number known.
+        post(&mem, 2, 19, 100);
+        let d = v.scan(&mem, 100);
+        assert_eq!((d.wqes, d.tx_bytes, d.overruns), (1, 100, 1));
+        assert_eq!(v.queueing().posted, 2 + 17);
     }
 
     #[test]
