@@ -122,6 +122,10 @@ say "run 4 killed: client and server (SIGKILL) after 5 s"
 sleep 2
 say "run 4 end"
 hold
+# Run 5: READ latency. The client posts one READ at a time and polls for its completion, and
+# the server only waits: the round trip perftest reports is the READ's own time in the queue
+# pair, what the host's latency estimate measures.
+run 5 18519 ib_read_lat -d $DEV -s 64 -n 100000 -F
 
 if [ -n "$AGENT_PID" ]; then
     kill $AGENT_PID 2>/dev/null; wait $AGENT_PID

@@ -13,7 +13,9 @@
 #    (iterations x size; ib_write_lat posts from both ends), the VM's rate shows in
 #    `resex status --json` and /metrics while perftest runs, the policy's CPU cap shows in
 #    `virsh schedinfo`, a perftest killed mid-run (SIGKILL) is unregistered with one daemon log
-#    line and nothing crashes; the host's latency estimate is printed beside ib_write_lat's.
+#    line and nothing crashes; the host's latency estimate is within a factor of two of
+#    ib_read_lat's own round trip (one READ at a time: its time in the queue pair), and printed
+#    beside ib_write_lat's (whose round trip adds the other end's turn to run).
 # Everything it starts, it stops.
 #
 # Usage (root): tools/kvm/rxe.sh
@@ -48,8 +50,9 @@ fail() { echo "rxe FAILED: $*" >&2; exit 1; }
 
 cleanup() {
     set +e
-    [ -n "$SAMPLER_PID" ] && kill "$SAMPLER_PID" 2>/dev/null && wait "$SAMPLER_PID" 2>/dev/null
-    [ -n "$SCHED_PID" ] && kill "$SCHED_PID" 2>/dev/null && wait "$SCHED_PID" 2>/dev/null
+    for p in $SAMPLER_PID $SCHED_PID; do  # the samplers and what they run
+        pkill -P "$p" 2>/dev/null; kill "$p" 2>/dev/null; wait "$p" 2>/dev/null
+    done
     [ -n "$RESEXD_PID" ] && kill "$RESEXD_PID" 2>/dev/null && wait "$RESEXD_PID" 2>/dev/null
     mkdir -p "$ROOT/target/rxe"
     [ -f "$WORK/resexd.log" ] && cp "$WORK/resexd.log" "$ROOT/target/rxe/resexd.log"
@@ -76,7 +79,8 @@ if [ "${RESEX_E2E_NO_INSTALL:-0}" != 1 ]; then
         linux-image-amd64 busybox-static cpio perftest ibverbs-providers libibverbs1 \
         iproute2 >/dev/null
 fi
-KERNEL=$(ls /boot/vmlinuz-* | sort -V | tail -1)
+KERNEL=$(ls /boot/vmlinuz-* 2>/dev/null | sort -V | tail -1 || true)
+[ -n "$KERNEL" ] || fail "no kernel in /boot (apt-get install linux-image-amd64)"
 export KVER=${KERNEL#/boot/vmlinuz-}  # the initramfs takes this kernel's modules
 
 # The static guest agent (optional in the guest: it is started only if the image has it).
@@ -133,6 +137,7 @@ PROVIDER=$(ls /usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav*.so 2>/dev/null 
 INITRD_MODULES="$mods" INITRD_FILES="$PROVIDER /etc/libibverbs.d/rxe.driver" \
     tools/kvm/initramfs.sh "$WORK/initrd.gz" \
     "$(command -v ib_write_bw)" "$(command -v ib_send_bw)" "$(command -v ib_write_lat)" \
+    "$(command -v ib_read_lat)" \
     "$(command -v rdma)" tools/kvm/rxe-guest.sh ${AGENT:+"$AGENT"}
 
 if ! virsh -c $URI version >/dev/null 2>&1; then
@@ -258,14 +263,27 @@ wait_line() {
 }
 # The daemon's totals for the VM after each run (the guest holds HOLD s after each).
 TOTALS=()
-for n in 1 2 3 4; do
+for n in 1 2 3 4 5; do
     wait_line "resex-rxe: run $n end" || break
-    TOTALS[$n]=$(vm_json wqes_total tx_bytes_total mtus_total errors overruns anomalies qps)
+    # Two reads 0.3 s apart that agree (a snapshot is published every 100 ms).
+    T1=x; T2=y
+    for _ in $(seq 20); do
+        T1=$(vm_json wqes_total tx_bytes_total mtus_total errors overruns anomalies qps) ||
+            fail "resex status after run $n"
+        sleep 0.3
+        T2=$(vm_json wqes_total tx_bytes_total mtus_total errors overruns anomalies qps) ||
+            fail "resex status after run $n"
+        [ "$T1" = "$T2" ] && break
+    done
+    [[ "$T2" =~ ^[0-9\ ]+$ ]] || fail "the daemon has no totals for $DOM after run $n: '$T2'"
+    TOTALS[$n]=$T2
     echo "mark $(date +%s.%N) run $n end" >> "$WORK/marks.txt"
 done
 # The guest powers itself off after "done" (the domain then vanishes: it is transient).
 wait_line "resex-rxe: done" || true
-kill "$SAMPLER_PID" "$SCHED_PID" 2>/dev/null; wait "$SAMPLER_PID" "$SCHED_PID" 2>/dev/null || true
+for p in $SAMPLER_PID $SCHED_PID; do
+    pkill -P "$p" 2>/dev/null || true; kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true
+done
 SAMPLER_PID= SCHED_PID=
 # The console file may lag a moment behind the guest.
 for _ in $(seq 20); do grep -q "resex-rxe: done" "$CONSOLE" 2>/dev/null && break; sleep 0.2; done
@@ -297,8 +315,9 @@ counters() {
             END {for (j = 0; j < m; j++) {c = o[j]; d = v[n, c] - v[n - 1, c]; if (d != 0) printf "%s %d, ", c, d}}' |
         sed 's/, $//'
 }
-RUNS=("ib_write_bw -s 65536 -n 2000" "ib_send_bw -s 4096 -n 2000" "ib_write_lat -s 64 -n 2000")
-for n in 1 2 3; do
+RUNS=("ib_write_bw -s 65536 -n 2000" "ib_send_bw -s 4096 -n 2000" "ib_write_lat -s 64 -n 2000"
+    "ib_write_bw killed mid-run" "ib_read_lat -s 64 -n 100000")
+for n in 1 2 3 5; do
     grep -q "^resex-rxe: run $n end" "$WORK/console.txt" || fail "run $n (${RUNS[$((n - 1))]}) did not end"
     status=$(grep -o "^resex-rxe: run $n end: .*" "$WORK/console.txt" | sed 's/^resex-rxe: run [0-9]* end: //')
     echo "   run $n, ${RUNS[$((n - 1))]}: $status"
@@ -323,7 +342,7 @@ for role in server client; do
     [ "$BYTES $ITERS" = "65536 2000" ] ||
         fail "ib_write_bw $role reports '$BYTES bytes x $ITERS iterations', want 65536 x 2000"
 done
-for n in 2 3; do
+for n in 2 3 5; do
     [ -n "$(figures $n client)" ] || fail "run $n (${RUNS[$((n - 1))]}): no result line from the client"
 done
 # perftest's timings need a working guest TSC (see <features><acpi/> above): the counts are
@@ -363,7 +382,7 @@ python3 - "$WORK/samples.txt" "$DOM" "$WORK/console.txt" "$WORK/marks.txt" <<'PY
 import json, re, sys
 samples, dom, console = sys.argv[1], sys.argv[2], sys.argv[3]
 rate = bps = 0.0
-caps, quotas, lat, metric = [], set(), [], None
+caps, quotas, lat, lat_read, metric = [], set(), [], [], None
 marks = {}
 for line in open(sys.argv[4]):
     kind, _, rest = line.partition(' ')
@@ -383,9 +402,12 @@ for line in lines:
             rate = max(rate, v['bytes_per_s'])
             if v.get('cap_pct') is not None:
                 caps.append(v['cap_pct'])
-            # Run 3 (ib_write_lat): between the end of run 2 and the end of run 3.
-            if v.get('io_latency_us') is not None and marks.get('2', 1e18) < float(stamp) < marks.get('3', 0):
-                lat.append(v['io_latency_us'])
+            # Run 3 (ib_write_lat): between the end of run 2 and the end of run 3; run 5
+            # (ib_read_lat) likewise.
+            for run, into in (('3', lat), ('5', lat_read)):
+                prev = str(int(run) - 1)
+                if v.get('io_latency_us') is not None and marks.get(prev, 1e18) < float(stamp) < marks.get(run, 0):
+                    into.append(v['io_latency_us'])
     elif kind == 'sched':
         q = body.split()
         if len(q) == 2:
@@ -401,8 +423,10 @@ print(f"   resex status --json: the VM's rate peaked at {rate * 8 / 1e6:.0f} Mbi
 print(f"   /metrics: resex_vm_tx_bps peaked at {bps / 1e6:.0f} Mbit/s, resex_vm_tx_bytes_total reached {metric}")
 capped = sorted(q for q in quotas if q not in ('-1', '0', '17592186044415'))
 print(f"   the policy's caps: {len(caps)} of the daemon's snapshots capped ({min(caps, default=0):.0f}-{max(caps, default=0):.0f}%); virsh schedinfo global_quota seen (period 10000): {sorted(quotas, key=int)}")
-t_avg = re.findall(r'run 3 client\|\s+64\s+\d+\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+([\d.]+)', open(console).read())
-t_avg = float(t_avg[0]) if t_avg else None
+def t_avg_of(run):
+    t = re.findall(r'run ' + run + r' client\|\s+64\s+\d+\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+([\d.]+)', open(console).read())
+    return float(t[0]) if t else None
+t_avg = t_avg_of('3')
 est = sum(lat) / len(lat) if lat else None
 print(f"   during ib_write_lat: the host's latency estimate (post to completion, Little's law over 100 ms snapshots) "
       f"{est if est is None else round(est, 1)} us (mean of {len(lat)} snapshots, {min(lat, default=0):.1f}-{max(lat, default=0):.1f}); "
@@ -412,7 +436,22 @@ if est is not None and t_avg:
 # The estimate is the requests' time in the queue pair: never more than the application's round
 # trip, which adds the other end's turn to run.
 lat_ok = est is not None and t_avg is not None and 0 < est <= 2 * t_avg
-ok = rate > 0 and bps > 0 and metric is not None and capped and lat_ok
+# ib_read_lat: one READ at a time, the client polling for its completion, the server idle: its
+# round trip is the READ's time in the queue pair, which the estimate claims to measure.
+# Laps of its 2-slot send queue lose the READs' contents, not their number (ssn).
+t_read = t_avg_of('5')
+est_read = sum(lat_read) / len(lat_read) if lat_read else None
+print(f"   during ib_read_lat: the host's estimate {est_read if est_read is None else round(est_read, 1)} us "
+      f"(mean of {len(lat_read)} snapshots, {min(lat_read, default=0):.1f}-{max(lat_read, default=0):.1f}); "
+      f"ib_read_lat's own t_avg {t_read} us")
+if est_read and t_read:
+    print(f"   estimate / ib_read_lat's t_avg: {est_read / t_read:.3f}")
+# The estimate against the one figure it claims to be: within a factor of two (it samples at
+# 1 ms ticks over 100 ms snapshots; the runs here give 0.8-1.2).
+read_ok = bool(est_read and t_read and 0.5 <= est_read / t_read <= 2.0)
+if not read_ok:
+    print("   the estimate is more than a factor of two off ib_read_lat's own figure")
+ok = rate > 0 and bps > 0 and metric is not None and capped and lat_ok and read_ok
 sys.exit(0 if ok else 1)
 PY
 

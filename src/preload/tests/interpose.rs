@@ -8,13 +8,16 @@ mod common;
 use std::path::PathBuf;
 use std::process::Command;
 
-/// `libresex_preload.so`, built beside this test's binary.
+/// `libresex_preload.so`, built with this test: beside its binary (`deps/`, where `cargo test`
+/// leaves it) or one level up (where `cargo build` copies it).
 fn library() -> PathBuf {
     let exe = std::env::current_exe().unwrap();
-    let target = exe.parent().unwrap().parent().unwrap();
-    let lib = target.join("libresex_preload.so");
-    assert!(lib.exists(), "{} not built", lib.display());
-    lib
+    let deps = exe.parent().unwrap();
+    let found = [deps, deps.parent().unwrap()]
+        .iter()
+        .map(|d| d.join("libresex_preload.so"))
+        .find(|l| l.exists());
+    found.unwrap_or_else(|| panic!("libresex_preload.so not built beside {}", deps.display()))
 }
 
 #[test]
