@@ -7,14 +7,14 @@
 #    server and client in the guest against its own address; tools/kvm/rxe-guest.sh runs in the
 #    guest and reports on the serial console), and `resex-agent --vm --discover`, which finds
 #    perftest's queues in /proc and registers them.
-#  - `resexd --backend kvm` on the host with the FreeMarket policy, the VM granted 100 Mbit/s of
+#  - `resexd --backend kvm` on the host with the FreeMarket policy, the VM granted 50 Mbit/s of
 #    a 1 Gbit/s link: it reads the queues out of the guest's RAM file.
 #  - Checked: resexd's work requests and bytes for each run equal what perftest posted
 #    (iterations x size; ib_write_lat posts from both ends), the VM's rate shows in
 #    `resex status --json` and /metrics while perftest runs, the policy's CPU cap shows in
 #    `virsh schedinfo`, a perftest killed mid-run (SIGKILL) is unregistered with one daemon log
-#    line and nothing crashes; the host's latency estimate is within a factor of two of
-#    ib_read_lat's own round trip (one READ at a time: its time in the queue pair), and printed
+#    line and nothing crashes; the host's latency estimate is within 0.3-1.5 of ib_read_lat's
+#    own round trip (one READ at a time: its time in the queue pair is most of it), and printed
 #    beside ib_write_lat's (whose round trip adds the other end's turn to run).
 # Everything it starts, it stops.
 #
@@ -192,24 +192,24 @@ XML
 
 # resexd, before the guest: it finds the domain when it starts, connects to the agent's channel
 # and reads the queues the agent registers. Soft-RoCE under TCG moves about 0.5 Gbit/s, so the
-# link is 1 Gbit/s and the VM is granted 100 Mbit/s of it: perftest then sends well above its
+# link is 1 Gbit/s and the VM is granted 50 Mbit/s of it: perftest then sends well above its
 # entitlement, and only then may a policy cap it. The policy is FreeMarket (policies/
-# freemarket.toml) with the Resos of 100 Mbit/s of I/O per epoch (link_bytes_per_sec), what
+# freemarket.toml) with the Resos of 50 Mbit/s of I/O per epoch (link_bytes_per_sec), what
 # the VM is entitled to: perftest, busy-polling a whole vCPU and sending about 0.4 Gbit/s,
 # spends more than it is allotted, and FreeMarket cuts its CPU cap.
 API=$WORK/api.sock
 METRICS=127.0.0.1:$((20000 + $$ % 20000))
-sed 's/^link_bytes_per_sec = [0-9]*/link_bytes_per_sec = 12500000/' "$ROOT/policies/freemarket.toml" \
-    > "$WORK/freemarket-100mbit.toml"
-grep -q "^link_bytes_per_sec = 12500000" "$WORK/freemarket-100mbit.toml" || fail "policies/freemarket.toml has no link_bytes_per_sec"
+sed 's/^link_bytes_per_sec = [0-9]*/link_bytes_per_sec = 6250000/' "$ROOT/policies/freemarket.toml" \
+    > "$WORK/freemarket-50mbit.toml"
+grep -q "^link_bytes_per_sec = 6250000" "$WORK/freemarket-50mbit.toml" || fail "policies/freemarket.toml has no link_bytes_per_sec"
 cat > "$WORK/resexd.toml" <<TOML
-policy = "$WORK/freemarket-100mbit.toml"
+policy = "$WORK/freemarket-50mbit.toml"
 [link]
 gbps = 1
 [vms.$DOM]
-entitlement = "100Mbit"
+entitlement = "50Mbit"
 TOML
-step "resexd --backend kvm (freemarket; $DOM granted 100 Mbit/s of a 1 Gbit/s link), metrics at $METRICS"
+step "resexd --backend kvm (freemarket; $DOM granted 50 Mbit/s of a 1 Gbit/s link), metrics at $METRICS"
 RUST_LOG=info NO_COLOR=1 "$RESEXD" --config "$WORK/resexd.toml" --backend kvm --connect $URI \
     --api "$API" --state-dir "$WORK/state" --metrics "$METRICS" > "$WORK/resexd.log" 2>&1 &
 RESEXD_PID=$!
@@ -446,11 +446,12 @@ print(f"   during ib_read_lat: the host's estimate {est_read if est_read is None
       f"ib_read_lat's own t_avg {t_read} us")
 if est_read and t_read:
     print(f"   estimate / ib_read_lat's t_avg: {est_read / t_read:.3f}")
-# The estimate against the one figure it claims to be: within a factor of two (it samples at
-# 1 ms ticks over 100 ms snapshots; the runs here give 0.8-1.2).
-read_ok = bool(est_read and t_read and 0.5 <= est_read / t_read <= 2.0)
+# The estimate is the READs' time in the queue pair (post to the kernel's completion), a part of
+# ib_read_lat's round trip (which adds the client's poll and bookkeeping): runs here gave
+# 0.59-1.06 of it. A broken estimator (a unit, a rate, a sample lost) is far outside 0.3-1.5.
+read_ok = bool(est_read and t_read and 0.3 <= est_read / t_read <= 1.5)
 if not read_ok:
-    print("   the estimate is more than a factor of two off ib_read_lat's own figure")
+    print("   the estimate is outside 0.3-1.5 of ib_read_lat's own round trip")
 ok = rate > 0 and bps > 0 and metric is not None and capped and lat_ok and read_ok
 sys.exit(0 if ok else 1)
 PY
