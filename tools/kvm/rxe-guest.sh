@@ -116,9 +116,14 @@ while [ $i -lt 100 ] && ! netstat -ltn 2>/dev/null | grep -q ":18518 "; do sleep
 ib_write_bw -d $DEV -s 65536 -D 60 -F -p 18518 $ADDR > /tmp/client.4 2>&1 &
 cpid=$!
 sleep 5
-kill -9 $cpid $spid 2>/dev/null
-wait $cpid 2>/dev/null; wait $spid 2>/dev/null
-say "run 4 killed: client and server (SIGKILL) after 5 s"
+if kill -0 $cpid 2>/dev/null; then
+    kill -9 $cpid $spid 2>/dev/null
+    wait $cpid 2>/dev/null; wait $spid 2>/dev/null
+    say "run 4 killed while running: client and server (SIGKILL) after 5 s"
+else
+    kill -9 $spid 2>/dev/null; wait $spid 2>/dev/null
+    say "run 4: the client had exited before the kill (no kill mid-run)"
+fi
 sleep 2
 say "run 4 end"
 hold

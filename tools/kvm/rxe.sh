@@ -457,7 +457,11 @@ sys.exit(0 if ok else 1)
 PY
 
 step "run 4: a perftest killed mid-run"
-grep -q "resex-rxe: run 4 killed" "$WORK/console.txt" || fail "run 4 did not kill perftest"
+grep -q "resex-rxe: run 4 killed while running" "$WORK/console.txt" ||
+    fail "run 4 did not kill a running perftest: $(grep -o 'resex-rxe: run 4:.*' "$WORK/console.txt")"
+read -r W3 _ <<< "${TOTALS[3]}"
+read -r W4 _ <<< "${TOTALS[4]:-0}"
+[ "$W4" -gt "$W3" ] || fail "the killed perftest posted nothing resexd saw (WQEs $W3 -> $W4)"
 kill -0 "$RESEXD_PID" 2>/dev/null || fail "resexd died: $(tail -5 "$WORK/resexd.log")"
 GONE=$(grep -c "soft-RoCE queue.*gone\|soft-RoCE queue(s) unregistered" "$WORK/resexd.log" || true)
 grep "soft-RoCE queue" "$WORK/resexd.log" | tail -3 | sed 's/^.*INFO [^ ]* /   resexd: /'

@@ -84,7 +84,10 @@ fn parse_line(line: &str) -> Option<Mapping> {
     if !path.starts_with(UVERBS_PREFIX) {
         return None;
     }
-    let dev = path[UVERBS_PREFIX.len()..].parse().ok()?;
+    let dev: u32 = path[UVERBS_PREFIX.len()..].parse().ok()?;
+    if dev >= 1 << 16 {
+        return None; // the key holds 16 bits of device
+    }
     let (a, b) = range.split_once('-')?;
     let hex = |s: &str| u64::from_str_radix(s, 16).ok();
     let (start, end) = (hex(a)?, hex(b)?);
@@ -177,8 +180,9 @@ pub const CQ_ELEM: u32 = 128;
 /// - Per device, a queue of at least [`MIN_SQ_ELEM`]-byte slots is a send queue and the next
 ///   one its receive queue; a queue of [`CQ_ELEM`]-byte slots otherwise is a CQ.
 /// - A process with shared receive queues breaks both rules (a QP on one has no receive queue
-///   of its own, and a shared receive queue of three or four gather entries has 128-byte slots,
-///   one of one entry 64): then only its send queues are registered.
+///   of its own; a shared receive queue of one gather entry has 64-byte slots, of three or four
+///   128, of six or more 256): then only its send queues are registered, and only when there
+///   are as many as its QPs (otherwise nothing of it).
 /// - When the kernel's CQ count is known and the 128-byte queues left do not match it, they are
 ///   not registered either: completions are lost, never invented from another queue's bytes.
 /// - The `k`-th send queue is tied to the `k`-th QPN when the process uses one device and has
@@ -210,6 +214,11 @@ pub fn classify(queues: &[Queue], owned: &Owned) -> Vec<Option<(RingKind, Option
         }
     }
     let sends = kinds.iter().filter(|k| **k == Some(RingKind::Sq)).count();
+    // Beside shared receive queues (one of six or more gather entries has 256-byte slots too),
+    // send queues are taken only as many as the process's QPs.
+    if srq && sends != owned.qpns.len() {
+        return vec![None; queues.len()];
+    }
     let one_dev = queues.windows(2).all(|w| w[0].map.dev == w[1].map.dev);
     let tie = one_dev && sends == owned.qpns.len();
     let mut next = owned.qpns.iter().copied().filter(|_| tie);

@@ -358,11 +358,30 @@ fn serve(s: UnixStream, at: &Ended) {
     }
 }
 
-/// Whether a translated QP is one the host can take: counts powers of two, sizes mlx5's.
-pub fn plausible(q: &QpRegistration) -> bool {
-    let pow2 = |n: u32| n.is_power_of_two() && n <= 1 << 16;
-    let cq = |c: &CqRegistration| pow2(c.cqe_cnt) && matches!(c.cqe_size, 64 | 128);
-    pow2(q.sq.wqe_cnt) && cq(&q.send_cq) && q.recv_cq.as_ref().is_none_or(cq)
+/// Whether a report describes a QP the host can take (checked before any page is read): an
+/// mlx5 send queue of 64-byte basic blocks, counts and sizes in the host's ranges.
+pub fn plausible(m: &PreloadMsg) -> bool {
+    let PreloadMsg::Created {
+        qpn,
+        sq,
+        send_cq,
+        recv_cq,
+        ..
+    } = m
+    else {
+        return true;
+    };
+    let cq = |c: &CompletionQueue| {
+        c.cqe_cnt.is_power_of_two()
+            && (2..=1 << 24).contains(&c.cqe_cnt)
+            && matches!(c.cqe_size, 64 | 128)
+    };
+    *qpn < 1 << 24
+        && sq.stride == 64
+        && sq.wqe_cnt.is_power_of_two()
+        && sq.wqe_cnt <= 1 << 15
+        && cq(send_cq)
+        && recv_cq.as_ref().is_none_or(cq)
 }
 
 fn handle(at: &Ended, line: &str, info: &mut LogLimiter) {
@@ -388,13 +407,15 @@ fn handle(at: &Ended, line: &str, info: &mut LogLimiter) {
             }
         }
         PreloadMsg::Created { qpn, .. } => {
+            if !plausible(&m) {
+                ctx.warn(format_args!(
+                    "process {pid}: QP {qpn:#x} has counts or sizes no mlx5 QP has; not registered"
+                ));
+                return;
+            }
             // Translated before the lock: the document is built under it.
             let q = match translate(&ctx.proc_root, pid, &m) {
-                Ok(Some(q)) if plausible(&q) => q,
-                Ok(Some(_)) => {
-                    ctx.warn(format_args!("process {pid}: QP {qpn:#x} has counts or sizes no mlx5 QP has; not registered"));
-                    return;
-                }
+                Ok(Some(q)) => q,
                 Ok(None) => return,
                 Err(e) => {
                     ctx.warn(format_args!(

@@ -99,7 +99,13 @@ impl Mlx5 for Dl {
 
 fn reporter() -> &'static Reporter {
     static R: OnceLock<Reporter> = OnceLock::new();
-    R.get_or_init(Reporter::from_env)
+    R.get_or_init(|| {
+        // SAFETY: registers a child handler that only calls close(2).
+        unsafe {
+            libc::pthread_atfork(None, None, Some(crate::report::close_inherited));
+        }
+        Reporter::from_env()
+    })
 }
 
 /// QPNs reported and not yet destroyed.

@@ -82,6 +82,63 @@ pub struct Reporter {
     said: AtomicBool,
 }
 
+/// The connection's descriptor, for the fork handler (-1: none).
+static CONN_FD: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(-1);
+
+/// The child's side of `fork()` (register with `pthread_atfork`): closes the connection it
+/// inherited, so its parent's exit still ends the parent's connection (and unregisters its
+/// QPs) and the child opens its own. Only `close(2)`: async-signal-safe, as a child handler
+/// must be.
+pub extern "C" fn close_inherited() {
+    let fd = CONN_FD.swap(-1, Ordering::AcqRel);
+    if fd >= 0 {
+        // SAFETY: `fd` is the inherited copy of the connection; nothing else in the child
+        // uses it (the reporter forgets its stream when it sees its pid changed).
+        unsafe {
+            libc::close(fd);
+        }
+    }
+}
+
+/// Connects to the agent without waiting: a full backlog (a stalled agent) is an error, never
+/// a hold-up of the application's `ibv_create_qp`.
+fn connect_now(path: &std::path::Path) -> std::io::Result<UnixStream> {
+    use std::os::fd::FromRawFd;
+    use std::os::unix::ffi::OsStrExt;
+    let bytes = path.as_os_str().as_bytes();
+    // SAFETY: an all-zero sockaddr_un is valid.
+    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    if bytes.len() >= addr.sun_path.len() {
+        return Err(std::io::ErrorKind::InvalidInput.into());
+    }
+    addr.sun_family = libc::sa_family_t::try_from(libc::AF_UNIX).unwrap_or(1);
+    for (d, &b) in addr.sun_path.iter_mut().zip(bytes) {
+        *d = b as libc::c_char;
+    }
+    // SAFETY: socket(2) with constant arguments; the result is checked.
+    let fd = unsafe {
+        libc::socket(
+            libc::AF_UNIX,
+            libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            0,
+        )
+    };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just opened and is owned by the stream from here on.
+    let s = unsafe { UnixStream::from_raw_fd(fd) };
+    let len = libc::socklen_t::try_from(std::mem::size_of::<libc::sockaddr_un>())
+        .unwrap_or(libc::socklen_t::MAX);
+    // SAFETY: `addr` is a valid sockaddr_un of `len` bytes during the call.
+    let rc = unsafe { libc::connect(fd, (&raw const addr).cast(), len) };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    s.set_nonblocking(false)?;
+    Ok(s)
+}
+
 /// The longest a report may hold up the application's call.
 pub const WRITE_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(100);
 
@@ -138,22 +195,31 @@ impl Reporter {
         line.push('\n');
         let me = std::process::id();
         let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
-        if conn.as_ref().is_some_and(|(pid, _)| *pid != me) {
-            // A forked child: its parent's connection is not its own.
-            *conn = None;
+        if let Some((pid, s)) = conn.take() {
+            if pid == me {
+                *conn = Some((pid, s));
+            } else {
+                // A forked child: its parent's connection is not its own, and the fork handler
+                // ([`close_inherited`]) closed this copy already: forget it, do not close it again.
+                std::mem::forget(s);
+            }
         }
         for _ in 0..2 {
             if conn.is_none() {
-                let s = UnixStream::connect(&self.path)
+                let s = connect_now(&self.path)
                     .map_err(|e| format!("no agent at {}: {e}", self.path.display()))?;
                 s.set_write_timeout(Some(WRITE_TIMEOUT))
                     .map_err(|e| e.to_string())?;
+                CONN_FD.store(std::os::fd::AsRawFd::as_raw_fd(&s), Ordering::Release);
                 *conn = Some((me, s));
             }
             if let Some((_, s)) = conn.as_ref() {
                 match send_all(s, line.as_bytes()) {
                     Ok(()) => return Ok(()),
-                    Err(_) => *conn = None,
+                    Err(_) => {
+                        CONN_FD.store(-1, Ordering::Release);
+                        *conn = None;
+                    }
                 }
             }
         }

@@ -1,10 +1,19 @@
-//! The registration the host will take: the host refuses a document whole when two rings share
-//! a byte or a limit is passed, which would leave the whole VM unmetered for one process's
-//! queues. So the agent keeps what fits, in order (soft-RoCE queues first, then the
-//! interposer's QPs), and leaves out a ring or QP that overlaps one already kept (a CQ shared
-//! by several QPs is one CQ) or passes the host's default limits ([`Budget`]).
+//! The registration the host will take: the host refuses a document whole when one ring or QP
+//! is out of range, two rings share a byte, a QPN or a CQ's doorbell record is named twice, or
+//! a limit is passed; that would leave the whole VM unmetered for one process's queues. So the
+//! agent keeps what fits, in order (soft-RoCE queues first, then the interposer's QPs), with the
+//! host's own rules (`resex_ibmon::registry`, mirrored here: the agent links no host crate):
+//! - a ring: slots a power of two from 2 to 2^20, slots a power of two of 16 bytes to 64 KiB
+//!   holding one entry of its kind (a send WQE 208 bytes, a receive 40, a completion 48), a QPN
+//!   below 2^24, one ring of each kind per QP (a later one goes untied);
+//! - a QP: its QPN below 2^24 and not named before, basic blocks a power of two up to 2^15,
+//!   CQs of a power of two from 2 to 2^24 entries of 64 or 128 bytes, a CQ's doorbell record
+//!   not another CQ's;
+//! - no byte of two rings the same (a CQ shared by several QPs is one CQ), and the host's
+//!   default limits ([`Budget`]; a shared CQ's pages count once for each QP naming it, as the
+//!   host counts them).
 
-use resex_proto::{CqRegistration, QpRegistration, Registration, RingRegistration};
+use resex_proto::{CqRegistration, QpRegistration, Registration, RingKind, RingRegistration};
 use std::collections::BTreeMap;
 
 const PAGE: u64 = 4096;
@@ -103,8 +112,8 @@ pub fn fit(doc: &mut Registration, budget: &Budget) -> Left {
     }
     let mut left = Left::default();
     let rings = std::mem::take(&mut doc.rings);
-    for r in rings {
-        if keep_ring(&r, &mut taken, doc.rings.len(), budget) {
+    for mut r in rings {
+        if keep_ring(&mut r, &mut taken, &doc.rings, budget) {
             doc.rings.push(r);
         } else {
             left.rings += 1;
@@ -113,7 +122,8 @@ pub fn fit(doc: &mut Registration, budget: &Budget) -> Left {
     let mut cqs: Vec<CqRegistration> = Vec::new();
     let qps = std::mem::take(&mut doc.qps);
     for q in qps {
-        if keep_qp(&q, &mut taken, &mut cqs, doc.qps.len(), budget) {
+        let named = doc.qps.iter().any(|k| k.qpn == q.qpn);
+        if !named && qp_ok(&q) && keep_qp(&q, &mut taken, &mut cqs, doc.qps.len(), budget) {
             doc.qps.push(q);
         } else {
             left.qps += 1;
@@ -122,10 +132,56 @@ pub fn fit(doc: &mut Registration, budget: &Budget) -> Left {
     left
 }
 
-fn keep_ring(r: &RingRegistration, taken: &mut Taken, kept: usize, budget: &Budget) -> bool {
+/// The smallest slot of each kind (`struct rxe_send_wqe`, `rxe_recv_wqe`, `ib_uverbs_wc`).
+fn min_elem(kind: RingKind) -> u32 {
+    match kind {
+        RingKind::Sq => 208,
+        RingKind::Rq => 40,
+        RingKind::Cq => 48,
+    }
+}
+
+/// A ring the host takes on its own.
+pub fn ring_ok(r: &RingRegistration) -> bool {
+    let e = r.elem_size;
+    r.slots.is_power_of_two()
+        && (2..=1 << 20).contains(&r.slots)
+        && e.is_power_of_two()
+        && (16..=1 << 16).contains(&e)
+        && e >= min_elem(r.kind)
+        && r.qpn.is_none_or(|q| q < 1 << 24)
+}
+
+/// A QP the host takes on its own.
+pub fn qp_ok(q: &QpRegistration) -> bool {
+    let cq = |c: &CqRegistration| {
+        c.cqe_cnt.is_power_of_two()
+            && (2..=1 << 24).contains(&c.cqe_cnt)
+            && matches!(c.cqe_size, 64 | 128)
+    };
+    q.qpn < 1 << 24
+        && q.sq.wqe_cnt.is_power_of_two()
+        && q.sq.wqe_cnt <= 1 << 15
+        && cq(&q.send_cq)
+        && q.recv_cq.as_ref().is_none_or(cq)
+}
+
+fn keep_ring(
+    r: &mut RingRegistration,
+    taken: &mut Taken,
+    kept: &[RingRegistration],
+    budget: &Budget,
+) -> bool {
+    if !ring_ok(r) {
+        return false;
+    }
+    // One ring of a kind per QP: a second (the same QPN on another device) is kept untied.
+    if r.qpn.is_some() && kept.iter().any(|k| k.kind == r.kind && k.qpn == r.qpn) {
+        r.qpn = None;
+    }
     let len = 384 + u64::from(r.slots) * u64::from(r.elem_size);
     let s = spans(&r.pages, r.offset, len);
-    let fits = kept < budget.rings && taken.pages + r.pages.len() <= budget.pages;
+    let fits = kept.len() < budget.rings && taken.pages + r.pages.len() <= budget.pages;
     if fits && taken.free(&s) {
         taken.take(&s, r.pages.len());
         return true;
@@ -143,14 +199,20 @@ fn keep_qp(
     let sq = spans(&q.sq.pages, q.sq.offset, u64::from(q.sq.wqe_cnt) * 64);
     let mut need = sq.clone();
     let mut pages = q.sq.pages.len();
-    let mut new_cqs = Vec::new();
+    let mut new_cqs: Vec<CqRegistration> = Vec::new();
     for c in std::iter::once(&q.send_cq).chain(q.recv_cq.as_ref()) {
-        // A CQ already kept (shared by QPs) is the same CQ, not an overlap.
-        if cqs.iter().chain(&new_cqs).any(|k| k == c) {
+        // The host counts a CQ's pages for every QP that names it.
+        pages += c.pages.len();
+        // A CQ already kept (shared by QPs) is the same CQ, not an overlap; another CQ with
+        // its doorbell record is a conflict.
+        let known = cqs.iter().chain(&new_cqs);
+        if known.clone().any(|k| k == c) {
             continue;
         }
+        if known.clone().any(|k| k.dbrec == c.dbrec) {
+            return false;
+        }
         need.extend(cq_spans(c));
-        pages += c.pages.len();
         new_cqs.push(c.clone());
     }
     let fits = kept < budget.qps && taken.pages + pages <= budget.pages;
@@ -168,7 +230,7 @@ fn keep_qp(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use resex_proto::{RingFormat, RingKind, SqRegistration};
+    use resex_proto::{RingFormat, SqRegistration};
 
     fn ring(page: u64) -> RingRegistration {
         RingRegistration {
@@ -262,6 +324,56 @@ mod tests {
         // Four rings (four pages), then QPs of two pages each: one fits in the seven.
         assert_eq!((d.rings.len(), d.qps.len()), (4, 1));
         assert_eq!(left, Left { rings: 1, qps: 2 });
+    }
+
+    #[test]
+    fn what_the_host_refuses_on_its_own_is_left_out() {
+        let mut one_slot = ring(0x1000);
+        one_slot.slots = 1;
+        let mut tiny = ring(0x2000);
+        tiny.kind = RingKind::Rq;
+        tiny.elem_size = 16;
+        let mut sq = ring(0x3000);
+        sq.kind = RingKind::Sq;
+        sq.elem_size = 256;
+        sq.qpn = Some(17);
+        // The same QPN on another device: kept, untied.
+        let mut other_dev = sq.clone();
+        other_dev.pages = vec![0x4000];
+        let mut big = qp(1, 0x10_0000, 0x11_0000);
+        big.sq.wqe_cnt = 1 << 16;
+        let mut twice = qp(2, 0x12_0000, 0x13_0000);
+        let again = qp(2, 0x14_0000, 0x15_0000);
+        // Another CQ on the same doorbell record as QP 2's.
+        let mut clash = qp(3, 0x16_0000, 0x17_0000);
+        clash.send_cq.dbrec = twice.send_cq.dbrec;
+        twice.recv_cq = None;
+        let mut d = doc(
+            vec![one_slot, tiny, sq, other_dev],
+            vec![big, twice, again, clash],
+        );
+        let left = fit(&mut d, &Budget::default());
+        assert_eq!(left, Left { rings: 2, qps: 3 });
+        assert_eq!(
+            d.rings.iter().map(|r| r.qpn).collect::<Vec<_>>(),
+            [Some(17), None]
+        );
+        assert_eq!(d.qps.iter().map(|q| q.qpn).collect::<Vec<_>>(), [2]);
+    }
+
+    #[test]
+    fn a_shared_cq_s_pages_count_for_every_qp_as_the_host_counts_them() {
+        let qps: Vec<_> = (0..4)
+            .map(|i| qp(i, 0x10_0000 + 0x1000 * u64::from(i), 0x20_0000))
+            .collect();
+        let mut d = doc(vec![], qps);
+        let budget = Budget {
+            pages: 6,
+            ..Budget::default()
+        };
+        // Two pages a QP (its SQ and the shared CQ): three fit in six.
+        fit(&mut d, &budget);
+        assert_eq!(d.qps.len(), 3);
     }
 
     #[test]

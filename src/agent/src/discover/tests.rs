@@ -112,6 +112,13 @@ fn what_cannot_be_told_apart_is_not_registered() {
         classify(&srq, &owned(&[5], Some(2), Some(1))),
         vec![None, None, Some((Sq, Some(5))), None]
     );
+    // A shared receive queue of six gather entries looks like a send queue: with more such
+    // queues than QPs, nothing of the process is registered.
+    let srq6 = [q(128), q(512), q(256)];
+    assert_eq!(
+        classify(&srq6, &owned(&[5], Some(1), Some(1))),
+        vec![None, None, None]
+    );
     // More 128-byte queues than the kernel's CQs: none of them is taken for a CQ.
     let k = classify(
         &[q(128), q(128), q(128), q(512), q(64)],
@@ -303,8 +310,8 @@ mod watching {
         fake_proc(root.path(), 10, &qp_queues(0x100_000, 0));
         std::fs::write(root.path().join("10/comm"), "ib_write_bw\n").unwrap();
         owns(&t, 10, &[0x11], 1);
-        // A process without RDMA resources is never read, even with a uverbs mapping.
-        fake_proc(root.path(), 11, &qp_queues(0x500_000, 0x100_000));
+        // A process without RDMA mappings has nothing to register.
+        fake_proc(root.path(), 11, &[]);
         let mut w = Watcher::new(root.path(), source(t.clone()));
         let c = w.scan();
         assert_eq!(c.found.len(), 1);
@@ -369,6 +376,27 @@ mod watching {
         owns(&t, 21, &[], 0);
         w.scan();
         assert_eq!(w.rings(), rings);
+    }
+
+    #[test]
+    fn only_changed_owners_are_read_and_every_process_at_a_sweep() {
+        use crate::discover::watch::SWEEP_EVERY;
+        let root = tempfile::tempdir().unwrap();
+        let t = table();
+        owns(&t, 1, &[], 0);
+        let mut w = Watcher::new(root.path(), source(t));
+        w.scan();
+        // Queues whose owner the kernel does not list (the thread that made them exited): not
+        // looked for at every scan, found at the next sweep.
+        fake_proc(root.path(), 51, &qp_queues(0x100_000, 0x8000));
+        let mut found_at = None;
+        for k in 2..=SWEEP_EVERY + 1 {
+            if w.scan().any() {
+                found_at = Some(k);
+                break;
+            }
+        }
+        assert_eq!(found_at, Some(SWEEP_EVERY + 1));
     }
 
     #[test]

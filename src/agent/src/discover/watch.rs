@@ -3,12 +3,14 @@
 //! unregistered when it exits.
 //!
 //! **Bounded work.** Each scan asks the kernel's RDMA netlink which processes own RDMA
-//! resources ([`Resources`]), and reads the `maps` of those alone (and of those it follows, to
-//! see them go), at most [`MAX_PROCS`] processes and [`super::MAX_MAPS_BYTES`] of each. The
-//! kernel gives a resource the id of the thread that created it: each is charged to that
-//! thread's process (`Tgid` in `/proc/TID/status`). Without RDMA netlink (no `ib_core`, so no
-//! RDMA device either) every process's `maps` is read. A process is read further (headers, page
-//! lists) only when its mappings or its resources changed.
+//! resources ([`Resources`]), and reads the `maps` of those whose resources changed (new QPs,
+//! CQs or shared receive queues, or none left), at most [`MAX_PROCS`] processes and
+//! [`super::MAX_MAPS_BYTES`] of each; every [`SWEEP_EVERY`] scans it looks at every process
+//! (the kernel does not list a resource whose creating thread has exited). The kernel gives a
+//! resource the id of the thread that created it: each is charged to that thread's process
+//! (`Tgid` in `/proc/TID/status`). Without RDMA netlink (no `ib_core`, so no RDMA device
+//! either) every process's `maps` is read at every scan. A process is read further (headers,
+//! page lists) only when its mappings or its resources changed.
 //!
 //! **Where counting starts.** The kernel numbers each device's queues in creation order (the
 //! mmap offset). The first scan records the highest offset it saw per device: a queue at or
@@ -33,6 +35,10 @@ pub type ResourceSource = Box<dyn FnMut() -> Result<Resources, NetlinkError> + S
 
 /// The most processes followed at once (bounded work per scan).
 pub const MAX_PROCS: usize = 256;
+
+/// Every this many scans (1 s at 50 ms) every process is looked at, not only those whose RDMA
+/// resources changed.
+pub const SWEEP_EVERY: u64 = 20;
 
 /// What one process was found with, or left.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -97,6 +103,8 @@ pub struct Watcher {
     procs: BTreeMap<u32, Proc>,
     /// The highest mmap offset per device at the first scan (None before it).
     horizon: Option<BTreeMap<u32, u64>>,
+    /// Scans made.
+    scans: u64,
     /// The resource table's last error, said once until it works again.
     netlink_said: bool,
     /// Processes that could not be read, with the mappings they had then (said once each;
@@ -121,6 +129,7 @@ impl Watcher {
             source,
             procs: BTreeMap::new(),
             horizon: None,
+            scans: 0,
             netlink_said: false,
             unreadable: BTreeMap::new(),
         }
@@ -142,18 +151,16 @@ impl Watcher {
 
     /// Scans once: what appeared, changed or went away since the last scan.
     pub fn scan(&mut self) -> Changes {
+        self.scans += 1;
         let table = self.table();
         let owned = table.as_ref().map(|t| self.by_process(t));
-        let candidates: Vec<u32> = match &owned {
-            Some(o) => o.keys().chain(self.procs.keys()).copied().collect(),
-            None => self.all_pids(),
-        };
-        let seen = self.mappings(candidates);
+        let candidates = self.candidates(owned.as_ref());
+        let seen = self.mappings(candidates.iter().copied().collect());
         let mut changes = Changes::default();
         let gone: Vec<u32> = self
             .procs
             .keys()
-            .filter(|p| !seen.contains_key(p))
+            .filter(|p| candidates.contains(p) && !seen.contains_key(p))
             .copied()
             .collect();
         for pid in gone {
@@ -162,7 +169,7 @@ impl Watcher {
             }
         }
         self.unreadable
-            .retain(|p, maps| seen.get(p).is_some_and(|m| m == maps));
+            .retain(|p, maps| !candidates.contains(p) || seen.get(p).is_some_and(|m| m == maps));
         let first = self.horizon.is_none();
         for (pid, maps) in seen {
             let o = owned
@@ -181,6 +188,32 @@ impl Watcher {
             self.horizon = Some(self.highest_offsets());
         }
         changes
+    }
+
+    /// The processes whose `maps` this scan reads: those whose resources changed (new ones,
+    /// and followed ones whose resources changed or went), or, every [`SWEEP_EVERY`] scans and
+    /// without RDMA netlink, every process (the kernel does not list a resource whose creating
+    /// thread has exited; a forked child owns none).
+    fn candidates(&self, owned: Option<&BTreeMap<u32, Owned>>) -> BTreeSet<u32> {
+        let sweep = owned.is_none() || self.scans % SWEEP_EVERY == 1;
+        let mut out: BTreeSet<u32> = if sweep {
+            self.all_pids()
+                .into_iter()
+                .chain(self.procs.keys().copied())
+                .collect()
+        } else {
+            BTreeSet::new()
+        };
+        if let Some(o) = owned {
+            let none = Owned::default();
+            for (pid, p) in &self.procs {
+                if o.get(pid).unwrap_or(&none) != &p.owned {
+                    out.insert(*pid);
+                }
+            }
+            out.extend(o.keys().filter(|p| !self.procs.contains_key(p)));
+        }
+        out
     }
 
     /// The resource table, or `None` (said once) when the kernel cannot be asked.
