@@ -6,14 +6,11 @@
 //!   default 50 ms scan and a host on the agent's real Unix channel (20 times).
 #![allow(missing_docs)]
 
-use resex_agent::discover::fixture::{fake_proc, qp_queues};
+use resex_agent::discover::fixture::{accepting_host, fake_proc, qp_queues};
 use resex_agent::discover::rdma_nl::NetlinkError;
 use resex_agent::discover::serve::{run, Options};
 use resex_agent::discover::watch::Watcher;
 use resex_agent::session::{ChannelStatus, UnixChannel};
-use resex_proto::channel::{read_msg, write_msg, GuestMsg, HostMsg, MAX_LINE};
-use std::io::BufReader;
-use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
@@ -42,29 +39,6 @@ fn scan_cost(root: &Path, what: &str) {
     );
 }
 
-/// A host that says hello and accepts every document, passing on each one's ring count.
-fn host(sock: &Path, seen: mpsc::Sender<(usize, Instant)>) {
-    let s = UnixStream::connect(sock).unwrap();
-    std::thread::spawn(move || {
-        let mut r = BufReader::new(s.try_clone().unwrap());
-        let mut w = s;
-        write_msg(&mut w, &HostMsg::Hello { version: 1 }).unwrap();
-        while let Ok(Some(GuestMsg::Register { registration })) =
-            read_msg::<GuestMsg>(&mut r, MAX_LINE)
-        {
-            let _ = seen.send((registration.rings.len(), Instant::now()));
-            let ok = HostMsg::Accepted {
-                vm: "g".into(),
-                qps: 0,
-                mailbox: false,
-            };
-            if write_msg(&mut w, &ok).is_err() {
-                return;
-            }
-        }
-    });
-}
-
 fn registration_latency() {
     let root = tempfile::tempdir().unwrap();
     let sock = root.path().join("agent.sock");
@@ -88,7 +62,7 @@ fn registration_latency() {
         })
     };
     let (tx, rx) = mpsc::channel();
-    host(&sock, tx);
+    accepting_host(&sock, tx);
     rx.recv_timeout(Duration::from_secs(5)).unwrap();
     let mut ms = Vec::new();
     for i in 0..20u32 {
@@ -96,8 +70,8 @@ fn registration_latency() {
         std::thread::sleep(Duration::from_millis(u64::from(i * 7 % 50)));
         let t = Instant::now();
         fake_proc(root.path(), 100 + i, &qp_queues(0x100_000, 0));
-        let (n, at) = rx.recv_timeout(Duration::from_secs(5)).unwrap();
-        assert_eq!(n, 3);
+        let (reg, at) = rx.recv_timeout(Duration::from_secs(5)).unwrap();
+        assert_eq!(reg.rings.len(), 3);
         ms.push((at - t).as_secs_f64() * 1e3);
         std::fs::remove_dir_all(root.path().join((100 + i).to_string())).unwrap();
         rx.recv_timeout(Duration::from_secs(5)).unwrap();

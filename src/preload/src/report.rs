@@ -82,6 +82,25 @@ pub struct Reporter {
     said: AtomicBool,
 }
 
+/// Why a report did not reach the agent.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    /// The message could not be written as JSON.
+    #[error("a report that cannot be encoded: {0}")]
+    Encode(serde_json::Error),
+    /// No agent listens at the socket (or it could not be set up).
+    #[error("no agent at {}: {source}", path.display())]
+    NoAgent {
+        /// The socket.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The agent closed the connection and did not take it again.
+    #[error("the agent at {} went away", .0.display())]
+    Gone(PathBuf),
+}
+
 /// The connection's descriptor, for the fork handler (-1: none).
 static CONN_FD: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(-1);
 
@@ -190,8 +209,8 @@ impl Reporter {
     }
 
     /// Sends `m` as one line.
-    pub fn send(&self, m: &PreloadMsg) -> Result<(), String> {
-        let mut line = serde_json::to_string(m).map_err(|e| e.to_string())?;
+    pub fn send(&self, m: &PreloadMsg) -> Result<(), ReportError> {
+        let mut line = serde_json::to_string(m).map_err(ReportError::Encode)?;
         line.push('\n');
         let me = std::process::id();
         let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
@@ -206,10 +225,12 @@ impl Reporter {
         }
         for _ in 0..2 {
             if conn.is_none() {
-                let s = connect_now(&self.path)
-                    .map_err(|e| format!("no agent at {}: {e}", self.path.display()))?;
-                s.set_write_timeout(Some(WRITE_TIMEOUT))
-                    .map_err(|e| e.to_string())?;
+                let no_agent = |source| ReportError::NoAgent {
+                    path: self.path.clone(),
+                    source,
+                };
+                let s = connect_now(&self.path).map_err(no_agent)?;
+                s.set_write_timeout(Some(WRITE_TIMEOUT)).map_err(no_agent)?;
                 CONN_FD.store(std::os::fd::AsRawFd::as_raw_fd(&s), Ordering::Release);
                 *conn = Some((me, s));
             }
@@ -223,7 +244,7 @@ impl Reporter {
                 }
             }
         }
-        Err(format!("the agent at {} went away", self.path.display()))
+        Err(ReportError::Gone(self.path.clone()))
     }
 
     /// Whether this is the first time something is said (one line per process, not per QP).
@@ -238,7 +259,7 @@ pub fn on_created(dv: &dyn Mlx5, r: &Reporter, qp: &IbvQp) -> Outcome {
         Err(o) => o,
         Ok(m) => match r.send(&m) {
             Ok(()) => Outcome::Reported(m),
-            Err(e) => Outcome::NoAgent(e),
+            Err(e) => Outcome::NoAgent(e.to_string()),
         },
     }
 }

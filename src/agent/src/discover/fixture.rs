@@ -51,3 +51,36 @@ pub fn qp_queues(base: u64, pgoff: u64) -> Vec<(u64, u32, u32, u64)> {
         (base + 0x20_000, 8, 6, pgoff + 0x4000),
     ]
 }
+
+/// A host on the agent's channel at `sock`: says hello, accepts every registration, and passes
+/// each one on with when it arrived. Its thread ends with the session.
+///
+/// # Panics
+/// When `sock` cannot be reached.
+pub fn accepting_host(
+    sock: &Path,
+    seen: std::sync::mpsc::Sender<(resex_proto::Registration, std::time::Instant)>,
+) {
+    use resex_proto::channel::{read_msg, write_msg, GuestMsg, HostMsg, MAX_LINE};
+    let s = std::os::unix::net::UnixStream::connect(sock).expect("the agent's channel");
+    std::thread::spawn(move || {
+        let mut r = std::io::BufReader::new(s.try_clone().expect("a second handle"));
+        let mut w = s;
+        if write_msg(&mut w, &HostMsg::Hello { version: 1 }).is_err() {
+            return;
+        }
+        while let Ok(Some(GuestMsg::Register { registration })) =
+            read_msg::<GuestMsg>(&mut r, MAX_LINE)
+        {
+            let _ = seen.send((registration, std::time::Instant::now()));
+            let ok = HostMsg::Accepted {
+                vm: "g".into(),
+                qps: 0,
+                mailbox: false,
+            };
+            if write_msg(&mut w, &ok).is_err() {
+                return;
+            }
+        }
+    });
+}

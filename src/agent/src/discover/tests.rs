@@ -445,39 +445,20 @@ mod watching {
 }
 
 mod serving {
-    use super::fixture::qp_queues;
+    use super::fixture::{accepting_host, qp_queues};
     use super::*;
     use crate::discover::serve::{run, Options};
     use crate::session::{ChannelStatus, UnixChannel};
-    use resex_proto::channel::{read_msg, write_msg, GuestMsg, HostMsg, MAX_LINE};
-    use std::io::BufReader;
-    use std::os::unix::net::UnixStream;
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::{mpsc, Arc};
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
 
-    /// A host that says hello, accepts every document and passes on the rings' count.
-    fn host(sock: &Path, seen: mpsc::Sender<(usize, Instant)>) {
-        let s = UnixStream::connect(sock).unwrap();
-        std::thread::spawn(move || {
-            let mut r = BufReader::new(s.try_clone().unwrap());
-            let mut w = s;
-            write_msg(&mut w, &HostMsg::Hello { version: 1 }).unwrap();
-            while let Ok(Some(GuestMsg::Register { registration })) =
-                read_msg::<GuestMsg>(&mut r, MAX_LINE)
-            {
-                assert!(registration.qps.is_empty() && registration.mailbox.is_none());
-                let _ = seen.send((registration.rings.len(), Instant::now()));
-                let ok = HostMsg::Accepted {
-                    vm: "g".into(),
-                    qps: 0,
-                    mailbox: false,
-                };
-                if write_msg(&mut w, &ok).is_err() {
-                    return;
-                }
-            }
-        });
+    /// The rings' count of the next registration the host accepts; it names no QP and no
+    /// mailbox (discovery registers soft-RoCE rings alone here).
+    fn next(rx: &mpsc::Receiver<(resex_proto::Registration, std::time::Instant)>) -> usize {
+        let (reg, _) = rx.recv_timeout(Duration::from_secs(5)).unwrap();
+        assert!(reg.qps.is_empty() && reg.mailbox.is_none());
+        reg.rings.len()
     }
 
     #[test]
@@ -506,14 +487,14 @@ mod serving {
             })
         };
         let (tx, rx) = mpsc::channel();
-        host(&sock, tx);
-        let (n, _) = rx.recv_timeout(Duration::from_secs(5)).unwrap();
+        accepting_host(&sock, tx);
+        let n = next(&rx);
         assert_eq!(n, 0, "nothing yet");
         fake_proc(root.path(), 7, &qp_queues(0x100_000, 0));
-        let (n, _) = rx.recv_timeout(Duration::from_secs(5)).unwrap();
+        let n = next(&rx);
         assert_eq!(n, 3);
         std::fs::remove_dir_all(root.path().join("7")).unwrap();
-        let (n, _) = rx.recv_timeout(Duration::from_secs(5)).unwrap();
+        let n = next(&rx);
         assert_eq!(n, 0, "the exited process's queues are unregistered");
         stop.store(true, Ordering::Release);
         let totals = agent.join().unwrap();
