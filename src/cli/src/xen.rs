@@ -41,12 +41,23 @@ pub struct PeekArgs {
     pub text: bool,
 }
 
-fn parse_addr(s: &str) -> Result<u64, String> {
+/// Why `--addr` was refused.
+#[derive(Debug, thiserror::Error)]
+#[error("`{text}` is not an address (decimal or 0x hex): {source}")]
+pub struct AddrError {
+    text: String,
+    source: std::num::ParseIntError,
+}
+
+fn parse_addr(s: &str) -> Result<u64, AddrError> {
     let r = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
         Some(h) => u64::from_str_radix(h, 16),
         None => s.parse(),
     };
-    r.map_err(|e| format!("`{s}` is not an address (decimal or 0x hex): {e}"))
+    r.map_err(|source| AddrError {
+        text: s.to_owned(),
+        source,
+    })
 }
 
 pub fn run(c: XenCommand) -> Result<()> {
@@ -113,9 +124,10 @@ mod tests {
 
     #[test]
     fn addresses_in_hex_or_decimal_and_a_dump() {
-        assert_eq!(parse_addr("0x1000"), Ok(4096));
-        assert_eq!(parse_addr("4096"), Ok(4096));
-        assert!(parse_addr("0xzz").unwrap_err().contains("not an address"));
+        assert_eq!(parse_addr("0x1000").unwrap(), 4096);
+        assert_eq!(parse_addr("4096").unwrap(), 4096);
+        let e = parse_addr("0xzz").unwrap_err().to_string();
+        assert!(e.contains("`0xzz` is not an address"), "{e}");
         let d = hexdump(0x1000, b"resex page\x00\x01");
         assert_eq!(
             d,

@@ -29,7 +29,12 @@ pub struct HcaArgs {
     pub stats: Option<std::path::PathBuf>,
 }
 
-fn parse_relay(s: &str) -> Result<(String, std::path::PathBuf), String> {
+/// Why a `--relay` value was refused.
+#[derive(Debug, thiserror::Error)]
+#[error("`{0}` is not NAME=PATH (NAME: letters, digits, - and _)")]
+pub struct RelayError(String);
+
+fn parse_relay(s: &str) -> Result<(String, std::path::PathBuf), RelayError> {
     match s.split_once('=') {
         Some((n, p))
             if !n.is_empty()
@@ -39,9 +44,7 @@ fn parse_relay(s: &str) -> Result<(String, std::path::PathBuf), String> {
         {
             Ok((n.to_owned(), p.into()))
         }
-        _ => Err(format!(
-            "`{s}` is not NAME=PATH (NAME: letters, digits, - and _)"
-        )),
+        _ => Err(RelayError(s.to_owned())),
     }
 }
 
@@ -172,11 +175,12 @@ mod tests {
     #[test]
     fn relays_are_name_equals_path() {
         assert_eq!(
-            parse_relay("bench=/run/b.sock"),
-            Ok(("bench".into(), "/run/b.sock".into()))
+            parse_relay("bench=/run/b.sock").unwrap(),
+            ("bench".into(), "/run/b.sock".into())
         );
         for bad in ["bench", "=/x", "b=", "a/b=/x"] {
-            assert!(parse_relay(bad).is_err(), "{bad}");
+            let e = parse_relay(bad).unwrap_err().to_string();
+            assert!(e.contains(&format!("`{bad}` is not NAME=PATH")), "{e}");
         }
     }
 }
