@@ -14,4 +14,4 @@ pub mod snapshot;
 pub use client::{ApiClient, ApiError};
 pub use request::{BadRequest, ErrorAnswer, PinAnswer, Request};
 pub use resex_common::VmId;
-pub use snapshot::{HostSnap, LateQp, Snapshot, VmSnap};
+pub use snapshot::{HostSnap, LateQp, PeriodFound, PeriodSnap, Snapshot, VmSnap};

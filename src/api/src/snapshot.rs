@@ -166,6 +166,42 @@ pub struct VmSnap {
     /// a QP before it is used) and from an older daemon.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub late_qps: Vec<LateQp>,
+    /// What the host's period detector made of the bytes it counted the VM sending, 1 ms at a
+    /// time (None: detection is off, or the VM has not been looked at yet).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub period: Option<PeriodSnap>,
+}
+
+/// The host's verdict on a VM's periodicity (a training job's iterations), from its exact
+/// transmitted bytes per interval, with no help from the guest.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct PeriodSnap {
+    /// The period found (None: not periodic, and `why_not` says why).
+    pub found: Option<PeriodFound>,
+    /// Why no period was found (a silent or steady sender, too few samples, no repeating
+    /// pattern, ...).
+    pub why_not: Option<String>,
+    /// Intervals of the VM's transmit history the detector looked at.
+    pub samples: u64,
+    /// How long ago it looked, ms.
+    pub age_ms: u64,
+}
+
+/// A VM's periodic communication as the host measured it.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq)]
+pub struct PeriodFound {
+    /// The iteration time, ms.
+    pub period_ms: f64,
+    /// Fraction of the intervals in which it sent, in [0, 1].
+    pub duty: f64,
+    /// Bytes sent per iteration.
+    pub bytes_per_period: f64,
+    /// Where its communication starts in each period: ms after the last Unix-clock instant
+    /// that is a whole number of periods since the epoch, in [0, period_ms) (comparable across
+    /// hosts whose clocks agree).
+    pub phase_ms: f64,
+    /// How sure the detector is, in [0, 1].
+    pub confidence: f64,
 }
 
 /// A queue pair counted from the present position instead of from its start.

@@ -18,6 +18,8 @@
 //! - [`fleet`]: the fleet coordinator's transmit ceilings over the local policy, with expiry.
 //! - [`lever`]: one type for every lever the core turns (a VM's CPU cap, its transmit limit):
 //!   the value in force, the admin's pin, the fleet's ceiling, why; one [`Intent`] type.
+//! - [`periods`]: each VM's transmitted bytes per interval and the period detector's verdicts
+//!   (a [`periods::PeriodWatch`] the driver runs off its loop).
 //! - [`host`]: [`HostCore`]: the VM table, membership in pricing, pins, policy changes.
 //! - [`step`]: the step itself.
 //! - [`snapshot`]: the API's [`resex_api::Snapshot`] built from the core's state.
@@ -35,6 +37,7 @@ pub mod host;
 pub mod info;
 pub mod lever;
 pub mod output;
+pub mod periods;
 pub mod snapshot;
 pub mod step;
 pub mod vm;

@@ -25,6 +25,9 @@
 //! web-1 = "0000:03:00.2"                     # a PCI VF
 //! db = { kind = "function", devlink = "pci/0000:03:00.0", vf = 3 }  # a PF's VF by index
 //!
+//! [periods]                                # the period detector (docs/mlcompat.md)
+//! window = 8192                              # intervals of history per VM
+//!
 //! [vms.web-1]                                # what the admin grants a VM (wins over the
 //! entitlement = "2Gbit"                      # backend's): its guaranteed transmit rate
 //! cpu_floor = 20                             # and the lowest CPU cap, percent of one CPU
@@ -45,6 +48,9 @@ use resex_backend::vf::Mechanism;
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
+
+mod periods;
+pub use periods::PeriodsConfig;
 
 /// The `[fleet]` section: the fleet's settings in a build with the fleet.
 #[cfg(feature = "fleet")]
@@ -124,6 +130,9 @@ pub struct Config {
     /// `[vms.NAME]`: what the admin grants each VM, by name.
     #[serde(default)]
     pub vms: BTreeMap<String, Grant>,
+    /// `[periods]`: the period detector.
+    #[serde(default)]
+    pub periods: PeriodsConfig,
 }
 
 /// `[vms.NAME]`: what the admin grants one VM.
@@ -339,6 +348,9 @@ pub enum ConfigError {
         /// The setting.
         setting: &'static str,
     },
+    /// A `[periods]` setting out of range.
+    #[error("[periods] {0}")]
+    Periods(&'static str),
     /// A config file that is not valid, with the file's path.
     #[error("{}: {source}", path.display())]
     File {
@@ -379,6 +391,7 @@ impl Config {
                 }
             }
         }
+        c.periods.check().map_err(ConfigError::Periods)?;
         for (setting, zero) in [
             ("scan_budget", c.scan_budget == 0),
             ("discovery_ms", c.discovery_ms == 0),

@@ -320,6 +320,14 @@ pub fn start(settings: Settings, hv: Arc<dyn Hypervisor>) -> Result<DaemonHandle
         hv.kind(),
     );
     driver.publish_to(shared.clone(), cfg.snapshot_ms.saturating_mul(1_000_000));
+    let mut helpers = vec![sampler, api_thread];
+    if cfg.periods.enabled {
+        let interval_ns = driver.core.config().interval_ns;
+        let (feed, thread) = crate::periods::spawn(&cfg.periods, interval_ns, clock, stop.clone())
+            .map_err(DaemonError::Thread)?;
+        driver.feed_periods(feed);
+        helpers.push(thread);
+    }
     driver.set_policy(settings.policy, 0);
     let lp = Loop {
         driver,
@@ -339,7 +347,7 @@ pub fn start(settings: Settings, hv: Arc<dyn Hypervisor>) -> Result<DaemonHandle
         cmd: cmd_tx,
         shared,
         thread: Some(thread),
-        helpers: vec![sampler, api_thread],
+        helpers,
         metrics,
     })
 }

@@ -8,6 +8,7 @@
 use crate::actuator::{Act, CapSink, Sink, TxSink};
 use crate::api::{Admin, AdminError, Shared};
 use crate::journal::{Journal, Row};
+use crate::periods::PeriodFeed;
 use crate::registrar::RegEvent;
 use crate::sampler::Sample;
 use resex_api::Snapshot;
@@ -125,6 +126,8 @@ pub struct Driver {
     /// The priority the loop's thread got (empty until it runs).
     priority: String,
     log_step: LogLimiter,
+    /// The period detector's feed, when it runs.
+    periods: Option<PeriodFeed>,
 }
 
 impl std::fmt::Debug for Driver {
@@ -154,7 +157,13 @@ impl Driver {
             backend,
             priority: String::new(),
             log_step: LogLimiter::default(),
+            periods: None,
         }
+    }
+
+    /// Hand every step's transmitted bytes to the period detector through `feed`.
+    pub fn feed_periods(&mut self, feed: PeriodFeed) {
+        self.periods = Some(feed);
     }
 
     /// Publish a snapshot into `shared` every `every_ns`.
@@ -295,6 +304,9 @@ impl Driver {
             return None;
         }
         self.act_all(&self.core_output().intents);
+        if let Some(p) = &mut self.periods {
+            p.tick(now_ns, self.core.last_output());
+        }
         self.write_journal();
         if let Some((_, every)) = &self.shared {
             if now_ns.saturating_sub(self.snap_at_ns) >= *every {
@@ -367,6 +379,12 @@ impl Driver {
                 w.p99_ns as f64 / 1000.0,
                 w.max_ns as f64 / 1000.0,
             );
+        }
+        if let Some(p) = &self.periods {
+            let verdicts = p.verdicts();
+            for v in &mut s.vms {
+                v.period = verdicts.get(&v.id).cloned();
+            }
         }
         s.uptime_ms = now_ns / 1_000_000;
         s.host.backend = self.backend.into();

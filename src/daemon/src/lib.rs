@@ -10,6 +10,8 @@
 //!   settings, for crash safety; [`actuator`], applies them off the loop.
 //! - [`api`], the local API socket (its messages: `resex_api`).
 //! - [`journal`], the usage and cap journal.
+//! - [`periods`], the period detector (each VM's iterations, from its transmitted bytes) on a
+//!   thread of its own, fed from the loop in batches.
 
 pub mod actuator;
 pub mod api;
@@ -19,6 +21,7 @@ pub mod driver;
 pub mod journal;
 pub mod knob;
 pub mod metrics;
+pub mod periods;
 pub mod registrar;
 pub mod runloop;
 pub mod sampler;

@@ -6,15 +6,10 @@ use resex_backend::memory::{MemDomain, MemoryBackend};
 use resex_daemon::config::Config;
 use resex_guestmem::VecMemory;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-fn eventually(what: &str, ok: impl Fn() -> bool) {
-    let t = Instant::now();
-    while !ok() {
-        assert!(t.elapsed() < Duration::from_secs(30), "{what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
+mod common;
+use common::{eventually, in_dir};
 
 #[test]
 fn the_config_grants_entitlements_and_the_api_shows_them_beside_use() {
@@ -25,14 +20,11 @@ fn the_config_grants_entitlements_and_the_api_shows_them_beside_use() {
     let b = MemDomain::new("b", Arc::new(VecMemory::new(1 << 20)), None);
     let c = MemDomain::new("c", Arc::new(VecMemory::new(1 << 20)), None);
     let hv = Arc::new(MemoryBackend::new(vec![a, b, c], Duration::ZERO));
-    let mut cfg = Config::from_toml(
+    let cfg = Config::from_toml(
         "[link]\ngbps = 8\n[vms.a]\nentitlement = \"1Gbit\"\n[vms.b]\ncpu_floor = 20\n",
     )
     .unwrap();
-    cfg.run_dir = Some(dir.path().to_owned());
-    cfg.api_socket = Some(dir.path().join("api.sock"));
-    cfg.state_dir = Some(dir.path().join("state"));
-    cfg.realtime = false;
+    let cfg = in_dir(cfg, dir.path());
     let text = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../../policies/governor.toml"

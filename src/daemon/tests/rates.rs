@@ -9,7 +9,10 @@ use resex_daemon::api::Admin;
 use resex_daemon::config::Config;
 use resex_guestmem::VecMemory;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+mod common;
+use common::{eventually, in_dir};
 
 fn backend(original: TxLimit) -> Arc<MemoryBackend> {
     let d = MemDomain::new("g", Arc::new(VecMemory::new(1 << 20)), None);
@@ -18,30 +21,7 @@ fn backend(original: TxLimit) -> Arc<MemoryBackend> {
 }
 
 fn start(dir: &std::path::Path, hv: Arc<MemoryBackend>) -> resex_daemon::DaemonHandle {
-    let cfg = Config {
-        run_dir: Some(dir.to_owned()),
-        api_socket: Some(dir.join("api.sock")),
-        state_dir: Some(dir.join("state")),
-        realtime: false,
-        ..Config::default()
-    };
-    resex_daemon::start(
-        resex_daemon::Settings {
-            cfg,
-            policy: None,
-            limits: Default::default(),
-        },
-        hv,
-    )
-    .unwrap()
-}
-
-fn eventually(what: &str, ok: impl Fn() -> bool) {
-    let t = Instant::now();
-    while !ok() {
-        assert!(t.elapsed() < Duration::from_secs(30), "{what}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    common::start(in_dir(Config::default(), dir), hv)
 }
 
 const ORIGINAL: TxLimit = TxLimit {

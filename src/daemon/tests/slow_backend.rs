@@ -6,23 +6,13 @@
 use resex_backend::memory::{MemDomain, MemoryBackend};
 use resex_daemon::config::Config;
 use resex_guestmem::VecMemory;
-use resex_ibmon::synth::{SynthConfig, SynthGuest, Wr};
-use resex_mlx5::consts::send_op;
+use resex_ibmon::synth::{SynthConfig, SynthGuest};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-fn until(what: &str, d: &resex_daemon::DaemonHandle, ok: impl Fn(&resex_api::Snapshot) -> bool) {
-    let t = Instant::now();
-    loop {
-        let s = d.snapshot();
-        if ok(&s) {
-            return;
-        }
-        assert!(t.elapsed() < Duration::from_secs(60), "{what}: {s:#?}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
+mod common;
+use common::{in_dir, post_writes, start, until};
 
 #[test]
 fn a_hung_backend_never_stops_the_loop_or_the_counting() {
@@ -43,23 +33,14 @@ fn a_hung_backend_never_stops_the_loop_or_the_counting() {
     let gate = hv.gate();
     gate.set_closed(true);
     let dir = tempfile::tempdir().unwrap();
-    let cfg = Config {
-        run_dir: Some(dir.path().to_owned()),
-        api_socket: Some(dir.path().join("api.sock")),
-        state_dir: Some(dir.path().join("state")),
-        snapshot_ms: 20,
-        realtime: false,
-        ..Config::default()
-    };
-    let d = resex_daemon::start(
-        resex_daemon::Settings {
-            cfg,
-            policy: None,
-            limits: Default::default(),
+    let cfg = in_dir(
+        Config {
+            snapshot_ms: 20,
+            ..Config::default()
         },
-        hv.clone(),
-    )
-    .unwrap();
+        dir.path(),
+    );
+    let d = start(cfg, hv.clone());
     // Held from the start: no domain is known, and the loop ticks all the same.
     until("ticks while the backend hangs", &d, |s| s.host.ticks >= 300);
     assert!(d.snapshot().vms.is_empty());
@@ -76,18 +57,7 @@ fn a_hung_backend_never_stops_the_loop_or_the_counting() {
         std::thread::spawn(move || {
             let mut posted = 0u64;
             while !stop.load(Ordering::Acquire) {
-                for k in 0..4 {
-                    let wr = Wr {
-                        opcode: send_op::RDMA_WRITE,
-                        sges: vec![4096],
-                        inline: false,
-                        signaled: k == 3,
-                    };
-                    assert!(synth.post(&*mem, 0, &wr));
-                }
-                synth.ring_doorbells(&*mem);
-                synth.complete(&*mem, 0, usize::MAX, false);
-                synth.poll(&*mem, 0, usize::MAX, None);
+                post_writes(&mut synth, &*mem, 4, 4096);
                 posted += 4;
                 std::thread::sleep(Duration::from_millis(1));
             }

@@ -67,6 +67,9 @@ pub fn write(out: &mut dyn Write, s: &Snapshot, format: Format) -> std::io::Resu
                 if let Some(late) = crate::late::line(v) {
                     writeln!(out, "  {}: {late}", v.name)?;
                 }
+                if let Some(period) = crate::period::line(v) {
+                    writeln!(out, "  {}: {period}", v.name)?;
+                }
             }
             Ok(())
         }

@@ -17,6 +17,7 @@ pub mod fleet;
 pub mod grant;
 pub mod history;
 pub mod late;
+pub mod period;
 pub mod term;
 pub mod ui;
 

@@ -200,6 +200,7 @@ fn draw_detail(f: &mut Frame, app: &App, area: Rect) {
         }),
         Line::raw(crate::grant::line(v)),
         Line::raw(crate::late::line(v).unwrap_or_default()).fg(Color::Yellow),
+        Line::raw(crate::period::line(v).unwrap_or_default()),
         Line::raw(v.last_error.as_deref().map_or(String::new(), |e| format!("last error: {e}")))
             .fg(Color::Red),
     ];

@@ -165,3 +165,29 @@ fn invalid_rates_are_refused_with_the_reason() {
         assert!(e.contains(want), "{text}: {e}");
     }
 }
+
+#[test]
+fn the_period_detector_is_on_by_default_and_its_settings_are_checked() {
+    let c = Config::default();
+    assert_eq!(c.periods, PeriodsConfig::default());
+    assert!(c.periods.enabled);
+    assert_eq!(c.periods.window, 8192);
+    let c = Config::from_toml("[periods]\nenabled = false\n").unwrap();
+    assert!(!c.periods.enabled);
+    assert_eq!(c.periods.window, 8192, "the other keys keep their defaults");
+    for (text, want) in [
+        (
+            "window = 10",
+            "[periods] window must be 64 to 1048576 intervals",
+        ),
+        ("every_ms = 5", "[periods] every_ms must be at least 100"),
+        ("per_second = 0", "[periods] per_second must be 1 to 10000"),
+    ] {
+        let e = Config::from_toml(&format!("[periods]\n{text}\n")).unwrap_err();
+        assert_eq!(e.to_string(), want);
+    }
+    let e = Config::from_toml("[periods]\nwindw = 1\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("windw"), "{e}");
+}

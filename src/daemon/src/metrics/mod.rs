@@ -9,6 +9,7 @@
 //! exposition order, and the `fill` functions map a [`Snapshot`] onto them. Each scrape
 //! registers a fresh schema, fills it and encodes it ([`encode`]).
 
+mod periods;
 mod schema;
 mod serve;
 #[cfg(test)]

@@ -5,6 +5,7 @@
 //! Names carry their unit (`_seconds`, `_bps`, `_ratio`, `_percent`) and counters get their
 //! `_total` from the encoder, so no family is registered with a separate unit.
 
+use super::periods::Periods;
 use super::LoopMetrics;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -20,13 +21,13 @@ type FGauge = Gauge<f64, AtomicU64>;
 /// A per-VM counter family.
 type VmCounter = Family<VmLabel, Counter>;
 /// A per-VM float gauge family.
-type VmGauge = Family<VmLabel, FGauge>;
+pub(super) type VmGauge = Family<VmLabel, FGauge>;
 
 /// The label of every per-VM series.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct VmLabel {
     /// The VM's name.
-    vm: String,
+    pub(super) vm: String,
 }
 
 /// The labels of a per-QP series.
@@ -67,12 +68,12 @@ fn add<M: Metric + Clone>(r: &mut Registry, name: &str, help: &str, m: M) -> M {
 }
 
 /// Registers a new, empty metric as `name` and returns it.
-fn reg<M: Metric + Clone + Default>(r: &mut Registry, name: &str, help: &str) -> M {
+pub(super) fn reg<M: Metric + Clone + Default>(r: &mut Registry, name: &str, help: &str) -> M {
     add(r, name, help, M::default())
 }
 
 /// Sets the VM's series in `f` to `x`; none where `x` is `None`.
-fn put(f: &VmGauge, vm: &VmLabel, x: Option<f64>) {
+pub(super) fn put(f: &VmGauge, vm: &VmLabel, x: Option<f64>) {
     if let Some(x) = x {
         f.get_or_create(vm).set(x);
     }
@@ -90,6 +91,8 @@ pub struct HostMetrics {
     entitlements: Entitlements,
     /// QPs counted from the present position.
     late_qps: LateQps,
+    /// The period detector's verdicts.
+    periods: Periods,
     /// Queue pairs each VM has monitored.
     queue_pairs: VmGauge,
     /// One series per VM (value 1) whose labels say what it is.
@@ -106,6 +109,7 @@ impl HostMetrics {
             gauges: VmGauges::register(r),
             entitlements: Entitlements::register(r),
             late_qps: LateQps::register(r),
+            periods: Periods::register(r),
             queue_pairs: reg(r, "resex_vm_queue_pairs", "Queue pairs monitored"),
             vm_info: reg(r, "resex_vm_info", "A VM the daemon knows (value 1)"),
             daemon: DaemonMetrics::register(r, lm),
@@ -121,6 +125,7 @@ impl HostMetrics {
             self.gauges.fill(&vm, v);
             self.entitlements.fill(&vm, v);
             self.late_qps.fill(&v.name, &v.late_qps);
+            self.periods.fill(&vm, v.period.as_ref());
             put(&self.queue_pairs, &vm, Some(v.qps as f64));
             let info = InfoLabels {
                 vm: v.name.clone(),

@@ -94,6 +94,18 @@ fn rich_snapshot() -> Snapshot {
                 missed_completions: Some(u64::MAX),
             },
         ],
+        period: Some(resex_api::PeriodSnap {
+            found: Some(resex_api::PeriodFound {
+                period_ms: 2000.5,
+                duty: 0.25,
+                bytes_per_period: 4e8,
+                phase_ms: 125.0,
+                confidence: 0.875,
+            }),
+            why_not: None,
+            samples: 8192,
+            age_ms: 300,
+        }),
         ..Default::default()
     };
     let batch = resex_api::VmSnap {
@@ -127,6 +139,11 @@ fn rich_snapshot() -> Snapshot {
             qpn: 0x9,
             missed_completions: None,
         }],
+        period: Some(resex_api::PeriodSnap {
+            why_not: Some("steady sender".into()),
+            samples: 8192,
+            ..Default::default()
+        }),
         ..Default::default()
     };
     let idle = resex_api::VmSnap {
@@ -283,4 +300,22 @@ fn late_qps_are_exported_with_what_they_missed() {
         assert!(text.contains(want), "{want} in {text}");
     }
     assert!(!text.contains("resex_qp_missed_completions{vm=\"a\",qpn=\"0x108\"}"));
+}
+
+#[test]
+fn periods_are_exported_with_their_figures_or_as_not_periodic() {
+    let text = encode(&rich_snapshot(), &LoopMetrics::default());
+    for want in [
+        "resex_vm_periodic{vm=\"web\"} 1.0",
+        "resex_vm_period_seconds{vm=\"web\"} 2.0005",
+        "resex_vm_period_duty_ratio{vm=\"web\"} 0.25",
+        "resex_vm_period_bytes{vm=\"web\"} 400000000.0",
+        "resex_vm_period_phase_seconds{vm=\"web\"} 0.125",
+        "resex_vm_period_confidence_ratio{vm=\"web\"} 0.875",
+        "resex_vm_periodic{vm=\"batch\"} 0.0",
+    ] {
+        assert!(text.contains(want), "{want} in\n{text}");
+    }
+    assert!(!text.contains("resex_vm_period_seconds{vm=\"batch\"}"));
+    assert!(!text.contains("resex_vm_periodic{vm=\"idle-vm.3\"}"));
 }

@@ -1,0 +1,189 @@
+use super::*;
+use crate::output::VmRow;
+use resex_ibmon::Counters;
+
+const MS: u64 = 1_000_000;
+const UNIX0: u64 = 1_700_000_000_123_000_000;
+
+fn row(vm: u32, tx_bytes: u64) -> VmRow {
+    VmRow::new(
+        VmId(vm),
+        0.0,
+        Counters {
+            tx_bytes,
+            ..Counters::default()
+        },
+        None,
+    )
+}
+
+/// Feeds `ticks` intervals from `first` in batches of 100: `bytes(vm, interval)` for VMs 1..=n.
+fn feed(w: &mut PeriodWatch, n: u32, first: u64, ticks: u64, bytes: impl Fn(u32, u64) -> u64) {
+    let mut b = Batch::default();
+    for k in first..first + ticks {
+        let rows: Vec<VmRow> = (1..=n).map(|v| row(v, bytes(v, k))).collect();
+        assert!(b.fits(&rows));
+        b.push(k, UNIX0 + (k - first) * MS, &rows);
+        if b.ticks() == 100 {
+            w.feed(&b);
+            b.clear();
+        }
+    }
+    w.feed(&b);
+}
+
+fn watch(window: usize) -> PeriodWatch {
+    PeriodWatch::new(PeriodConfig::new(window, MS, 1000))
+}
+
+/// VM 1: on for 40 ms of every 200 ms from interval 5 030 (1 MB a ms); VM 2: a steady sender
+/// whose posts beat against the sampling (two intervals in three).
+fn job(vm: u32, k: u64) -> u64 {
+    match vm {
+        1 if (k + 200 - 30) % 200 < 40 => 1_000_000,
+        2 if !k.is_multiple_of(3) => 1_500,
+        _ => 0,
+    }
+}
+
+#[test]
+fn a_periodic_sender_is_found_with_its_phase_on_the_unix_clock() {
+    let mut w = watch(2048);
+    feed(&mut w, 3, 5000, 3000, job);
+    assert_eq!(w.detect_due(10), 2, "VM 3 never sent: nothing to detect");
+    let s = w.snaps();
+    let p = s[&VmId(1)].found.expect("periodic");
+    assert!((p.period_ms - 200.0).abs() < 2.0, "{p:?}");
+    assert!((p.duty - 0.2).abs() < 0.02, "{p:?}");
+    assert!((p.bytes_per_period - 40e6).abs() < 1e6, "{p:?}");
+    // The arc starts at interval 5 030 + 200 j: 30 ms after UNIX0, modulo 200 ms.
+    let want = ((UNIX0 + 30 * MS) % (200 * MS)) as f64 / 1e6;
+    let d = (p.phase_ms - want).rem_euclid(200.0);
+    assert!(
+        d.min(200.0 - d) < 3.0,
+        "phase {} against {want}",
+        p.phase_ms
+    );
+    assert_eq!(s[&VmId(1)].samples, 2048, "the window, not the whole run");
+    let steady = &s[&VmId(2)];
+    assert!(steady.found.is_none());
+    assert!(
+        steady.why_not.as_deref().unwrap().contains("steady"),
+        "{steady:?}"
+    );
+    let silent = &s[&VmId(3)];
+    assert_eq!(silent.why_not.as_deref(), Some("the VM sent nothing"));
+    assert_eq!(silent.samples, 2048);
+}
+
+#[test]
+fn detection_is_bounded_round_robin_and_redone_when_old() {
+    let mut w = watch(1024);
+    feed(
+        &mut w,
+        5,
+        0,
+        1000,
+        |_, k| if k % 100 < 10 { 5000 } else { 0 },
+    );
+    assert_eq!(w.detect_due(2), 2);
+    assert_eq!(w.detect_due(2), 2);
+    assert_eq!(
+        w.detect_due(2),
+        1,
+        "the fifth, then everyone has a fresh verdict"
+    );
+    assert_eq!(w.detect_due(2), 0);
+    assert_eq!(w.snaps()[&VmId(5)].age_ms, 0);
+    feed(
+        &mut w,
+        5,
+        1000,
+        1000,
+        |_, k| if k % 100 < 10 { 5000 } else { 0 },
+    );
+    assert_eq!(w.snaps()[&VmId(5)].age_ms, 1000);
+    assert_eq!(
+        w.detect_due(100),
+        5,
+        "a verdict 1000 intervals old is redone"
+    );
+    assert_eq!(w.detections, 10);
+    let p = w.snaps()[&VmId(3)].found.expect("periodic");
+    assert!((p.period_ms - 100.0).abs() < 1.0, "{p:?}");
+}
+
+#[test]
+fn skipped_intervals_are_zeros_and_a_long_gap_or_a_lost_batch_restarts_history() {
+    let mut w = watch(512);
+    let rows = [row(1, 7)];
+    let mut b = Batch::default();
+    b.push(10, UNIX0, &rows);
+    b.push(13, UNIX0 + 3 * MS, &rows); // the loop skipped two intervals
+    w.feed(&b);
+    let t = &w.tracks[&VmId(1)];
+    assert_eq!((t.len, t.seen), (4, 4));
+    assert_eq!(&t.ring[..4], &[7, 0, 0, 7]);
+    assert_eq!(t.oldest_unix_ns, UNIX0);
+    b.clear();
+    b.push(2000, UNIX0 + 1990 * MS, &rows); // longer than the window
+    w.feed(&b);
+    let t = &w.tracks[&VmId(1)];
+    assert_eq!((t.len, t.oldest_unix_ns), (1, UNIX0 + 1990 * MS));
+    b.clear();
+    b.push(2001, UNIX0 + 1991 * MS, &rows);
+    b.push(2002, UNIX0 + 1992 * MS, &rows);
+    b.lost = true;
+    w.feed(&b);
+    assert_eq!(
+        w.tracks[&VmId(1)].len,
+        2,
+        "history restarts after lost batches"
+    );
+}
+
+#[test]
+fn the_window_slides_and_carries_the_oldest_samples_time() {
+    let mut w = watch(4);
+    feed(&mut w, 1, 0, 10, |_, k| k + 1);
+    let t = &w.tracks[&VmId(1)];
+    assert_eq!(t.len, 4);
+    let order: Vec<u32> = (0..4).map(|i| t.ring[(t.head + i) % 4]).collect();
+    assert_eq!(order, [7, 8, 9, 10]);
+    assert_eq!(t.oldest_unix_ns, UNIX0 + 6 * MS);
+}
+
+#[test]
+fn gone_vms_are_forgotten_and_malformed_batches_change_nothing() {
+    let mut w = watch(64);
+    feed(&mut w, 3, 0, 10, |_, _| 1);
+    assert_eq!(w.snaps().len(), 3);
+    feed(&mut w, 1, 10, 10, |_, _| 1);
+    assert_eq!(w.snaps().keys().copied().collect::<Vec<_>>(), [VmId(1)]);
+    let bad = Batch {
+        ids: vec![VmId(1), VmId(2)],
+        intervals: vec![20, 21],
+        bytes: vec![1, 2, 3],
+        ..Batch::default()
+    };
+    w.feed(&bad);
+    assert_eq!(w.tracks[&VmId(1)].seen, 20);
+    // An interval already fed is ignored; a saturated sample is 4 GiB.
+    let mut b = Batch::default();
+    b.push(5, UNIX0, &[row(1, u64::MAX)]);
+    b.push(20, UNIX0, &[row(1, u64::MAX)]);
+    w.feed(&b);
+    let t = &w.tracks[&VmId(1)];
+    assert_eq!((t.seen, t.ring[t.len - 1]), (21, u32::MAX));
+}
+
+#[test]
+fn a_batch_takes_rows_of_the_same_vms_only() {
+    let mut b = Batch::default();
+    b.push(1, UNIX0, &[row(1, 1), row(2, 2)]);
+    assert!(b.fits(&[row(1, 5), row(2, 6)]));
+    assert!(!b.fits(&[row(1, 5), row(3, 6)]));
+    assert!(!b.fits(&[row(1, 5)]));
+    b.clear();
+    assert!(b.fits(&[row(9, 1)]));
+}

@@ -1,0 +1,181 @@
+//! The period detector, off the 1 ms loop.
+//!
+//! The loop's side, [`PeriodFeed`], copies each step's per-VM transmitted bytes into a
+//! [`Batch`] (a compare and a push per VM: no allocation, no lock) and every
+//! [`BATCH_TICKS`] ticks hands it to the detector's thread through a bounded channel without
+//! waiting; a full channel drops the batch and the thread restarts the histories (never a
+//! stall of the loop, never a hole filled with made-up zeros). The thread, `resexd-periods`,
+//! runs [`resex_core::periods::PeriodWatch`]: it appends the batches, runs the detector on at
+//! most `per_second` VMs a second (round robin, each VM at most every `every_ms`), and
+//! publishes every VM's verdict, which the loop copies into the API's snapshot.
+
+use crate::config::PeriodsConfig;
+use resex_api::PeriodSnap;
+use resex_common::{LogLimiter, VmId};
+use resex_core::periods::{Batch, PeriodConfig, PeriodWatch};
+use resex_core::StepOutput;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::{Arc, RwLock};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime};
+
+/// Ticks per batch (100 ms at 1 ms).
+pub const BATCH_TICKS: usize = 100;
+
+/// Batches in flight at most.
+const IN_FLIGHT: usize = 4;
+
+/// How often the thread publishes its verdicts.
+const PUBLISH_EVERY: Duration = Duration::from_millis(100);
+
+/// Every VM's latest verdict, as the detector's thread last published them.
+pub type Verdicts = Arc<RwLock<Arc<BTreeMap<VmId, PeriodSnap>>>>;
+
+/// The loop's side of the detector.
+#[derive(Debug)]
+pub struct PeriodFeed {
+    tx: SyncSender<Batch>,
+    back: Receiver<Batch>,
+    batch: Batch,
+    lost: bool,
+    log_lost: LogLimiter,
+    /// Unix time at the loop clock's zero, ns.
+    unix_at_zero: u64,
+    interval_ns: u64,
+    verdicts: Verdicts,
+}
+
+impl PeriodFeed {
+    /// Adds the step's rows (`now_ns` on the loop's clock, the end of `out.interval`).
+    pub fn tick(&mut self, now_ns: u64, out: &StepOutput) {
+        if !self.batch.fits(&out.rows) {
+            self.flush();
+        }
+        let start = (self.unix_at_zero + now_ns).saturating_sub(self.interval_ns);
+        self.batch.push(out.interval, start, &out.rows);
+        if self.batch.ticks() >= BATCH_TICKS {
+            self.flush();
+        }
+    }
+
+    fn flush(&mut self) {
+        if self.batch.ticks() == 0 {
+            return;
+        }
+        let mut next = self.back.try_recv().unwrap_or_default();
+        next.clear();
+        let mut full = std::mem::replace(&mut self.batch, next);
+        full.lost = std::mem::take(&mut self.lost);
+        if let Err(e) = self.tx.try_send(full) {
+            self.lost = true;
+            if let Some(n) = self.log_lost.hit() {
+                let why = match e {
+                    TrySendError::Full(_) => "the detector is behind",
+                    TrySendError::Disconnected(_) => "the detector has stopped",
+                };
+                tracing::warn!("periods: a batch of transmit counts dropped ({why}) [{n}]");
+            }
+        }
+    }
+
+    /// Every VM's latest verdict.
+    pub fn verdicts(&self) -> Arc<BTreeMap<VmId, PeriodSnap>> {
+        self.verdicts
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+}
+
+/// Starts the detector's thread; returns the loop's side and the thread.
+pub fn spawn(
+    cfg: &PeriodsConfig,
+    interval_ns: u64,
+    clock: Instant,
+    stop: Arc<AtomicBool>,
+) -> std::io::Result<(PeriodFeed, JoinHandle<()>)> {
+    let (tx, rx) = sync_channel(IN_FLIGHT);
+    let (back_tx, back) = sync_channel(IN_FLIGHT);
+    let verdicts = Verdicts::default();
+    let interval_ns = interval_ns.max(1);
+    let every = cfg.every_ms.saturating_mul(1_000_000) / interval_ns;
+    let watch = PeriodWatch::new(PeriodConfig::new(cfg.window, interval_ns, every));
+    let per_second = f64::from(cfg.per_second);
+    let thread = {
+        let verdicts = verdicts.clone();
+        std::thread::Builder::new()
+            .name("resexd-periods".into())
+            .spawn(move || {
+                Detector {
+                    watch,
+                    rx,
+                    back: back_tx,
+                    verdicts,
+                    per_second,
+                }
+                .run(&stop);
+            })?
+    };
+    let since_epoch = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap_or_default();
+    let unix_at_zero = since_epoch.saturating_sub(clock.elapsed());
+    let feed = PeriodFeed {
+        tx,
+        back,
+        batch: Batch::default(),
+        lost: false,
+        log_lost: LogLimiter::default(),
+        unix_at_zero: u64::try_from(unix_at_zero.as_nanos()).unwrap_or(u64::MAX),
+        interval_ns,
+        verdicts,
+    };
+    Ok((feed, thread))
+}
+
+/// The thread's state.
+struct Detector {
+    watch: PeriodWatch,
+    rx: Receiver<Batch>,
+    back: SyncSender<Batch>,
+    verdicts: Verdicts,
+    per_second: f64,
+}
+
+impl Detector {
+    fn run(mut self, stop: &AtomicBool) {
+        let mut tokens = 0.0;
+        let (mut last, mut published) = (Instant::now(), Instant::now());
+        while !stop.load(Ordering::Acquire) {
+            match self.rx.recv_timeout(PUBLISH_EVERY) {
+                Ok(b) => {
+                    self.watch.feed(&b);
+                    let _ = self.back.try_send(b);
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => return,
+            }
+            let now = Instant::now();
+            let dt = now.duration_since(last).as_secs_f64();
+            last = now;
+            // Tokens: per_second a second, at most a second's worth saved up.
+            tokens = (tokens + self.per_second * dt).min(self.per_second.max(1.0));
+            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+            let n = tokens as usize; // in [0, per_second]
+            if n > 0 {
+                tokens -= self.watch.detect_due(n) as f64;
+            }
+            if now.duration_since(published) >= PUBLISH_EVERY {
+                published = now;
+                let fresh = Arc::new(self.watch.snaps());
+                let old = std::mem::replace(
+                    &mut *self.verdicts.write().unwrap_or_else(|p| p.into_inner()),
+                    fresh,
+                );
+                drop(old); // outside the lock
+            }
+        }
+    }
+}
