@@ -181,7 +181,7 @@ mod imp {
                     println!("refused: {r}");
                 }
                 let (allocs, round) = connect(&a)?.allocations()?;
-                match round {
+                match &round {
                     Some(r) => println!(
                         "allocation round {}: {} hosts, {} VMs, {} congested links, {} ceilings \
                          ({} iterations{}), worst link at {:.0}%",
@@ -195,6 +195,9 @@ mod imp {
                         r.max_overload * 100.0
                     ),
                     None => println!("no allocation round (no topology, or no coordinator)"),
+                }
+                for l in round.iter().flat_map(|r| &r.links) {
+                    println!("  link {}", l.line());
                 }
                 for al in allocs.iter().filter(|al| !al.vms.is_empty()) {
                     for v in &al.vms {

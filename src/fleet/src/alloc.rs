@@ -42,17 +42,11 @@ pub struct Allocation {
 impl Allocation {
     /// Read back from `key` (bounded, checked: a hostile value lifts nothing and sets nothing).
     pub fn parse(key: &str, v: &[u8]) -> Result<Self, FleetError> {
+        let a: Self = crate::record::parse(key, v, MAX_ALLOC_BYTES)?;
         let bad = |reason: String| FleetError::BadValue {
             key: key.into(),
             reason,
         };
-        if v.len() > MAX_ALLOC_BYTES {
-            return Err(bad(format!(
-                "{} bytes, more than {MAX_ALLOC_BYTES}",
-                v.len()
-            )));
-        }
-        let a: Self = serde_json::from_slice(v).map_err(|e| bad(e.to_string()))?;
         if a.vms.len() > crate::record::MAX_VMS {
             return Err(bad(format!("{} VMs", a.vms.len())));
         }
@@ -112,6 +106,106 @@ pub struct RoundReport {
     pub converged: bool,
     /// The worst link load over capacity after the allocation (1 at most).
     pub max_overload: f64,
+    /// Each topology link that periodic jobs cross: how compatible they are (the circle).
+    #[serde(default)]
+    pub links: Vec<LinkCompat>,
+}
+
+impl LinkCompat {
+    /// One line for people, the verdict first: `up: compatibility 1.00 rotated, 0.50 as they
+    /// run; 2 periodic jobs (a/ja 200.0 ms, b/jb 200.0 ms), shifts 0.0, 100.0 ms`.
+    #[must_use]
+    pub fn line(&self) -> String {
+        let jobs: Vec<String> = self
+            .jobs
+            .iter()
+            .map(|j| format!("{}/{} {:.1} ms", j.host, j.vm, j.period_ms))
+            .collect();
+        let more = if self.jobs_left_out > 0 {
+            format!(" and {} more", self.jobs_left_out)
+        } else {
+            String::new()
+        };
+        let n = self.jobs.len() + self.jobs_left_out;
+        let list = format!(
+            "{n} periodic job{} ({}{more})",
+            if n == 1 { "" } else { "s" },
+            jobs.join(", ")
+        );
+        match (self.score, self.score_as_given) {
+            (Some(best), Some(now)) => {
+                let shifts: Vec<String> = self
+                    .jobs
+                    .iter()
+                    .map(|j| j.shift_ms.map_or("-".into(), |s| format!("{s:.1}")))
+                    .collect();
+                format!(
+                    "{}: compatibility {best:.2} rotated, {now:.2} as they run; {list}, shifts {} ms",
+                    self.link,
+                    shifts.join(", ")
+                )
+            }
+            _ => format!(
+                "{}: {}; {list}",
+                self.link,
+                self.why_not.as_deref().unwrap_or("not scored")
+            ),
+        }
+    }
+}
+
+impl RoundReport {
+    /// Read back from `key` (bounded, checked: a hostile value is refused).
+    pub fn parse(key: &str, v: &[u8]) -> Result<Self, FleetError> {
+        let r: Self = crate::record::parse(key, v, MAX_ALLOC_BYTES)?;
+        let bad = |reason: String| FleetError::BadValue {
+            key: key.into(),
+            reason,
+        };
+        if r.links.len() > crate::topology::MAX_LINKS {
+            return Err(bad(format!("{} links", r.links.len())));
+        }
+        if let Some(l) = r.links.iter().find(|l| l.jobs.len() > MAX_LINK_JOBS) {
+            return Err(bad(format!("{}: {} jobs", l.link, l.jobs.len())));
+        }
+        Ok(r)
+    }
+}
+
+/// The most periodic jobs scored together on one link (the heaviest by bytes per period).
+pub const MAX_LINK_JOBS: usize = 8;
+
+/// A periodic job crossing a link.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct LinkJob {
+    /// Its host.
+    pub host: String,
+    /// The VM.
+    pub vm: String,
+    /// Its period, ms.
+    pub period_ms: f64,
+    /// The rotation that makes the link's jobs most compatible: its arcs moved later by this
+    /// much, ms (None: the link was not scored).
+    pub shift_ms: Option<f64>,
+}
+
+/// The periodic jobs on one link and their congestion compatibility.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct LinkCompat {
+    /// The topology link.
+    pub link: String,
+    /// The periodic jobs crossing it (at most [`MAX_LINK_JOBS`], the heaviest).
+    pub jobs: Vec<LinkJob>,
+    /// Periodic jobs crossing it beyond those scored.
+    #[serde(default)]
+    pub jobs_left_out: usize,
+    /// The fraction of their communication that fits the link at the best rotation found, 0 to
+    /// 1 (1: fully compatible); None when not scored (see `why_not`).
+    pub score: Option<f64>,
+    /// The same as they run now (their measured phases on the Unix clock).
+    pub score_as_given: Option<f64>,
+    /// Why it was not scored.
+    pub why_not: Option<String>,
 }
 
 /// The most a VM may ask for, Mb/s (a hostile summary's 1e308 must not overflow the solve).
@@ -119,3 +213,63 @@ pub const MAX_DEMAND_MBPS: f64 = 1e7;
 
 /// The most VMs one round allocates over (the rest of the hosts wait).
 pub const MAX_ROUND_VMS: usize = 2_000_000;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn link(n: usize, score: Option<f64>) -> LinkCompat {
+        LinkCompat {
+            link: "up".into(),
+            jobs: (0..n)
+                .map(|i| LinkJob {
+                    host: format!("h{i}"),
+                    vm: format!("j{i}"),
+                    period_ms: 200.0,
+                    shift_ms: score.map(|_| 100.0 * i as f64),
+                })
+                .collect(),
+            jobs_left_out: 0,
+            score,
+            score_as_given: score.map(|s| s / 2.0),
+            why_not: score.is_none().then(|| "one periodic job".into()),
+        }
+    }
+
+    #[test]
+    fn a_links_line_gives_the_verdict_first() {
+        assert_eq!(
+            link(2, Some(1.0)).line(),
+            "up: compatibility 1.00 rotated, 0.50 as they run; 2 periodic jobs (h0/j0 200.0 ms, \
+             h1/j1 200.0 ms), shifts 0.0, 100.0 ms"
+        );
+        let mut one = link(1, None);
+        one.jobs_left_out = 3;
+        assert_eq!(
+            one.line(),
+            "up: one periodic job; 4 periodic jobs (h0/j0 200.0 ms and 3 more)"
+        );
+    }
+
+    #[test]
+    fn a_round_report_read_back_is_bounded() {
+        let r = RoundReport {
+            links: vec![link(2, Some(0.9))],
+            ..RoundReport::default()
+        };
+        let v = serde_json::to_vec(&r).unwrap();
+        assert_eq!(RoundReport::parse("k", &v).unwrap(), r);
+        let old = br#"{"round":1,"hosts":0,"vms":0,"congested":0,"allocations":0,"iterations":0,"converged":true,"max_overload":0.0}"#;
+        assert!(
+            RoundReport::parse("k", old).unwrap().links.is_empty(),
+            "an older coordinator's"
+        );
+        let crowded = RoundReport {
+            links: vec![link(MAX_LINK_JOBS + 1, Some(0.9))],
+            ..RoundReport::default()
+        };
+        let e = RoundReport::parse("k", &serde_json::to_vec(&crowded).unwrap()).unwrap_err();
+        assert!(e.to_string().contains("9 jobs"), "{e}");
+        assert!(RoundReport::parse("k", b"{}").is_err());
+    }
+}

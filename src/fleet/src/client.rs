@@ -181,13 +181,19 @@ impl Fleet {
                 }
             }
         }
+        Ok((out, self.round()?))
+    }
+
+    /// The coordinator's last round report (None: none, or a value that is not one).
+    pub fn round(&mut self) -> Result<Option<RoundReport>, FleetError> {
         let k = keys::round(&self.prefix);
-        let r = self.rt.block_on(self.client.get(k, None)).map_err(etcd)?;
-        let round = r
-            .kvs()
+        let r = self
+            .rt
+            .block_on(self.client.get(k.clone(), None))
+            .map_err(etcd)?;
+        Ok(r.kvs()
             .first()
-            .and_then(|kv| serde_json::from_slice(kv.value()).ok());
-        Ok((out, round))
+            .and_then(|kv| RoundReport::parse(&k, kv.value()).ok()))
     }
 
     /// The fleet view.
@@ -213,14 +219,9 @@ impl Fleet {
             }
         }
         let leader = self.leader()?;
-        Ok(FleetStatus::build(
-            &prefix,
-            &records,
-            &summaries,
-            leader,
-            &ttls,
-            unix_ms(),
-        ))
+        let mut s = FleetStatus::build(&prefix, &records, &summaries, leader, &ttls, unix_ms());
+        s.round = self.round()?;
+        Ok(s)
     }
 }
 

@@ -9,6 +9,8 @@
 //! - [`topology`]: the shared fabric links the coordinator allocates over (`PREFIX/topology`).
 //! - [`alloc`]: what the coordinator hands out: one allocation (per-VM ceilings with an expiry)
 //!   per host, and each round's report.
+//! - `compat` (feature `coordinator`): the periodic jobs on each topology link and their
+//!   congestion compatibility (the circle), for the round's report.
 //! - `plan` (feature `coordinator`, on with `etcd`): the coordinator's round: DRUM over those
 //!   links from the hosts' summaries (the only module that links the solver).
 //! - [`status`]: the fleet view from what etcd holds (hosts, leader, lease ages, top
@@ -28,6 +30,8 @@
 #![forbid(unsafe_code)]
 
 pub mod alloc;
+#[cfg(feature = "coordinator")]
+pub mod compat;
 pub mod config;
 pub mod error;
 pub mod keys;
@@ -48,12 +52,12 @@ pub mod local;
 #[cfg(feature = "etcd")]
 pub mod member;
 
-pub use alloc::{Allocation, RoundReport};
+pub use alloc::{Allocation, LinkCompat, LinkJob, RoundReport};
 pub use config::FleetConfig;
 pub use error::{FleetError, SettingError, TopologyError};
 #[cfg(feature = "coordinator")]
 pub use plan::Planner;
-pub use record::{HostRecord, HostSummary, PeriodRates, VmSummary};
+pub use record::{HostRecord, HostSummary, JobPeriod, PeriodRates, VmSummary};
 pub use status::{FleetStatus, HostStatus};
 pub use topology::Topology;
 

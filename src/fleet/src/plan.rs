@@ -102,6 +102,7 @@ impl Planner {
         let sol = network::solve(&p, &mut self.prices, NetStopping::default())
             .map_err(FleetError::Allocation)?;
         let mut allocs = Vec::with_capacity(who.len());
+        let links = crate::compat::score_links(t, &who);
         let mut rep = RoundReport {
             round: self.round,
             hosts: who.len(),
@@ -109,6 +110,7 @@ impl Planner {
             converged: sol.converged,
             max_overload: sol.max_overload,
             congested: self.prices.u.iter().filter(|u| **u > 0.0).count(),
+            links,
             ..RoundReport::default()
         };
         for ((s, h), x) in who.iter().zip(&p.hosts).zip(&sol.x) {
@@ -155,6 +157,7 @@ mod tests {
             tx_max_mbps: ceiling,
             lat_p99_us: reporting.then_some(50.0),
             intf_pct: None,
+            period: None,
         }
     }
 

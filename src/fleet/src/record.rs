@@ -57,6 +57,55 @@ pub struct VmSummary {
     /// Interference it reported, percent.
     #[serde(default)]
     pub intf_pct: Option<f64>,
+    /// Its period, when the host's detector found one (a training job's iterations).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub period: Option<JobPeriod>,
+}
+
+/// A periodic VM's iterations as its host measured them (from `resex_api::PeriodFound`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct JobPeriod {
+    /// The iteration time, ms.
+    pub period_ms: f64,
+    /// Where its sending starts, ms after the last Unix-clock multiple of the period.
+    pub phase_ms: f64,
+    /// Bytes it sends per iteration.
+    pub bytes_per_period: f64,
+    /// Fraction of the intervals in which it sends.
+    pub duty: f64,
+    /// How sure the host's detector is, 0 to 1.
+    pub confidence: f64,
+}
+
+impl JobPeriod {
+    /// The longest period taken, ms (10 minutes).
+    pub const MAX_PERIOD_MS: f64 = 600_000.0;
+
+    /// Whether its figures are usable (a summary is read from etcd: any writer may have put
+    /// anything there).
+    #[must_use]
+    pub fn plausible(&self) -> bool {
+        let unit = |x: f64| (0.0..=1.0).contains(&x);
+        self.period_ms >= 0.001
+            && self.period_ms <= Self::MAX_PERIOD_MS
+            && (0.0..self.period_ms).contains(&self.phase_ms)
+            && self.bytes_per_period.is_finite()
+            && (0.0..=1e15).contains(&self.bytes_per_period)
+            && unit(self.duty)
+            && unit(self.confidence)
+    }
+}
+
+impl From<&resex_api::PeriodFound> for JobPeriod {
+    fn from(p: &resex_api::PeriodFound) -> Self {
+        Self {
+            period_ms: p.period_ms,
+            phase_ms: p.phase_ms,
+            bytes_per_period: p.bytes_per_period,
+            duty: p.duty,
+            confidence: p.confidence,
+        }
+    }
 }
 
 /// A host's summary (`PREFIX/summary/HOST`).
@@ -96,6 +145,11 @@ impl HostSummary {
                 tx_max_mbps: mbps(v.tx_max_bps),
                 lat_p99_us: v.lat_p99_us,
                 intf_pct: v.intf_pct,
+                period: v
+                    .period
+                    .as_ref()
+                    .and_then(|p| p.found.as_ref())
+                    .map(JobPeriod::from),
             })
             .collect();
         vms.sort_by(|a, b| b.tx_mbps.total_cmp(&a.tx_mbps));
@@ -142,7 +196,12 @@ impl PeriodRates {
     }
 }
 
-fn parse<T: for<'de> Deserialize<'de>>(key: &str, v: &[u8], max: usize) -> Result<T, FleetError> {
+/// A JSON value read back from `key`, refused above `max` bytes.
+pub(crate) fn parse<T: for<'de> Deserialize<'de>>(
+    key: &str,
+    v: &[u8],
+    max: usize,
+) -> Result<T, FleetError> {
     if v.len() > max {
         return Err(FleetError::BadValue {
             key: key.into(),
@@ -233,11 +292,82 @@ mod tests {
                     tx_max_mbps: None,
                     lat_p99_us: None,
                     intf_pct: None,
+                    period: None,
                 };
                 MAX_VMS + 1
             ],
         })
         .unwrap();
         assert!(HostSummary::parse("k", &many).is_err());
+    }
+
+    #[test]
+    fn a_summary_carries_each_periodic_vms_period_and_checks_it_when_read() {
+        let found = resex_api::PeriodFound {
+            period_ms: 200.0,
+            duty: 0.1,
+            bytes_per_period: 5e6,
+            phase_ms: 12.5,
+            confidence: 0.9,
+        };
+        let mut s = Snapshot::default();
+        for (name, period) in [("job", Some(found)), ("steady", None)] {
+            s.vms.push(resex_api::VmSnap {
+                name: name.into(),
+                period: Some(resex_api::PeriodSnap {
+                    found: period,
+                    why_not: period.is_none().then(|| "steady sender".into()),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            });
+        }
+        let h = HostSummary::from_snapshot("h", &s, 0);
+        let p = h
+            .vms
+            .iter()
+            .find(|v| v.name == "job")
+            .unwrap()
+            .period
+            .unwrap();
+        assert_eq!(
+            (p.period_ms, p.phase_ms, p.bytes_per_period),
+            (200.0, 12.5, 5e6)
+        );
+        assert!(p.plausible());
+        assert!(h
+            .vms
+            .iter()
+            .find(|v| v.name == "steady")
+            .unwrap()
+            .period
+            .is_none());
+        let text = serde_json::to_string(&h).unwrap();
+        assert_eq!(
+            text.matches("period_ms").count(),
+            1,
+            "no key for a VM without one"
+        );
+        for bad in [
+            JobPeriod {
+                phase_ms: 200.0,
+                ..p
+            },
+            JobPeriod {
+                period_ms: f64::NAN,
+                ..p
+            },
+            JobPeriod {
+                period_ms: 1e9,
+                ..p
+            },
+            JobPeriod {
+                bytes_per_period: -1.0,
+                ..p
+            },
+            JobPeriod { duty: 2.0, ..p },
+        ] {
+            assert!(!bad.plausible(), "{bad:?}");
+        }
     }
 }

@@ -71,6 +71,10 @@ pub struct FleetStatus {
     pub top_aggressors: Vec<Aggressor>,
     /// Keys whose values were refused, and why.
     pub refused: Vec<String>,
+    /// The coordinator's last round (its allocations and each link's periodic jobs and their
+    /// compatibility), when one was read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub round: Option<crate::alloc::RoundReport>,
 }
 
 /// A host's record as read: key, value, lease.
@@ -167,6 +171,7 @@ impl FleetStatus {
             hosts,
             top_aggressors: top,
             refused,
+            round: None,
         }
     }
 

@@ -7,7 +7,7 @@
 
 use resex_fleet::etcd::{unix_ms, Fleet, Member};
 use resex_fleet::local::{block_on, LocalEtcd};
-use resex_fleet::{FleetConfig, HostRecord, HostSummary, Topology, VmSummary};
+use resex_fleet::{FleetConfig, HostRecord, HostSummary, JobPeriod, Topology, VmSummary};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -26,6 +26,7 @@ fn vm(name: &str, tx_mbps: f64, reporting: bool) -> VmSummary {
         tx_max_mbps: None,
         lat_p99_us: reporting.then_some(40.0),
         intf_pct: None,
+        period: None,
     }
 }
 
@@ -54,6 +55,11 @@ fn wait(what: &str, limit: Duration, mut ok: impl FnMut() -> bool) -> Duration {
 type Told = Arc<Mutex<Vec<Option<Vec<(String, u64)>>>>>;
 
 fn member(e: &LocalEtcd, host: &str, vms: &[(&str, f64, bool)]) -> (Member, Told) {
+    let vms: Vec<VmSummary> = vms.iter().map(|&(n, tx, r)| vm(n, tx, r)).collect();
+    member_with(e, host, vms)
+}
+
+fn member_with(e: &LocalEtcd, host: &str, vms: Vec<VmSummary>) -> (Member, Told) {
     let cfg = FleetConfig {
         host: Some(host.into()),
         ttl_s: 2,
@@ -69,7 +75,6 @@ fn member(e: &LocalEtcd, host: &str, vms: &[(&str, f64, bool)]) -> (Member, Told
         version: "test".into(),
     };
     let h = host.to_string();
-    let vms: Vec<VmSummary> = vms.iter().map(|&(n, tx, r)| vm(n, tx, r)).collect();
     let told: Told = Arc::default();
     let t = told.clone();
     let m = Member::spawn_with(
@@ -270,4 +275,47 @@ fn a_deposed_coordinators_writes_are_refused() {
         let after = c.get(n1.as_str(), None).await.unwrap().kvs()[0].mod_revision();
         assert_eq!(before, after);
     });
+}
+
+#[test]
+fn periodic_jobs_on_a_shared_link_are_scored_and_the_score_published() {
+    let Some(e) = etcd() else { return };
+    let mut f = Fleet::connect(&FleetConfig::new(vec![e.url()])).unwrap();
+    let topo = Topology::from_toml(
+        "[[link]]\nname = \"tor-up\"\ncapacity_mbps = 1000\nhosts = [\"n1\", \"n2\"]\n",
+    )
+    .unwrap();
+    f.set_topology(&topo).unwrap();
+    // Two training jobs, each needing the whole uplink for a quarter of its 200 ms, both
+    // starting now at the same instant of their period.
+    let job = |name: &str| VmSummary {
+        period: Some(JobPeriod {
+            period_ms: 200.0,
+            phase_ms: 40.0,
+            bytes_per_period: 0.25 * 125e6 * 0.2,
+            duty: 0.02,
+            confidence: 0.9,
+        }),
+        ..vm(name, 250.0, false)
+    };
+    let (a, _) = member_with(&e, "n1", vec![job("train-a")]);
+    let (b, _) = member_with(&e, "n2", vec![job("train-b"), vm("web", 5.0, true)]);
+    let mut scored = || {
+        f.status()
+            .ok()
+            .and_then(|s| s.round)
+            .and_then(|r| r.links.into_iter().next())
+            .filter(|l| l.jobs.len() == 2)
+    };
+    wait("the uplink's jobs scored", Duration::from_secs(10), || {
+        scored().is_some()
+    });
+    let l = scored().unwrap();
+    assert_eq!(l.link, "tor-up");
+    assert!(l.score.unwrap() > 0.99, "{l:?}");
+    assert!((l.score_as_given.unwrap() - 0.5).abs() < 0.02, "{l:?}");
+    let mut vms: Vec<&str> = l.jobs.iter().map(|j| j.vm.as_str()).collect();
+    vms.sort_unstable();
+    assert_eq!(vms, ["train-a", "train-b"], "the web VM is not periodic");
+    drop((a, b));
 }

@@ -124,7 +124,8 @@ pub enum CircleError {
     /// tolerance.
     #[error(
         "no unified circle of at most {max_slots} slots rounds every period within {tolerance} \
-         (best error {best_error:.4})"
+         ({})",
+        best(*best_error)
     )]
     NoCommonPerimeter {
         /// The configured bound on the unified circle's slots.
@@ -201,4 +202,42 @@ pub enum PlaceError {
         /// What the circle said of it alone.
         reason: CircleError,
     },
+}
+
+/// The best rounding error found, for people (none when no quantum fitted the bound at all).
+fn best(e: f64) -> String {
+    if e == f64::MAX {
+        "no quantum fits: the periods' least common multiple is too long".into()
+    } else {
+        format!("best error {e:.4}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_common_perimeter_says_whether_any_quantum_fitted() {
+        let e = |best_error| {
+            CircleError::NoCommonPerimeter {
+                max_slots: 4096,
+                tolerance: 0.01,
+                best_error,
+            }
+            .to_string()
+        };
+        assert_eq!(
+            e(0.02),
+            "no unified circle of at most 4096 slots rounds every period within 0.01 (best error 0.0200)"
+        );
+        assert!(e(f64::MAX)
+            .ends_with("(no quantum fits: the periods' least common multiple is too long)"));
+        let periods: Vec<u64> = [101, 113, 127, 149, 163, 181, 197, 211, 229, 241]
+            .iter()
+            .map(|ms| ms * 1_000_000 + 333_333)
+            .collect();
+        let got = crate::circle::unify(&periods, &crate::CircleConfig::default()).unwrap_err();
+        assert!(got.to_string().contains("least common multiple"), "{got}");
+    }
 }

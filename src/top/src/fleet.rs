@@ -103,19 +103,23 @@ impl FleetApp {
     }
 }
 
+/// The most links shown in the head.
+const LINK_LINES: usize = 6;
+
 fn ceilings_of<'a>(f: &'a FleetFrame, host: &str) -> Option<&'a Allocation> {
     f.allocations.iter().find(|a| a.host == host)
 }
 
 /// Draws the dashboard.
 pub fn draw(fr: &mut Frame, app: &FleetApp) {
+    let lines = head_lines(app);
     let [head, body, foot] = Layout::vertical([
-        Constraint::Length(3),
+        Constraint::Length(u16::try_from(lines.len()).unwrap_or(u16::MAX)),
         Constraint::Min(3),
         Constraint::Length(1),
     ])
     .areas(fr.area());
-    fr.render_widget(Paragraph::new(head_lines(app)), head);
+    fr.render_widget(Paragraph::new(lines), head);
     let help = match &app.drill {
         Some(_) => "Esc back  q quit",
         None => "up/down choose  Enter drill into a host  q quit",
@@ -137,7 +141,8 @@ pub fn draw(fr: &mut Frame, app: &FleetApp) {
     }
 }
 
-/// The three head lines: endpoints and state, hosts and coordinator, the last round.
+/// The head lines: endpoints and state, hosts and coordinator, the last round, and one line
+/// per link that periodic jobs cross (at most [`LINK_LINES`]).
 fn head_lines(app: &FleetApp) -> Vec<Line<'static>> {
     let state = match &app.lost {
         Some(why) => format!("ETCD LOST, retrying: {why}"),
@@ -151,11 +156,20 @@ fn head_lines(app: &FleetApp) -> Vec<Line<'static>> {
             (leader, round_line(f))
         },
     );
-    vec![
+    let mut lines = vec![
         Line::from(format!("resex top --fleet  {}  {state}", app.endpoints)).bold(),
         Line::raw(format!("{} hosts, coordinator {leader}", app.hosts())),
         Line::raw(round).dim(),
-    ]
+    ];
+    let links = app.frame.as_ref().and_then(|f| f.round.as_ref());
+    lines.extend(
+        links
+            .iter()
+            .flat_map(|r| &r.links)
+            .take(LINK_LINES)
+            .map(|l| Line::raw(format!("link {}", l.line()))),
+    );
+    lines
 }
 
 /// The last allocation round, for people.
@@ -380,6 +394,7 @@ mod tests {
                     tx_max_mbps: Some(300.0),
                     lat_p99_us: Some(95.0),
                     intf_pct: None,
+                    period: None,
                 }],
             }],
             allocations: vec![Allocation {
@@ -402,6 +417,24 @@ mod tests {
                 iterations: 4,
                 converged: true,
                 max_overload: 1.0,
+                links: vec![resex_fleet::LinkCompat {
+                    link: "tor1-up".into(),
+                    jobs: ["job-a", "job-b"]
+                        .iter()
+                        .zip(["node-1", "node-2"])
+                        .zip([0.0, 100.0])
+                        .map(|((vm, host), shift)| resex_fleet::LinkJob {
+                            host: host.into(),
+                            vm: (*vm).into(),
+                            period_ms: 200.0,
+                            shift_ms: Some(shift),
+                        })
+                        .collect(),
+                    jobs_left_out: 0,
+                    score: Some(1.0),
+                    score_as_given: Some(0.5),
+                    why_not: None,
+                }],
             }),
         }
     }
@@ -433,6 +466,12 @@ mod tests {
         assert!(s.contains("2 hosts, coordinator node-1"), "{s}");
         assert!(s.contains("node-1 *") && s.contains("node-2"), "{s}");
         assert!(s.contains("round 3: 1 congested links, 1 ceilings"), "{s}");
+        assert!(
+            s.contains(
+                "link tor1-up: compatibility 1.00 rotated, 0.50 as they run; 2 periodic jobs"
+            ),
+            "{s}"
+        );
         app.on(key(KeyCode::Down));
         app.on(key(KeyCode::Down));
         assert_eq!(app.selected, 1, "stops at the last host");

@@ -1,0 +1,103 @@
+//! What scoring the links' periodic jobs adds to the coordinator's round, in process (no etcd):
+//! 1 000 hosts x 64 VMs, racks of 20 hosts under a spine (51 links), one VM in 8 a training
+//! job (six iteration times from 100 to 600 ms, as measured: within 0.4%; each link scores its
+//! 8 heaviest). Planner::round with the
+//! periods and without them, alternating, medians of 5; and `compat::score_links` alone.
+//! `cargo bench -p resex-fleet --features coordinator --bench compat`
+
+#![allow(missing_docs, clippy::cast_precision_loss)]
+
+use resex_fleet::{compat, HostSummary, JobPeriod, Planner, Topology, VmSummary};
+use std::time::Instant;
+
+const HOSTS: usize = 1000;
+const VMS: usize = 64;
+
+fn summary(h: usize, periodic: bool) -> HostSummary {
+    HostSummary {
+        host: format!("h{h}"),
+        at_unix_ms: 0,
+        policy: "governor".into(),
+        link_util: 0.5,
+        vms: (0..VMS)
+            .map(|v| VmSummary {
+                name: format!("h{h}-vm{v}"),
+                tx_mbps: ((h * 7 + v * 13) % 1000) as f64,
+                cpu_pct: 50.0,
+                cap_pct: None,
+                tx_share_mbps: None,
+                tx_max_mbps: None,
+                lat_p99_us: None,
+                intf_pct: None,
+                period: (periodic && v % 8 == 0).then(|| JobPeriod {
+                    // Six iteration times, as measured (within 0.4%).
+                    period_ms: [100.0, 150.0, 200.0, 300.0, 400.0, 600.0][(h + v / 8) % 6]
+                        * (1.0 + 0.002 * ((h % 5) as f64 - 2.0)),
+                    phase_ms: ((h * 17) % 100) as f64,
+                    bytes_per_period: 1e6 * ((h + v) % 50 + 1) as f64,
+                    duty: 0.05,
+                    confidence: 0.9,
+                }),
+            })
+            .collect(),
+    }
+}
+
+fn topology() -> Topology {
+    let all: Vec<String> = (0..HOSTS).map(|h| format!("\"h{h}\"")).collect();
+    let mut t = format!(
+        "[[link]]\nname = \"spine\"\ncapacity_mbps = {}\nhosts = [{}]\n",
+        4000 * HOSTS,
+        all.join(",")
+    );
+    for (r, rack) in all.chunks(20).enumerate() {
+        t.push_str(&format!(
+            "[[link]]\nname = \"rack{r}\"\ncapacity_mbps = {}\nhosts = [{}]\n",
+            rack.len() * VMS * 250,
+            rack.join(",")
+        ));
+    }
+    Topology::from_toml(&t).unwrap()
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn main() {
+    let t = topology();
+    let plain: Vec<HostSummary> = (0..HOSTS).map(|h| summary(h, false)).collect();
+    let jobs: Vec<HostSummary> = (0..HOSTS).map(|h| summary(h, true)).collect();
+    let (mut a, mut b) = (Planner::default(), Planner::default());
+    let (mut without, mut with) = (Vec::new(), Vec::new());
+    let mut scored = 0;
+    for _ in 0..5 {
+        let s = Instant::now();
+        a.round(&t, &plain, "h0", 0).unwrap();
+        without.push(s.elapsed().as_secs_f64());
+        let s = Instant::now();
+        let (_, rep) = b.round(&t, &jobs, "h0", 0).unwrap();
+        with.push(s.elapsed().as_secs_f64());
+        scored = rep.links.iter().filter(|l| l.score.is_some()).count();
+    }
+    let refs: Vec<&HostSummary> = jobs.iter().collect();
+    let mut alone = Vec::new();
+    for _ in 0..5 {
+        let s = Instant::now();
+        std::hint::black_box(compat::score_links(&t, &refs));
+        alone.push(s.elapsed().as_secs_f64());
+    }
+    let (w, p) = (median(without), median(with));
+    println!(
+        "coordinator round, {HOSTS} hosts x {VMS} VMs, {} links ({scored} scored, 8 jobs each)",
+        t.links.len()
+    );
+    println!("  without periods      {:>8.1} ms", w * 1e3);
+    println!(
+        "  with 1 VM in 8 periodic {:>5.1} ms  ({:.2}x)",
+        p * 1e3,
+        p / w
+    );
+    println!("  score_links alone    {:>8.1} ms", median(alone) * 1e3);
+}

@@ -1,0 +1,131 @@
+//! Congestion compatibility of the periodic jobs on each topology link (feature
+//! `coordinator`): the jobs the hosts' detectors found (their summaries' `period`), grouped by
+//! the links their hosts' traffic crosses, scored with the circle
+//! ([`resex_mlcompat::compatibility`]: the fraction of their communication that fits the
+//! link at the best rotation, and as they run now). Pure and bounded: at most
+//! [`MAX_LINK_JOBS`] jobs per link (the heaviest by bytes per period) and [`MAX_SCORED_LINKS`]
+//! links scored per round.
+
+use crate::alloc::{LinkCompat, LinkJob, MAX_LINK_JOBS};
+use crate::record::{HostSummary, JobPeriod};
+use crate::topology::{TopoLink, Topology};
+use resex_mlcompat::{compatibility, CircleConfig, Job, Periodicity};
+
+/// The most links scored per round (the rest say so).
+pub const MAX_SCORED_LINKS: usize = 64;
+
+/// A periodic job on a link, with what the circle needs.
+struct Candidate<'a> {
+    host: &'a str,
+    vm: &'a str,
+    period: JobPeriod,
+}
+
+/// Every link with at least one periodic job, in topology order.
+#[must_use]
+pub fn score_links(t: &Topology, summaries: &[&HostSummary]) -> Vec<LinkCompat> {
+    let mut out = Vec::new();
+    let mut scored = 0;
+    let cfg = CircleConfig::default();
+    for link in &t.links {
+        let mut jobs = candidates(link, summaries);
+        if jobs.is_empty() {
+            continue;
+        }
+        jobs.sort_by(|a, b| {
+            b.period
+                .bytes_per_period
+                .total_cmp(&a.period.bytes_per_period)
+        });
+        let left_out = jobs.len().saturating_sub(MAX_LINK_JOBS);
+        jobs.truncate(MAX_LINK_JOBS);
+        let mut c = LinkCompat {
+            link: link.name.clone(),
+            jobs: jobs
+                .iter()
+                .map(|j| LinkJob {
+                    host: j.host.into(),
+                    vm: j.vm.into(),
+                    period_ms: j.period.period_ms,
+                    shift_ms: None,
+                })
+                .collect(),
+            jobs_left_out: left_out,
+            ..LinkCompat::default()
+        };
+        if jobs.len() < 2 {
+            c.why_not = Some("one periodic job: nothing to be compatible with".into());
+        } else if scored >= MAX_SCORED_LINKS {
+            c.why_not = Some(format!(
+                "not scored: {MAX_SCORED_LINKS} links a round at most"
+            ));
+        } else {
+            scored += 1;
+            score(&mut c, &jobs, link.capacity_mbps, &cfg);
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// The periodic jobs of the hosts whose traffic crosses `link` (implausible figures skipped).
+fn candidates<'a>(link: &TopoLink, summaries: &[&'a HostSummary]) -> Vec<Candidate<'a>> {
+    summaries
+        .iter()
+        .filter(|s| link.hosts.contains(&s.host))
+        .flat_map(|s| {
+            s.vms.iter().filter_map(|v| {
+                let p = v.period.filter(JobPeriod::plausible)?;
+                Some(Candidate {
+                    host: &s.host,
+                    vm: &v.name,
+                    period: p,
+                })
+            })
+        })
+        .collect()
+}
+
+fn score(c: &mut LinkCompat, jobs: &[Candidate<'_>], capacity_mbps: f64, cfg: &CircleConfig) {
+    let link_bytes_per_s = capacity_mbps * 1e6 / 8.0;
+    let circle: Vec<Job> = jobs
+        .iter()
+        .map(|j| Job::from_periodicity(&periodicity(&j.period), link_bytes_per_s))
+        .collect();
+    match compatibility(&circle, cfg) {
+        Ok(r) => {
+            c.score = Some(r.score);
+            c.score_as_given = Some(r.score_as_given);
+            for (job, shift) in c.jobs.iter_mut().zip(&r.shifts_ns) {
+                job.shift_ms = Some(*shift as f64 / 1e6);
+            }
+        }
+        Err(e) => c.why_not = Some(e.to_string()),
+    }
+}
+
+/// What the detector said, as the circle takes it (the summary keeps no demand: it is the
+/// bytes per period over the on intervals).
+fn periodicity(p: &JobPeriod) -> Periodicity {
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    let ns = |ms: f64| (ms * 1e6).round() as u64; // plausible: under 10 minutes
+    let period_s = p.period_ms / 1e3;
+    let on_s = p.duty * period_s;
+    Periodicity {
+        period_ns: ns(p.period_ms).max(1),
+        duty: p.duty,
+        demand_bytes_per_s: if on_s > 0.0 {
+            p.bytes_per_period / on_s
+        } else {
+            0.0
+        },
+        phase_ns: ns(p.phase_ms),
+        bytes_per_period: p.bytes_per_period,
+        confidence: p.confidence,
+        periods_seen: 0.0,
+        samples_used: 0,
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,115 @@
+use super::*;
+use crate::record::VmSummary;
+
+/// A 1 000 Mb/s link: 125 MB/s, 25 MB in a 200 ms period.
+const LINK_BYTES_PER_200MS: f64 = 25e6;
+
+fn job(name: &str, period_ms: f64, phase_ms: f64, wire_share: f64) -> VmSummary {
+    VmSummary {
+        name: name.into(),
+        tx_mbps: 0.0,
+        cpu_pct: 0.0,
+        cap_pct: None,
+        tx_share_mbps: None,
+        tx_max_mbps: None,
+        lat_p99_us: None,
+        intf_pct: None,
+        period: Some(JobPeriod {
+            period_ms,
+            phase_ms,
+            bytes_per_period: wire_share * LINK_BYTES_PER_200MS * period_ms / 200.0,
+            duty: 0.01, // posted at once: the arc is what its bytes need on the wire
+            confidence: 0.9,
+        }),
+    }
+}
+
+fn summary(host: &str, vms: Vec<VmSummary>) -> HostSummary {
+    HostSummary {
+        host: host.into(),
+        at_unix_ms: 0,
+        policy: String::new(),
+        link_util: 0.0,
+        vms,
+    }
+}
+
+fn topo() -> Topology {
+    Topology::from_toml(
+        "[[link]]\nname = \"up\"\ncapacity_mbps = 1000\nhosts = [\"a\", \"b\"]\n\
+         [[link]]\nname = \"c-up\"\ncapacity_mbps = 1000\nhosts = [\"c\"]\n\
+         [[link]]\nname = \"quiet\"\ncapacity_mbps = 1000\nhosts = [\"d\"]\n",
+    )
+    .unwrap()
+}
+
+fn scores(s: &[HostSummary]) -> Vec<LinkCompat> {
+    let refs: Vec<&HostSummary> = s.iter().collect();
+    score_links(&topo(), &refs)
+}
+
+#[test]
+fn two_jobs_that_collide_now_but_fit_rotated_score_one_at_best() {
+    // Each needs the whole link for a quarter of its 200 ms; both start at 0 now.
+    let s = vec![
+        summary("a", vec![job("ja", 200.0, 0.0, 0.25)]),
+        summary("b", vec![job("jb", 200.0, 0.0, 0.25)]),
+        summary("c", vec![job("alone", 100.0, 10.0, 0.5)]),
+        summary("d", vec![]),
+    ];
+    let l = scores(&s);
+    assert_eq!(
+        l.len(),
+        2,
+        "the link without periodic jobs is not listed: {l:?}"
+    );
+    let up = &l[0];
+    assert_eq!(up.link, "up");
+    let best = up.score.unwrap();
+    let now = up.score_as_given.unwrap();
+    assert!(best > 0.99, "{up:?}");
+    assert!(
+        (now - 0.5).abs() < 0.02,
+        "half their communication collides: {up:?}"
+    );
+    let shift = (up.jobs[1].shift_ms.unwrap() - up.jobs[0].shift_ms.unwrap()).abs();
+    assert!((50.0..=150.0).contains(&shift), "rotated apart: {up:?}");
+    assert_eq!(l[1].link, "c-up");
+    assert!(l[1].score.is_none());
+    assert!(l[1]
+        .why_not
+        .as_deref()
+        .unwrap()
+        .contains("one periodic job"));
+}
+
+#[test]
+fn jobs_that_cannot_fit_score_below_one_however_rotated() {
+    let s = vec![
+        summary("a", vec![job("ja", 200.0, 0.0, 0.6)]),
+        summary("b", vec![job("jb", 200.0, 30.0, 0.6)]),
+    ];
+    let up = &scores(&s)[0];
+    let best = up.score.unwrap();
+    // 1.2 links' worth of demand-time, 0.2 above capacity at best: 1 - 0.2 / 1.2.
+    assert!((best - 0.833).abs() < 0.02, "{up:?}");
+    assert!(up.score_as_given.unwrap() <= best + 1e-9);
+}
+
+#[test]
+fn implausible_periods_are_skipped_and_a_crowded_link_is_bounded() {
+    let mut bad = job("bad", 200.0, 0.0, 0.25);
+    bad.period.as_mut().unwrap().phase_ms = 500.0; // beyond its period
+    let mut nan = job("nan", f64::NAN, 0.0, 0.25);
+    nan.period.as_mut().unwrap().bytes_per_period = 1.0;
+    let many: Vec<VmSummary> = (0..12)
+        .map(|i| job(&format!("j{i}"), 200.0, 0.0, 0.01 * f64::from(i + 1)))
+        .collect();
+    let s = vec![summary("a", vec![bad, nan]), summary("b", many)];
+    let up = &scores(&s)[0];
+    assert_eq!(up.jobs.len(), MAX_LINK_JOBS);
+    assert_eq!(up.jobs_left_out, 12 - MAX_LINK_JOBS);
+    assert_eq!(up.jobs[0].vm, "j11", "the heaviest first: {up:?}");
+    assert!(up.jobs.iter().all(|j| j.vm != "bad" && j.vm != "nan"));
+    assert!(up.score.is_some(), "{up:?}");
+}
