@@ -19,6 +19,19 @@ pub enum FleetCommand {
     /// A fleet on this machine: a local etcd, N embedded hosts with light guests on a shared
     /// uplink; the coordinator's host is killed midway and etcd near the end.
     Demo(DemoArgs),
+    /// Where new training jobs should go: the hosts whose links they share most compatibly
+    /// with the periodic jobs running now (JOBS.toml: `max_jobs_per_host`, `[[job]] name` and
+    /// `preset`, or `compute_ms` and `bytes`; see docs/fleet.md).
+    Place(PlaceArgs),
+}
+
+/// `resex fleet place`.
+#[derive(Debug, Args)]
+pub struct PlaceArgs {
+    /// The new jobs (TOML).
+    pub file: std::path::PathBuf,
+    #[command(flatten)]
+    pub fleet: FleetArgs,
 }
 
 /// `resex fleet topology`.
@@ -88,7 +101,7 @@ mod imp {
 
 #[cfg(feature = "fleet")]
 mod imp {
-    use super::{FleetArgs, FleetCommand};
+    use super::{FleetArgs, FleetCommand, PlaceArgs};
     use anyhow::{bail, Context, Result};
     use resex_fleet::etcd::Fleet;
     use resex_fleet::{FleetConfig, FleetStatus};
@@ -111,6 +124,7 @@ mod imp {
     pub fn run(c: FleetCommand) -> Result<()> {
         match c {
             FleetCommand::Demo(a) => return crate::fleet_demo::run(&a),
+            FleetCommand::Place(a) => return place(&a),
             FleetCommand::Topology(t) => {
                 let mut f = connect(&t.fleet)?;
                 if t.action == "set" {
@@ -207,6 +221,56 @@ mod imp {
                         );
                     }
                 }
+            }
+        }
+        Ok(())
+    }
+
+    /// `resex fleet place JOBS.toml`.
+    fn place(a: &PlaceArgs) -> Result<()> {
+        let text = std::fs::read_to_string(&a.file)
+            .with_context(|| format!("reading {}", a.file.display()))?;
+        let jobs: resex_fleet::advise::JobsFile =
+            toml::from_str(&text).with_context(|| format!("parsing {}", a.file.display()))?;
+        let mut f = connect(&a.fleet)?;
+        let Some(topo) = f.topology()? else {
+            bail!("no topology: set one first (resex fleet topology set FILE.toml)");
+        };
+        let summaries = f.summaries()?;
+        let advice = resex_fleet::advise::advise(&topo, &summaries, &jobs)
+            .with_context(|| a.file.display().to_string())?;
+        if a.fleet.json {
+            println!("{}", serde_json::to_string(&advice)?);
+            return Ok(());
+        }
+        println!(
+            "{} jobs over {} live hosts ({} links; at most {} periodic jobs a host)",
+            advice.len(),
+            summaries.len(),
+            topo.links.len(),
+            jobs.max_jobs_per_host
+        );
+        for j in &advice {
+            match &j.host {
+                Some(h) => {
+                    let links: Vec<String> = j
+                        .links
+                        .iter()
+                        .map(|(l, n, s)| format!("{l} {s:.2} with {n} jobs"))
+                        .collect();
+                    println!(
+                        "  {:<20} -> {h:<20} compatibility {:.2} ({}; {} hosts with room)",
+                        j.job,
+                        j.score,
+                        if links.is_empty() {
+                            "crosses no shared link".to_owned()
+                        } else {
+                            links.join(", ")
+                        },
+                        j.candidates
+                    );
+                }
+                None => println!("  {:<20} -> no live host has room", j.job),
             }
         }
         Ok(())

@@ -87,10 +87,9 @@ fn candidates<'a>(link: &TopoLink, summaries: &[&'a HostSummary]) -> Vec<Candida
 }
 
 fn score(c: &mut LinkCompat, jobs: &[Candidate<'_>], capacity_mbps: f64, cfg: &CircleConfig) {
-    let link_bytes_per_s = capacity_mbps * 1e6 / 8.0;
     let circle: Vec<Job> = jobs
         .iter()
-        .map(|j| Job::from_periodicity(&periodicity(&j.period), link_bytes_per_s))
+        .map(|j| job_on(&j.period, capacity_mbps))
         .collect();
     match compatibility(&circle, cfg) {
         Ok(r) => {
@@ -102,6 +101,12 @@ fn score(c: &mut LinkCompat, jobs: &[Candidate<'_>], capacity_mbps: f64, cfg: &C
         }
         Err(e) => c.why_not = Some(e.to_string()),
     }
+}
+
+/// A periodic job on the circle of a link of `capacity_mbps`: its arc as long as its bytes
+/// per period need there, at least its duty.
+pub(crate) fn job_on(p: &JobPeriod, capacity_mbps: f64) -> Job {
+    Job::from_periodicity(&periodicity(p), capacity_mbps * 1e6 / 8.0)
 }
 
 /// What the detector said, as the circle takes it (the summary keeps no demand: it is the

@@ -9,6 +9,8 @@
 //! - [`topology`]: the shared fabric links the coordinator allocates over (`PREFIX/topology`).
 //! - [`alloc`]: what the coordinator hands out: one allocation (per-VM ceilings with an expiry)
 //!   per host, and each round's report.
+//! - `advise` (feature `coordinator`): where new training jobs should go, from the topology and
+//!   the periodic jobs running now (`resex fleet place`).
 //! - `compat` (feature `coordinator`): the periodic jobs on each topology link and their
 //!   congestion compatibility (the circle), for the round's report.
 //! - `plan` (feature `coordinator`, on with `etcd`): the coordinator's round: DRUM over those
@@ -29,6 +31,8 @@
 
 #![forbid(unsafe_code)]
 
+#[cfg(feature = "coordinator")]
+pub mod advise;
 pub mod alloc;
 #[cfg(feature = "coordinator")]
 pub mod compat;
