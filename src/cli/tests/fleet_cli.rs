@@ -31,12 +31,6 @@ fn member(e: &LocalEtcd, host: &str, share: Option<f64>) -> Member {
     let vm = VmSummary {
         name: format!("{host}-vm"),
         tx_mbps: 100.0,
-        cpu_pct: 10.0,
-        cap_pct: None,
-        tx_share_mbps: None,
-        tx_max_mbps: None,
-        lat_p99_us: None,
-        intf_pct: None,
         period: share.map(|s| JobPeriod {
             period_ms: 200.0,
             phase_ms: 20.0,
@@ -44,6 +38,7 @@ fn member(e: &LocalEtcd, host: &str, share: Option<f64>) -> Member {
             duty: 0.02,
             confidence: 0.9,
         }),
+        ..VmSummary::default()
     };
     let h = host.to_string();
     Member::spawn_with(

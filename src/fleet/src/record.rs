@@ -34,7 +34,7 @@ pub struct HostRecord {
 }
 
 /// One VM in a summary.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct VmSummary {
     /// The VM.
     pub name: String,

@@ -7,13 +7,6 @@ const MB_PER_200MS: f64 = 25e6;
 fn vm(name: &str, period: Option<(f64, f64)>) -> VmSummary {
     VmSummary {
         name: name.into(),
-        tx_mbps: 0.0,
-        cpu_pct: 0.0,
-        cap_pct: None,
-        tx_share_mbps: None,
-        tx_max_mbps: None,
-        lat_p99_us: None,
-        intf_pct: None,
         period: period.map(|(share, phase_ms)| JobPeriod {
             period_ms: 200.0,
             phase_ms,
@@ -21,6 +14,7 @@ fn vm(name: &str, period: Option<(f64, f64)>) -> VmSummary {
             duty: 0.02,
             confidence: 0.9,
         }),
+        ..VmSummary::default()
     }
 }
 

@@ -7,13 +7,6 @@ const LINK_BYTES_PER_200MS: f64 = 25e6;
 fn job(name: &str, period_ms: f64, phase_ms: f64, wire_share: f64) -> VmSummary {
     VmSummary {
         name: name.into(),
-        tx_mbps: 0.0,
-        cpu_pct: 0.0,
-        cap_pct: None,
-        tx_share_mbps: None,
-        tx_max_mbps: None,
-        lat_p99_us: None,
-        intf_pct: None,
         period: Some(JobPeriod {
             period_ms,
             phase_ms,
@@ -21,6 +14,7 @@ fn job(name: &str, period_ms: f64, phase_ms: f64, wire_share: f64) -> VmSummary 
             duty: 0.01, // posted at once: the arc is what its bytes need on the wire
             confidence: 0.9,
         }),
+        ..VmSummary::default()
     }
 }
 
