@@ -167,7 +167,7 @@ pub struct VmSnap {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub late_qps: Vec<LateQp>,
     /// What the host's period detector made of the bytes it counted the VM sending, 1 ms at a
-    /// time (None: detection is off, or the VM has not been looked at yet).
+    /// time (None: detection is off, or the daemon has not fed it yet).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub period: Option<PeriodSnap>,
 }
@@ -181,7 +181,8 @@ pub struct PeriodSnap {
     /// Why no period was found (a silent or steady sender, too few samples, no repeating
     /// pattern, ...).
     pub why_not: Option<String>,
-    /// Intervals of the VM's transmit history the detector looked at.
+    /// Intervals of the VM's transmit history the detector looked at (for a VM that never
+    /// sent, and so was not looked at: the intervals seen).
     pub samples: u64,
     /// How long ago it looked, ms.
     pub age_ms: u64,
@@ -196,10 +197,12 @@ pub struct PeriodFound {
     pub duty: f64,
     /// Bytes sent per iteration.
     pub bytes_per_period: f64,
-    /// Where its communication starts in each period: ms after the last Unix-clock instant
-    /// that is a whole number of periods since the epoch, in [0, period_ms) (comparable across
-    /// hosts whose clocks agree).
-    pub phase_ms: f64,
+    /// When its latest communication arc in the window looked at began, Unix time in ms (the
+    /// detector's fit: its phase plus a whole number of periods). With the period it says when
+    /// the next ones begin; hosts whose clocks agree can compare their jobs' timing (a phase
+    /// taken modulo the period since the epoch could not be: a period 1 ns off moves it by
+    /// seconds).
+    pub last_start_unix_ms: f64,
     /// How sure the detector is, in [0, 1].
     pub confidence: f64,
 }

@@ -33,7 +33,7 @@ fn member(e: &LocalEtcd, host: &str, share: Option<f64>) -> Member {
         tx_mbps: 100.0,
         period: share.map(|s| JobPeriod {
             period_ms: 200.0,
-            phase_ms: 20.0,
+            last_start_unix_ms: 1_790_000_000_020.0,
             bytes_per_period: s * 25e6,
             duty: 0.02,
             confidence: 0.9,

@@ -63,6 +63,16 @@ pub struct Batch {
 }
 
 impl Batch {
+    /// An empty batch with room for `ticks` ticks of `vms` VMs.
+    pub fn with_capacity(vms: usize, ticks: usize) -> Self {
+        Self {
+            ids: Vec::with_capacity(vms),
+            intervals: Vec::with_capacity(ticks),
+            bytes: Vec::with_capacity(vms.saturating_mul(ticks)),
+            ..Self::default()
+        }
+    }
+
     /// Ticks held.
     pub fn ticks(&self) -> usize {
         self.intervals.len()
@@ -150,8 +160,11 @@ impl PeriodWatch {
     /// Appends a batch; VMs not in it are forgotten.
     pub fn feed(&mut self, b: &Batch) {
         let n = b.ids.len();
-        if n == 0 || b.bytes.len() != n * b.ticks() {
+        if b.ticks() == 0 || b.bytes.len() != n * b.ticks() {
             return;
+        }
+        if let Some(&last) = b.intervals.last() {
+            self.now = self.now.max(last);
         }
         let mut sorted = b.ids.clone();
         sorted.sort_unstable();
@@ -162,15 +175,12 @@ impl PeriodWatch {
             let t = self.tracks.entry(*id).or_default();
             if b.lost {
                 t.len = 0;
-                t.next = 0;
+                t.seen = 0;
             }
             for (k, &interval) in b.intervals.iter().enumerate() {
                 let unix = b.unix_ns + interval.saturating_sub(first).saturating_mul(iv);
                 t.push(interval, unix, b.bytes[k * n + j], w, iv);
             }
-        }
-        if let Some(&last) = b.intervals.last() {
-            self.now = self.now.max(last);
         }
     }
 
@@ -178,11 +188,14 @@ impl PeriodWatch {
     /// after the last one looked at; returns how many it ran.
     pub fn detect_due(&mut self, max: usize) -> usize {
         let (now, every) = (self.now, self.cfg.redetect_intervals);
+        // A verdict stands until it is old and the history is as long as the one it was made
+        // on (after lost batches the history restarts: a verdict on its first few intervals
+        // would replace a good one with "too short").
         let due = |t: &Track| {
             !t.ring.is_empty()
-                && t.verdict
-                    .as_ref()
-                    .is_none_or(|v| now.saturating_sub(v.at) >= every)
+                && t.verdict.as_ref().is_none_or(|v| {
+                    now.saturating_sub(v.at) >= every && t.len >= v.samples.min(t.ring.len())
+                })
         };
         let after = self.cursor.map_or(Bound::Unbounded, Bound::Excluded);
         let upto = self
@@ -245,8 +258,9 @@ impl PeriodWatch {
                 age_ms: 0,
             };
         };
+        let end_ns = v.oldest_unix_ns as f64 + v.samples as f64 * self.cfg.interval_ns as f64;
         let (found, why_not) = match &v.result {
-            Ok(p) => (Some(found(p, v.oldest_unix_ns)), None),
+            Ok(p) => (Some(found(p, v.oldest_unix_ns, end_ns)), None),
             Err(e) => (None, Some(e.to_string())),
         };
         PeriodSnap {
@@ -258,15 +272,18 @@ impl PeriodWatch {
     }
 }
 
-/// The detector's figures, the phase carried onto the Unix clock.
-fn found(p: &Periodicity, oldest_unix_ns: u64) -> PeriodFound {
-    let period = p.period_ns.max(1);
-    let phase = (u128::from(oldest_unix_ns) + u128::from(p.phase_ns)) % u128::from(period);
+/// The detector's figures, its phase (from the window's first sample, at `oldest_unix_ns`)
+/// carried to the latest arc start before the window's end (`end_ns`, Unix): the error is the
+/// period's times the periods in the window, not times the periods since the epoch.
+fn found(p: &Periodicity, oldest_unix_ns: u64, end_ns: f64) -> PeriodFound {
+    let period = p.period_ns.max(1) as f64;
+    let first = oldest_unix_ns as f64 + p.phase_ns as f64;
+    let k = ((end_ns - first) / period).floor().max(0.0);
     PeriodFound {
         period_ms: p.period_ns as f64 / 1e6,
         duty: p.duty,
         bytes_per_period: p.bytes_per_period,
-        phase_ms: phase as f64 / 1e6,
+        last_start_unix_ms: (first + k * period) / 1e6,
         confidence: p.confidence,
     }
 }

@@ -380,7 +380,7 @@ impl Driver {
                 w.max_ns as f64 / 1000.0,
             );
         }
-        if let Some(p) = &self.periods {
+        if let Some(p) = &mut self.periods {
             let verdicts = p.verdicts();
             for v in &mut s.vms {
                 v.period = verdicts.get(&v.id).cloned();

@@ -1,13 +1,15 @@
 //! The period detector, off the 1 ms loop.
 //!
 //! The loop's side, [`PeriodFeed`], copies each step's per-VM transmitted bytes into a
-//! [`Batch`] (a compare and a push per VM: no allocation, no lock) and every
-//! [`BATCH_TICKS`] ticks hands it to the detector's thread through a bounded channel without
-//! waiting; a full channel drops the batch and the thread restarts the histories (never a
-//! stall of the loop, never a hole filled with made-up zeros). The thread, `resexd-periods`,
-//! runs [`resex_core::periods::PeriodWatch`]: it appends the batches, runs the detector on at
-//! most `per_second` VMs a second (round robin, each VM at most every `every_ms`), and
-//! publishes every VM's verdict, which the loop copies into the API's snapshot.
+//! [`Batch`] (a compare and a push per VM, into a batch sized once and reused; no lock it
+//! waits for) and every [`BATCH_TICKS`] ticks hands it to the detector's thread through a
+//! bounded channel without waiting; when the channel is full the batch stays with the loop,
+//! is filled again, and the thread restarts the histories (never a stall of the loop, never a
+//! hole filled with made-up zeros). The thread, `resexd-periods`, runs
+//! [`resex_core::periods::PeriodWatch`]: it appends the batches, runs the detector on at most
+//! `per_second` VMs a second (round robin, each VM at most every `every_ms`; one VM at a time,
+//! taking the batches that arrived in between, for at most 50 ms in a row), and publishes
+//! every VM's verdict, which the loop copies into the API's snapshot.
 
 use crate::config::PeriodsConfig;
 use resex_api::PeriodSnap;
@@ -27,6 +29,9 @@ pub const BATCH_TICKS: usize = 100;
 /// Batches in flight at most.
 const IN_FLIGHT: usize = 4;
 
+/// The longest the thread detects before it looks for batches again.
+const DETECT_BUDGET: Duration = Duration::from_millis(50);
+
 /// How often the thread publishes its verdicts.
 const PUBLISH_EVERY: Duration = Duration::from_millis(100);
 
@@ -45,6 +50,8 @@ pub struct PeriodFeed {
     unix_at_zero: u64,
     interval_ns: u64,
     verdicts: Verdicts,
+    /// The verdicts last read (kept when the lock is busy: the loop never waits for it).
+    cached: Arc<BTreeMap<VmId, PeriodSnap>>,
 }
 
 impl PeriodFeed {
@@ -53,7 +60,12 @@ impl PeriodFeed {
         if !self.batch.fits(&out.rows) {
             self.flush();
         }
-        let start = (self.unix_at_zero + now_ns).saturating_sub(self.interval_ns);
+        // The counted interval's start, on its boundary (a late tick does not move it).
+        let boundary = now_ns - now_ns % self.interval_ns;
+        let start = self
+            .unix_at_zero
+            .saturating_add(boundary)
+            .saturating_sub(self.interval_ns);
         self.batch.push(out.interval, start, &out.rows);
         if self.batch.ticks() >= BATCH_TICKS {
             self.flush();
@@ -64,28 +76,39 @@ impl PeriodFeed {
         if self.batch.ticks() == 0 {
             return;
         }
-        let mut next = self.back.try_recv().unwrap_or_default();
-        next.clear();
+        // A batch back from the thread, or one sized for this batch (never grown tick by
+        // tick on the loop).
+        let rows = self.batch.ids.len();
+        let next = self
+            .back
+            .try_recv()
+            .unwrap_or_else(|_| Batch::with_capacity(rows, BATCH_TICKS));
         let mut full = std::mem::replace(&mut self.batch, next);
+        self.batch.clear();
         full.lost = std::mem::take(&mut self.lost);
         if let Err(e) = self.tx.try_send(full) {
             self.lost = true;
+            let (why, mut kept) = match e {
+                TrySendError::Full(b) => ("the detector is behind", b),
+                TrySendError::Disconnected(b) => ("the detector has stopped", b),
+            };
+            // Kept, not freed on the loop: the next batch fills it.
+            kept.clear();
+            self.batch = kept;
             if let Some(n) = self.log_lost.hit() {
-                let why = match e {
-                    TrySendError::Full(_) => "the detector is behind",
-                    TrySendError::Disconnected(_) => "the detector has stopped",
-                };
                 tracing::warn!("periods: a batch of transmit counts dropped ({why}) [{n}]");
             }
         }
     }
 
-    /// Every VM's latest verdict.
-    pub fn verdicts(&self) -> Arc<BTreeMap<VmId, PeriodSnap>> {
-        self.verdicts
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+    /// Every VM's latest verdict (those read last when the thread is publishing right now).
+    pub fn verdicts(&mut self) -> Arc<BTreeMap<VmId, PeriodSnap>> {
+        match self.verdicts.try_read() {
+            Ok(v) => self.cached = v.clone(),
+            Err(std::sync::TryLockError::Poisoned(p)) => self.cached = p.into_inner().clone(),
+            Err(std::sync::TryLockError::WouldBlock) => {}
+        }
+        self.cached.clone()
     }
 }
 
@@ -131,6 +154,7 @@ pub fn spawn(
         unix_at_zero: u64::try_from(unix_at_zero.as_nanos()).unwrap_or(u64::MAX),
         interval_ns,
         verdicts,
+        cached: Arc::default(),
     };
     Ok((feed, thread))
 }
@@ -145,15 +169,18 @@ struct Detector {
 }
 
 impl Detector {
+    /// Feeds a batch and hands it back for reuse.
+    fn take(&mut self, b: Batch) {
+        self.watch.feed(&b);
+        let _ = self.back.try_send(b);
+    }
+
     fn run(mut self, stop: &AtomicBool) {
         let mut tokens = 0.0;
         let (mut last, mut published) = (Instant::now(), Instant::now());
         while !stop.load(Ordering::Acquire) {
             match self.rx.recv_timeout(PUBLISH_EVERY) {
-                Ok(b) => {
-                    self.watch.feed(&b);
-                    let _ = self.back.try_send(b);
-                }
+                Ok(b) => self.take(b),
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => return,
             }
@@ -162,10 +189,16 @@ impl Detector {
             last = now;
             // Tokens: per_second a second, at most a second's worth saved up.
             tokens = (tokens + self.per_second * dt).min(self.per_second.max(1.0));
-            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-            let n = tokens as usize; // in [0, per_second]
-            if n > 0 {
-                tokens -= self.watch.detect_due(n) as f64;
+            // One VM at a time, taking the batches that arrived in between, and for at most
+            // DETECT_BUDGET: the loop's batches are never left waiting.
+            while tokens >= 1.0 && now.elapsed() < DETECT_BUDGET {
+                if self.watch.detect_due(1) == 0 {
+                    break;
+                }
+                tokens -= 1.0;
+                while let Ok(b) = self.rx.try_recv() {
+                    self.take(b);
+                }
             }
             if now.duration_since(published) >= PUBLISH_EVERY {
                 published = now;

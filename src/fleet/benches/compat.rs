@@ -33,7 +33,7 @@ fn summary(h: usize, periodic: bool) -> HostSummary {
                     // Six iteration times, as measured (within 0.4%).
                     period_ms: [100.0, 150.0, 200.0, 300.0, 400.0, 600.0][(h + v / 8) % 6]
                         * (1.0 + 0.002 * ((h % 5) as f64 - 2.0)),
-                    phase_ms: ((h * 17) % 100) as f64,
+                    last_start_unix_ms: 1.79e12 + ((h * 17) % 100) as f64,
                     bytes_per_period: 1e6 * ((h + v) % 50 + 1) as f64,
                     duty: 0.05,
                     confidence: 0.9,

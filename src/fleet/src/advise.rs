@@ -224,7 +224,7 @@ pub fn advise(
                 let links = paths.get(h).map_or(&[][..], Vec::as_slice);
                 let placed = JobPeriod {
                     period_ms: 0.0, // replaced per link below
-                    phase_ms: 0.0,
+                    last_start_unix_ms: 0.0,
                     bytes_per_period: bytes,
                     duty: 0.0,
                     confidence: 1.0,
@@ -268,7 +268,6 @@ pub fn advise(
 fn as_period(mut p: JobPeriod, compute_ms: f64, capacity_mbps: f64) -> JobPeriod {
     let comm_ms = p.bytes_per_period * 8.0 / (capacity_mbps * 1e3);
     p.period_ms = compute_ms + comm_ms;
-    p.phase_ms = compute_ms.min(p.period_ms * 0.999_999);
     p.duty = comm_ms / p.period_ms;
     p
 }
@@ -287,7 +286,11 @@ fn link_score(
     let mut heaviest: Vec<&JobPeriod> = there.iter().collect();
     heaviest.sort_by(|a, b| b.bytes_per_period.total_cmp(&a.bytes_per_period));
     heaviest.truncate(MAX_LINK_JOBS - 1);
-    let mut circle: Vec<Job> = heaviest.iter().map(|p| job_on(p, capacity_mbps)).collect();
+    // Rotated scores do not depend on where the arcs are now.
+    let mut circle: Vec<Job> = heaviest
+        .iter()
+        .map(|p| job_on(p, capacity_mbps, 0.0))
+        .collect();
     circle.push(new_on(compute_ms, bytes, capacity_mbps));
     // A group the circle cannot put on one perimeter is not vouched for.
     compatibility(&circle, cfg).map_or(0.0, |c| c.score)

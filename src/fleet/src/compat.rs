@@ -87,9 +87,13 @@ fn candidates<'a>(link: &TopoLink, summaries: &[&'a HostSummary]) -> Vec<Candida
 }
 
 fn score(c: &mut LinkCompat, jobs: &[Candidate<'_>], capacity_mbps: f64, cfg: &CircleConfig) {
+    let reference = jobs
+        .iter()
+        .map(|j| j.period.last_start_unix_ms)
+        .fold(f64::MIN, f64::max);
     let circle: Vec<Job> = jobs
         .iter()
-        .map(|j| job_on(&j.period, capacity_mbps))
+        .map(|j| job_on(&j.period, capacity_mbps, reference))
         .collect();
     match compatibility(&circle, cfg) {
         Ok(r) => {
@@ -104,14 +108,17 @@ fn score(c: &mut LinkCompat, jobs: &[Candidate<'_>], capacity_mbps: f64, cfg: &C
 }
 
 /// A periodic job on the circle of a link of `capacity_mbps`: its arc as long as its bytes
-/// per period need there, at least its duty.
-pub(crate) fn job_on(p: &JobPeriod, capacity_mbps: f64) -> Job {
-    Job::from_periodicity(&periodicity(p), capacity_mbps * 1e6 / 8.0)
+/// per period need there, at least its duty, starting where its latest arc began relative to
+/// `reference_unix_ms` (the jobs of one circle share one reference, near their latest arcs:
+/// a period's error then moves a phase by that error times a few periods only).
+pub(crate) fn job_on(p: &JobPeriod, capacity_mbps: f64, reference_unix_ms: f64) -> Job {
+    let phase_ms = (p.last_start_unix_ms - reference_unix_ms).rem_euclid(p.period_ms);
+    Job::from_periodicity(&periodicity(p, phase_ms), capacity_mbps * 1e6 / 8.0)
 }
 
 /// What the detector said, as the circle takes it (the summary keeps no demand: it is the
 /// bytes per period over the on intervals).
-fn periodicity(p: &JobPeriod) -> Periodicity {
+fn periodicity(p: &JobPeriod, phase_ms: f64) -> Periodicity {
     #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
     let ns = |ms: f64| (ms * 1e6).round() as u64; // plausible: under 10 minutes
     let period_s = p.period_ms / 1e3;
@@ -124,7 +131,7 @@ fn periodicity(p: &JobPeriod) -> Periodicity {
         } else {
             0.0
         },
-        phase_ns: ns(p.phase_ms),
+        phase_ns: ns(phase_ms.min(p.period_ms)) % ns(p.period_ms).max(1),
         bytes_per_period: p.bytes_per_period,
         confidence: p.confidence,
         periods_seen: 0.0,

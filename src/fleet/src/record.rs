@@ -67,8 +67,8 @@ pub struct VmSummary {
 pub struct JobPeriod {
     /// The iteration time, ms.
     pub period_ms: f64,
-    /// Where its sending starts, ms after the last Unix-clock multiple of the period.
-    pub phase_ms: f64,
+    /// When its latest communication arc began, Unix time in ms.
+    pub last_start_unix_ms: f64,
     /// Bytes it sends per iteration.
     pub bytes_per_period: f64,
     /// Fraction of the intervals in which it sends.
@@ -88,7 +88,8 @@ impl JobPeriod {
         let unit = |x: f64| (0.0..=1.0).contains(&x);
         self.period_ms >= 0.001
             && self.period_ms <= Self::MAX_PERIOD_MS
-            && (0.0..self.period_ms).contains(&self.phase_ms)
+            && self.last_start_unix_ms.is_finite()
+            && (0.0..=1e14).contains(&self.last_start_unix_ms)
             && self.bytes_per_period.is_finite()
             && (0.0..=1e15).contains(&self.bytes_per_period)
             && unit(self.duty)
@@ -100,7 +101,7 @@ impl From<&resex_api::PeriodFound> for JobPeriod {
     fn from(p: &resex_api::PeriodFound) -> Self {
         Self {
             period_ms: p.period_ms,
-            phase_ms: p.phase_ms,
+            last_start_unix_ms: p.last_start_unix_ms,
             bytes_per_period: p.bytes_per_period,
             duty: p.duty,
             confidence: p.confidence,
@@ -307,7 +308,7 @@ mod tests {
             period_ms: 200.0,
             duty: 0.1,
             bytes_per_period: 5e6,
-            phase_ms: 12.5,
+            last_start_unix_ms: 1_790_000_000_012.5,
             confidence: 0.9,
         };
         let mut s = Snapshot::default();
@@ -331,8 +332,8 @@ mod tests {
             .period
             .unwrap();
         assert_eq!(
-            (p.period_ms, p.phase_ms, p.bytes_per_period),
-            (200.0, 12.5, 5e6)
+            (p.period_ms, p.last_start_unix_ms, p.bytes_per_period),
+            (200.0, 1_790_000_000_012.5, 5e6)
         );
         assert!(p.plausible());
         assert!(h
@@ -350,7 +351,7 @@ mod tests {
         );
         for bad in [
             JobPeriod {
-                phase_ms: 200.0,
+                last_start_unix_ms: f64::NAN,
                 ..p
             },
             JobPeriod {

@@ -291,7 +291,7 @@ fn periodic_jobs_on_a_shared_link_are_scored_and_the_score_published() {
     let job = |name: &str| VmSummary {
         period: Some(JobPeriod {
             period_ms: 200.0,
-            phase_ms: 40.0,
+            last_start_unix_ms: 1_790_000_000_040.0,
             bytes_per_period: 0.25 * 125e6 * 0.2,
             duty: 0.02,
             confidence: 0.9,

@@ -4,10 +4,18 @@
 use crate::columns::si;
 use crate::VmSnap;
 
-/// `period 200.0 ms (duty 20%, 40.0MB each, starts 31.0 ms into it on the Unix clock,
-/// confidence 0.97; 2048 ms looked at 0.4 s ago)`, `not periodic: ...`, or `None` when the
-/// daemon does not detect periods.
+/// `period 200.0 ms (duty 20%, 40.0MB each, last began 1.3 s ago, confidence 0.97; 2048
+/// intervals looked at 0.4 s ago)`, `not periodic: ...`, or `None` when the daemon does not
+/// detect periods.
 pub fn line(v: &VmSnap) -> Option<String> {
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64() * 1e3);
+    line_at(v, now_ms)
+}
+
+/// [`line`] at Unix time `now_ms`.
+fn line_at(v: &VmSnap, now_ms: f64) -> Option<String> {
     let p = v.period.as_ref()?;
     #[allow(clippy::cast_precision_loss)]
     let seen = format!(
@@ -17,12 +25,12 @@ pub fn line(v: &VmSnap) -> Option<String> {
     );
     Some(match (&p.found, &p.why_not) {
         (Some(f), _) => format!(
-            "period {:.1} ms (duty {:.0}%, {}B each, starts {:.1} ms into it on the Unix clock, \
-             confidence {:.2}; {seen})",
+            "period {:.1} ms (duty {:.0}%, {}B each, last began {:.1} s ago, confidence {:.2}; \
+             {seen})",
             f.period_ms,
             f.duty * 100.0,
             si(f.bytes_per_period),
-            f.phase_ms,
+            (now_ms - f.last_start_unix_ms) / 1e3,
             f.confidence
         ),
         (None, why) => format!(
@@ -46,7 +54,7 @@ mod tests {
                     period_ms: 200.04,
                     duty: 0.2,
                     bytes_per_period: 40e6,
-                    phase_ms: 31.0,
+                    last_start_unix_ms: 1_790_000_000_000.0,
                     confidence: 0.97,
                 }),
                 why_not: None,
@@ -55,12 +63,12 @@ mod tests {
             }),
             ..Default::default()
         };
-        let l = line(&v).unwrap();
+        let l = line_at(&v, 1_790_000_001_300.0).unwrap();
         for want in [
             "period 200.0 ms",
             "duty 20%",
             "40.0MB each",
-            "starts 31.0 ms",
+            "last began 1.3 s ago",
             "0.97",
             "2048 intervals looked at 0.4 s ago",
         ] {

@@ -47,7 +47,7 @@ fn job(vm: u32, k: u64) -> u64 {
 }
 
 #[test]
-fn a_periodic_sender_is_found_with_its_phase_on_the_unix_clock() {
+fn a_periodic_sender_is_found_with_its_last_arc_start_on_the_unix_clock() {
     let mut w = watch(2048);
     feed(&mut w, 3, 5000, 3000, job);
     assert_eq!(w.detect_due(10), 2, "VM 3 never sent: nothing to detect");
@@ -56,13 +56,12 @@ fn a_periodic_sender_is_found_with_its_phase_on_the_unix_clock() {
     assert!((p.period_ms - 200.0).abs() < 2.0, "{p:?}");
     assert!((p.duty - 0.2).abs() < 0.02, "{p:?}");
     assert!((p.bytes_per_period - 40e6).abs() < 1e6, "{p:?}");
-    // The arc starts at interval 5 030 + 200 j: 30 ms after UNIX0, modulo 200 ms.
-    let want = ((UNIX0 + 30 * MS) % (200 * MS)) as f64 / 1e6;
-    let d = (p.phase_ms - want).rem_euclid(200.0);
+    // Arcs start at intervals 5 030 + 200 j; the run ends at 7 999: the latest began at 7 830.
+    let want = (UNIX0 + 2830 * MS) as f64 / 1e6;
     assert!(
-        d.min(200.0 - d) < 3.0,
-        "phase {} against {want}",
-        p.phase_ms
+        (p.last_start_unix_ms - want).abs() < 3.0,
+        "last start {} against {want}",
+        p.last_start_unix_ms
     );
     assert_eq!(s[&VmId(1)].samples, 2048, "the window, not the whole run");
     let steady = &s[&VmId(2)];
@@ -186,4 +185,69 @@ fn a_batch_takes_rows_of_the_same_vms_only() {
     assert!(!b.fits(&[row(1, 5)]));
     b.clear();
     assert!(b.fits(&[row(9, 1)]));
+}
+
+#[test]
+#[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+fn the_arc_start_holds_when_the_period_is_a_little_off() {
+    // 100.3 ms: not a whole number of intervals, so each verdict's period differs a little;
+    // the latest arc start must not move with it (a phase modulo the period since the epoch
+    // moved by tens of ms for a 150 ns change).
+    let spikes = |_: u32, k: u64| {
+        let at = |j: u64| (j as f64 * 100.3).round() as u64;
+        let j = (k as f64 / 100.3) as u64;
+        if at(j) == k || at(j + 1) == k {
+            4_000_000
+        } else {
+            0
+        }
+    };
+    let mut w = watch(4096);
+    feed(&mut w, 1, 0, 6000, spikes);
+    w.detect_due(1);
+    let a = w.snaps()[&VmId(1)].found.expect("periodic");
+    let mut w2 = watch(4096);
+    feed(&mut w2, 1, 0, 7003, spikes);
+    w2.detect_due(1);
+    let b = w2.snaps()[&VmId(1)].found.expect("periodic");
+    assert!(
+        (a.period_ms - 100.3).abs() < 0.05 && (b.period_ms - 100.3).abs() < 0.05,
+        "{a:?} {b:?}"
+    );
+    // 10 periods later, the same arcs: b's latest start is a's plus ten periods.
+    let moved = b.last_start_unix_ms - a.last_start_unix_ms;
+    assert!((moved - 1003.0).abs() < 2.0, "{a:?} {b:?}");
+    // And it is a spike's time: 100.3 j ms after the first interval.
+    let j = ((a.last_start_unix_ms - UNIX0 as f64 / 1e6) / 100.3).round();
+    let d = a.last_start_unix_ms - (UNIX0 as f64 / 1e6 + j * 100.3);
+    assert!(d.abs() < 2.0, "{a:?}");
+}
+
+#[test]
+fn after_lost_batches_a_verdict_stands_until_the_history_is_long_again() {
+    let mut w = PeriodWatch::new(PeriodConfig::new(1024, MS, 100));
+    let on = |_: u32, k: u64| if k % 100 < 10 { 5000 } else { 0 };
+    feed(&mut w, 1, 0, 1024, on);
+    assert_eq!(w.detect_due(1), 1);
+    assert!(w.snaps()[&VmId(1)].found.is_some());
+    let mut b = Batch::default();
+    for k in 1024..1124 {
+        b.push(k, UNIX0 + k * MS, &[row(1, on(1, k))]);
+    }
+    b.lost = true;
+    w.feed(&b);
+    assert_eq!(
+        w.detect_due(1),
+        0,
+        "100 intervals of history: the old verdict stands"
+    );
+    let s = &w.snaps()[&VmId(1)];
+    assert!(s.found.is_some() && s.age_ms == 100, "{s:?}");
+    feed(&mut w, 1, 1124, 924, on);
+    assert_eq!(w.detect_due(1), 1, "a full history again");
+    // A batch of no VMs forgets them all.
+    let mut none = Batch::default();
+    none.push(3000, UNIX0, &[]);
+    w.feed(&none);
+    assert!(w.snaps().is_empty());
 }

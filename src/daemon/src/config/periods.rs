@@ -37,13 +37,14 @@ impl Default for PeriodsConfig {
 }
 
 /// The window's bounds, intervals.
-pub const WINDOW: std::ops::RangeInclusive<usize> = 64..=(1 << 20);
+/// (At most 65 536: one detection then takes a few ms, and a VM's history 256 KiB.)
+pub const WINDOW: std::ops::RangeInclusive<usize> = 64..=(1 << 16);
 
 impl PeriodsConfig {
     /// Why the section cannot be used, if it cannot.
     pub fn check(&self) -> Result<(), &'static str> {
         if !WINDOW.contains(&self.window) {
-            return Err("window must be 64 to 1048576 intervals");
+            return Err("window must be 64 to 65536 intervals");
         }
         if self.every_ms < 100 {
             return Err("every_ms must be at least 100");

@@ -178,7 +178,7 @@ fn the_period_detector_is_on_by_default_and_its_settings_are_checked() {
     for (text, want) in [
         (
             "window = 10",
-            "[periods] window must be 64 to 1048576 intervals",
+            "[periods] window must be 64 to 65536 intervals",
         ),
         ("every_ms = 5", "[periods] every_ms must be at least 100"),
         ("per_second = 0", "[periods] per_second must be 1 to 10000"),

@@ -11,7 +11,7 @@ pub(super) struct Periods {
     period: VmGauge,
     duty: VmGauge,
     bytes: VmGauge,
-    phase: VmGauge,
+    last_start: VmGauge,
     confidence: VmGauge,
 }
 
@@ -31,10 +31,10 @@ impl Periods {
                 "Fraction of the VM's period in which it sends (intervals with sends)",
             ),
             bytes: reg(r, "resex_vm_period_bytes", "Bytes the VM sends per period"),
-            phase: reg(
+            last_start: reg(
                 r,
-                "resex_vm_period_phase_seconds",
-                "Where the VM's sending starts in its period, after the last Unix-clock multiple of the period",
+                "resex_vm_period_last_start_timestamp_seconds",
+                "When the VM's latest communication arc began, Unix time (with the period: when the next begin)",
             ),
             confidence: reg(
                 r,
@@ -58,7 +58,7 @@ impl Periods {
         put(&self.period, vm, f.map(|f| f.period_ms / 1e3));
         put(&self.duty, vm, f.map(|f| f.duty));
         put(&self.bytes, vm, f.map(|f| f.bytes_per_period));
-        put(&self.phase, vm, f.map(|f| f.phase_ms / 1e3));
+        put(&self.last_start, vm, f.map(|f| f.last_start_unix_ms / 1e3));
         put(&self.confidence, vm, f.map(|f| f.confidence));
     }
 }

@@ -99,7 +99,7 @@ fn rich_snapshot() -> Snapshot {
                 period_ms: 2000.5,
                 duty: 0.25,
                 bytes_per_period: 4e8,
-                phase_ms: 125.0,
+                last_start_unix_ms: 1_790_000_000_125.0,
                 confidence: 0.875,
             }),
             why_not: None,
@@ -310,7 +310,7 @@ fn periods_are_exported_with_their_figures_or_as_not_periodic() {
         "resex_vm_period_seconds{vm=\"web\"} 2.0005",
         "resex_vm_period_duty_ratio{vm=\"web\"} 0.25",
         "resex_vm_period_bytes{vm=\"web\"} 400000000.0",
-        "resex_vm_period_phase_seconds{vm=\"web\"} 0.125",
+        "resex_vm_period_last_start_timestamp_seconds{vm=\"web\"} 1790000000.125",
         "resex_vm_period_confidence_ratio{vm=\"web\"} 0.875",
         "resex_vm_periodic{vm=\"batch\"} 0.0",
     ] {

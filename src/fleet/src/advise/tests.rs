@@ -7,9 +7,9 @@ const MB_PER_200MS: f64 = 25e6;
 fn vm(name: &str, period: Option<(f64, f64)>) -> VmSummary {
     VmSummary {
         name: name.into(),
-        period: period.map(|(share, phase_ms)| JobPeriod {
+        period: period.map(|(share, start_ms)| JobPeriod {
             period_ms: 200.0,
-            phase_ms,
+            last_start_unix_ms: 1_790_000_000_000.0 + start_ms,
             bytes_per_period: share * MB_PER_200MS,
             duty: 0.02,
             confidence: 0.9,

@@ -4,12 +4,13 @@ use crate::record::VmSummary;
 /// A 1 000 Mb/s link: 125 MB/s, 25 MB in a 200 ms period.
 const LINK_BYTES_PER_200MS: f64 = 25e6;
 
-fn job(name: &str, period_ms: f64, phase_ms: f64, wire_share: f64) -> VmSummary {
+/// A job whose latest arc began `start_ms` after a common instant.
+fn job(name: &str, period_ms: f64, start_ms: f64, wire_share: f64) -> VmSummary {
     VmSummary {
         name: name.into(),
         period: Some(JobPeriod {
             period_ms,
-            phase_ms,
+            last_start_unix_ms: 1_790_000_000_000.0 + start_ms,
             bytes_per_period: wire_share * LINK_BYTES_PER_200MS * period_ms / 200.0,
             duty: 0.01, // posted at once: the arc is what its bytes need on the wire
             confidence: 0.9,
@@ -93,7 +94,7 @@ fn jobs_that_cannot_fit_score_below_one_however_rotated() {
 #[test]
 fn implausible_periods_are_skipped_and_a_crowded_link_is_bounded() {
     let mut bad = job("bad", 200.0, 0.0, 0.25);
-    bad.period.as_mut().unwrap().phase_ms = 500.0; // beyond its period
+    bad.period.as_mut().unwrap().last_start_unix_ms = f64::INFINITY;
     let mut nan = job("nan", f64::NAN, 0.0, 0.25);
     nan.period.as_mut().unwrap().bytes_per_period = 1.0;
     let many: Vec<VmSummary> = (0..12)
