@@ -29,6 +29,7 @@ fn summary(h: usize, periodic: bool) -> HostSummary {
                 tx_max_mbps: None,
                 lat_p99_us: None,
                 intf_pct: None,
+                entitled_mbps: None,
                 period: (periodic && v % 8 == 0).then(|| JobPeriod {
                     // Six iteration times, as measured (within 0.4%).
                     period_ms: [100.0, 150.0, 200.0, 300.0, 400.0, 600.0][(h + v / 8) % 6]

@@ -29,6 +29,7 @@ fn summary(h: usize, vms: usize) -> HostSummary {
                 tx_max_mbps: None,
                 lat_p99_us: Some(120.0),
                 intf_pct: Some(3.0),
+                entitled_mbps: None,
                 period: None,
             })
             .collect(),

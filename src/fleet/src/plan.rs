@@ -4,6 +4,12 @@
 //! for a while. A host applies its allocation over its local policy and lifts it when it lapses
 //! or when the fleet is lost.
 //!
+//! **Weights.** A VM weighs by what the admin grants it (its entitlement on its host's link,
+//! from its host's summary), so VMs contending on a shared link get rates in proportion to
+//! their entitlements; whether it reports its latency (runs the agent) changes nothing. (An
+//! entitlement is a share of the VM's host link: a shared uplink is usually smaller than the
+//! sum of its hosts' links, so it is a weight there, not a floor.)
+//!
 //! **Demand.** The fleet sees rates, not queues: a VM's demand is its measured rate with room
 //! to grow (`headroom`, at least `min_demand_mbps`); a VM held at 90% or more of its ceiling
 //! asks for `probe` times that ceiling, so a ceiling that has become too tight opens again
@@ -18,7 +24,7 @@
 
 use crate::alloc::{Allocation, RoundReport, VmAlloc, MAX_DEMAND_MBPS, MAX_ROUND_VMS};
 use crate::error::FleetError;
-use crate::record::HostSummary;
+use crate::record::{HostSummary, VmSummary};
 use crate::topology::Topology;
 use resex_drum::network::{self, NetApp, NetHost, NetProblem, NetStopping, Prices};
 use serde::{Deserialize, Serialize};
@@ -45,6 +51,29 @@ fn demand(t: &Topology, tx_mbps: f64, ceiling: Option<f64>) -> f64 {
         _ => (tx * t.headroom).max(t.min_demand_mbps),
     };
     d.min(MAX_DEMAND_MBPS)
+}
+
+/// The weight a VM assumed entitled to this much weighs when its host did not say (an older
+/// resexd), Mb/s.
+pub const UNKNOWN_ENTITLEMENT_MBPS: f64 = 1000.0;
+
+/// What the admin grants `v`, Mb/s, if its host said and it is a rate (0 otherwise).
+fn entitled(v: &VmSummary) -> f64 {
+    v.entitled_mbps
+        .filter(|e| e.is_finite() && *e > 0.0)
+        .map_or(0.0, |e| e.min(MAX_DEMAND_MBPS))
+}
+
+/// A VM's weight in the split: its entitlement to the power alpha (DRUM's rates go as
+/// `w^(1/alpha)`, so contending VMs get rates in proportion to their entitlements), never
+/// whether it reports its latency: a tenant cannot buy a larger share by running the agent,
+/// nor lose one by not running it.
+fn weight(v: &VmSummary, alpha: f64) -> f64 {
+    let e = match entitled(v) {
+        e if e > 0.0 => e,
+        _ => UNKNOWN_ENTITLEMENT_MBPS,
+    };
+    e.powf(alpha)
 }
 
 impl Planner {
@@ -85,11 +114,7 @@ impl Planner {
                 .vms
                 .iter()
                 .map(|v| NetApp {
-                    weight: if v.lat_p99_us.is_some() {
-                        t.weights.reporting
-                    } else {
-                        t.weights.bulk
-                    },
+                    weight: weight(v, t.alpha),
                     demand: demand(t, v.tx_mbps, v.tx_max_mbps),
                 })
                 .collect();
@@ -157,6 +182,7 @@ mod tests {
             tx_max_mbps: ceiling,
             lat_p99_us: reporting.then_some(50.0),
             intf_pct: None,
+            entitled_mbps: None,
             period: None,
         }
     }
@@ -179,7 +205,7 @@ mod tests {
     }
 
     #[test]
-    fn a_congested_uplink_is_shared_by_class_and_a_quiet_one_left_alone() {
+    fn a_congested_uplink_is_shared_and_a_quiet_one_left_alone() {
         let t = topo();
         let mut pl = Planner::default();
         // Two bulk senders at 900 Mb/s each on one 1000 Mb/s uplink, a reporting VM at 20.
@@ -200,7 +226,8 @@ mod tests {
         let a = &allocs[0];
         assert_eq!(a.valid_ms, 5000);
         let get = |al: &Allocation, n: &str| al.vms.iter().find(|v| v.vm == n).unwrap().max_mbps;
-        // The reporting VM keeps its demand (24 Mb/s); the bulk VMs split the rest.
+        // The small sender keeps its demand (24 Mb/s, under its fair share); the bulk VMs split
+        // the rest.
         assert!((get(a, "rep") - 24.0).abs() < 0.1, "{allocs:?}");
         assert!((get(a, "bulk-a") - 488.0).abs() < 2.0, "{allocs:?}");
         assert!(
@@ -216,6 +243,43 @@ mod tests {
         assert_eq!(rep.round, 2);
         assert_eq!(rep.congested, 0, "{rep:?}");
         assert!(allocs.iter().all(|a| a.vms.is_empty()), "{allocs:?}");
+    }
+
+    fn entitled(mut v: VmSummary, mbps: f64) -> VmSummary {
+        v.entitled_mbps = Some(mbps);
+        v
+    }
+
+    #[test]
+    fn shares_follow_entitlements_and_running_the_agent_buys_nothing() {
+        let t = topo();
+        let ceilings = |s: &[HostSummary]| {
+            let (allocs, _) = Planner::default().round(&t, s, "a", 1).unwrap();
+            allocs
+                .iter()
+                .flat_map(|a| a.vms.iter().map(|v| (v.vm.clone(), v.max_mbps)))
+                .collect::<std::collections::HashMap<_, _>>()
+        };
+        // Equal entitlements: the one that reports its latency gets what the other gets.
+        let c = ceilings(&[
+            summary("a", vec![entitled(vm("reports", 900.0, true, None), 500.0)]),
+            summary("b", vec![entitled(vm("silent", 900.0, false, None), 500.0)]),
+        ]);
+        assert!((c["reports"] - c["silent"]).abs() < 1.0, "{c:?}");
+        assert!((c["reports"] - 500.0).abs() < 5.0, "{c:?}");
+        // 3:1 entitlements: 3:1 rates on the congested link.
+        let c = ceilings(&[
+            summary("a", vec![entitled(vm("big", 900.0, false, None), 750.0)]),
+            summary("b", vec![entitled(vm("small", 900.0, true, None), 250.0)]),
+        ]);
+        assert!((c["big"] / c["small"] - 3.0).abs() < 0.1, "{c:?}");
+        // Entitlements above the uplink (each a share of its host's own link) are weights
+        // there: the ceilings still fit the link.
+        let c = ceilings(&[
+            summary("a", vec![entitled(vm("a", 900.0, false, None), 8000.0)]),
+            summary("b", vec![entitled(vm("b", 900.0, false, None), 8000.0)]),
+        ]);
+        assert!(c["a"] + c["b"] <= 1000.0 + 1e-6, "{c:?}");
     }
 
     #[test]

@@ -57,6 +57,10 @@ pub struct VmSummary {
     /// Interference it reported, percent.
     #[serde(default)]
     pub intf_pct: Option<f64>,
+    /// What the admin grants it on the link, Mb/s (its entitlement; None from an older
+    /// resexd).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entitled_mbps: Option<f64>,
     /// Its period, when the host's detector found one (a training job's iterations).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub period: Option<JobPeriod>,
@@ -146,6 +150,7 @@ impl HostSummary {
                 tx_max_mbps: mbps(v.tx_max_bps),
                 lat_p99_us: v.lat_p99_us,
                 intf_pct: v.intf_pct,
+                entitled_mbps: (v.entitled_bps > 0.0).then_some(v.entitled_bps / 1e6),
                 period: v
                     .period
                     .as_ref()
@@ -293,6 +298,7 @@ mod tests {
                     tx_max_mbps: None,
                     lat_p99_us: None,
                     intf_pct: None,
+                    entitled_mbps: None,
                     period: None,
                 };
                 MAX_VMS + 1

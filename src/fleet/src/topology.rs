@@ -1,14 +1,11 @@
-//! The fabric the coordinator allocates over (`PREFIX/topology`): the shared links, which
-//! hosts' traffic crosses each, and how VMs are weighted. The admin writes it
+//! The fabric the coordinator allocates over (`PREFIX/topology`): the shared links and which
+//! hosts' traffic crosses each. The admin writes it
 //! (`resex fleet topology set FILE.toml`); the coordinator reads it every round. A value that
 //! is not a valid topology is refused with the reason (the round allocates nothing).
 //!
 //! ```toml
 //! alpha = 0.5                 # fairness (DRUM's x-step utility), 0.1..=10; 1 = proportional
 //! valid_s = 5                 # an allocation lapses this long after it is written
-//! [weights]
-//! reporting = 10.0            # VMs that report their latency (latency-sensitive)
-//! bulk = 1.0
 //! [[link]]
 //! name = "tor1-up"
 //! capacity_mbps = 10000
@@ -36,14 +33,16 @@ pub struct TopoLink {
     pub hosts: Vec<String>,
 }
 
-/// How VMs weigh.
+/// `[weights]`, from topologies written before entitlements: read, checked, and **ignored**.
+/// A VM weighs in the fleet's split by its entitlement (what the admin grants it), never by
+/// whether it reports its latency: running the agent buys no share (see `crate::plan`).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Weights {
-    /// A VM that reports its latency.
+    /// Was: a VM that reports its latency. Ignored.
     #[serde(default = "Weights::reporting")]
     pub reporting: f64,
-    /// Any other VM.
+    /// Was: any other VM. Ignored.
     #[serde(default = "Weights::bulk")]
     pub bulk: f64,
 }

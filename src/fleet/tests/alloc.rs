@@ -26,6 +26,7 @@ fn vm(name: &str, tx_mbps: f64, reporting: bool) -> VmSummary {
         tx_max_mbps: None,
         lat_p99_us: reporting.then_some(40.0),
         intf_pct: None,
+        entitled_mbps: None,
         period: None,
     }
 }

@@ -47,6 +47,7 @@ fn member(e: &LocalEtcd, host: &str, ttl: i64) -> Member {
             tx_max_mbps: None,
             lat_p99_us: None,
             intf_pct: None,
+            entitled_mbps: None,
             period: None,
         }],
     })

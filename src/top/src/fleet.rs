@@ -394,6 +394,7 @@ mod tests {
                     tx_max_mbps: Some(300.0),
                     lat_p99_us: Some(95.0),
                     intf_pct: None,
+                    entitled_mbps: None,
                     period: None,
                 }],
             }],
