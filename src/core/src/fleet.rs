@@ -9,6 +9,7 @@
 //! change is an intent like any other (the journal records it, with
 //! [`crate::lever::Cause::Fleet`] or [`crate::lever::Cause::FleetLifted`]).
 
+use crate::adaptive::Schedule;
 use crate::host::HostCore;
 pub use crate::lever::combine;
 use crate::lever::{tx_ceiling, LeverKind, Tx};
@@ -16,13 +17,19 @@ use crate::output::Intents;
 use std::collections::HashMap;
 
 /// The fleet's ceilings for this host's VMs, by name, valid until `until_ns`.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct FleetCeilings {
     /// (VM name, ceiling in bits per second).
     pub vms: Vec<(String, u64)>,
     /// When they lapse (the driver's clock).
     pub until_ns: u64,
+    /// VMs whose ceiling follows a schedule instead (periodic jobs on a compatible link: the
+    /// one further into its communication gets the larger share), re-evaluated every step.
+    pub adaptive: Vec<(String, Schedule)>,
 }
+
+/// The most scheduled VMs a host takes.
+pub const MAX_SCHEDULED: usize = 64;
 
 /// What [`HostCore::set_fleet`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -38,7 +45,7 @@ impl HostCore {
     pub fn set_fleet(&mut self, c: Option<FleetCeilings>) -> (Intents, FleetApplied) {
         let mut intents = Intents::default();
         let mut done = FleetApplied::default();
-        let want: HashMap<&str, u64> = c
+        let mut want: HashMap<&str, u64> = c
             .as_ref()
             .map(|c| {
                 c.vms
@@ -47,6 +54,17 @@ impl HostCore {
                     .collect()
             })
             .unwrap_or_default();
+        // A scheduled VM's first ceiling is its schedule's at the allocation's arrival; the
+        // steps move it from there.
+        self.fleet_adaptive.clear();
+        let now = self.last.map_or(0, |l| l.saturating_mul(self.interval_ns));
+        for (name, s) in c.iter().flat_map(|c| &c.adaptive).take(MAX_SCHEDULED) {
+            if let Some(id) = self.find(name) {
+                let bps = s.ceiling_at(now).max(1);
+                want.insert(name.as_str(), bps);
+                self.fleet_adaptive.push((id, s.clone(), bps));
+            }
+        }
         let named = want.len();
         self.fleet_until_ns = c.as_ref().map(|c| c.until_ns);
         for i in 0..self.vms.len() {
@@ -77,6 +95,34 @@ impl HostCore {
         self.pending.tx.extend_from_slice(&intents.tx);
         done.skipped = named - done.applied.min(named);
         (intents, done)
+    }
+
+    /// Moves each scheduled VM's fleet ceiling to its schedule's value at `now_ns` (only when
+    /// it changed: at most a twentieth of the pool per change); called at each step.
+    pub(crate) fn follow_schedules(&mut self, now_ns: u64) -> Intents {
+        let mut intents = Intents::default();
+        for k in 0..self.fleet_adaptive.len() {
+            let (id, s, last) = &self.fleet_adaptive[k];
+            let (id, bps) = (*id, s.ceiling_at(now_ns).max(1));
+            if bps == *last {
+                continue;
+            }
+            self.fleet_adaptive[k].2 = bps;
+            let Some(i) = self.index(id) else { continue };
+            let account = self.engine.as_ref().and_then(|e| e.account(id));
+            let vm = &mut self.vms[i];
+            let policy = Tx::of_account(account, &vm.cold.info);
+            if let Some(x) = vm
+                .cold
+                .levers
+                .tx
+                .set_ceiling(id, Some(tx_ceiling(bps)), policy)
+            {
+                intents.push(x);
+            }
+        }
+        self.pending.tx.extend_from_slice(&intents.tx);
+        intents
     }
 
     /// Lifts the fleet's ceilings once they lapse; called at each step.

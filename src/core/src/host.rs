@@ -39,6 +39,8 @@ pub struct HostCore {
     pub(crate) snapshot_at_ns: u64,
     /// When the fleet's ceilings lapse (None: no fleet allocation in force).
     pub(crate) fleet_until_ns: Option<u64>,
+    /// VMs whose fleet ceiling follows a schedule (adaptive unfairness), and the ceiling set.
+    pub(crate) fleet_adaptive: Vec<(VmId, crate::adaptive::Schedule, u64)>,
     /// Levers changed between steps (the fleet's), for the next step's rows (the journal).
     pub(crate) pending: Intents,
     /// The VM set changed since the last step: its rows are built afresh.
@@ -74,6 +76,7 @@ impl HostCore {
             bits_since_snapshot: 0.0,
             snapshot_at_ns: 0,
             fleet_until_ns: None,
+            fleet_adaptive: Vec::new(),
             pending: Intents::default(),
             rows_stale: true,
         }
@@ -313,6 +316,7 @@ impl HostCore {
     pub fn restore_all(&mut self) -> Intents {
         let mut intents = Intents::default();
         self.fleet_until_ns = None;
+        self.fleet_adaptive.clear();
         for vm in &mut self.vms {
             if let Some(i) = vm.cold.levers.cap.restore(vm.id) {
                 intents.push(i);

@@ -15,7 +15,9 @@
 //! - [`cpu`]: CPU percent from successive CPU-time samples.
 //! - [`output`]: a step's result: per-VM rows and [`Intents`] ([`CapIntent`]s, [`TxIntent`]s:
 //!   the rate lever is a VM's share and ceiling in its port's transmit scheduler).
-//! - [`fleet`]: the fleet coordinator's transmit ceilings over the local policy, with expiry.
+//! - [`fleet`]: the fleet coordinator's transmit ceilings over the local policy, with expiry;
+//!   [`adaptive`]: a ceiling that follows a schedule (adaptive unfairness between compatible
+//!   periodic jobs on a shared link).
 //! - [`lever`]: one type for every lever the core turns (a VM's CPU cap, its transmit limit):
 //!   the value in force, the admin's pin, the fleet's ceiling, why; one [`Intent`] type.
 //! - [`periods`]: each VM's transmitted bytes per interval and the period detector's verdicts
@@ -29,6 +31,7 @@
 //! start, I/O once its rings are known. Its quiet latency is learned from its reports
 //! whatever the policy and handed to every new policy.
 
+pub mod adaptive;
 pub mod config;
 pub mod cpu;
 pub mod error;

@@ -46,6 +46,10 @@ impl HostCore {
         self.out.intents.clear();
         let lapsed = self.expire_fleet(now_ns);
         self.out.intents.tx.extend_from_slice(&lapsed.tx);
+        if !self.fleet_adaptive.is_empty() {
+            let moved = self.follow_schedules(now_ns);
+            self.out.intents.tx.extend_from_slice(&moved.tx);
+        }
         self.usage.clear();
         let mut bits = 0.0;
         // Usage is the engine's input: none is built without a policy.

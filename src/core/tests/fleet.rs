@@ -38,6 +38,7 @@ fn fleet_ceilings_apply_yield_to_pins_and_lapse() {
             ("elsewhere".into(), 1),
         ],
         until_ns: 3 * MS,
+        adaptive: Vec::new(),
     };
     let (i, done) = core.set_fleet(Some(alloc.clone()));
     assert_eq!((done.applied, done.skipped), (1, 2), "vm3 has no lever");
@@ -79,4 +80,72 @@ fn fleet_ceilings_apply_yield_to_pins_and_lapse() {
     assert!(!core.fleet_active());
     // Lifting when nothing is in force is a no-op.
     assert!(core.set_fleet(None).0.tx.is_empty());
+}
+
+/// Two compatible periodic jobs on one host's port (200 ms periods, 50 ms arcs), scheduled by
+/// the fleet: the ceilings follow their progress every step, the one further into its arc
+/// gets the larger share, and the schedule lapses with the allocation.
+#[test]
+fn scheduled_ceilings_follow_the_jobs_progress_and_lapse() {
+    use resex_core::adaptive::{JobTiming, Schedule};
+    let (a, b) = (Guest::new(31), Guest::new(32));
+    let mut core = HostCore::new(CoreConfig::default());
+    for (i, g) in [&a, &b].iter().enumerate() {
+        let id = VmId(i as u32 + 1);
+        let mut info = VmInfo::new(format!("job{}", i + 1), 1, RAM);
+        info.tx_lever = Some(format!("softhca port {i}"));
+        core.add_vm(id, info).unwrap();
+        core.set_memory(id, g.mem.clone()).unwrap();
+    }
+    // job1's arcs begin at 1 000 + 200 k ms, job2's 20 ms later.
+    let t1 = JobTiming {
+        period_ns: 200 * MS,
+        start_ns: 1000 * MS,
+        arc_ns: 50 * MS,
+    };
+    let t2 = JobTiming {
+        start_ns: 1020 * MS,
+        ..t1
+    };
+    let sched = |me, other| Schedule {
+        pool_bps: 1_000_000_000,
+        gain: 10.0,
+        me,
+        others: vec![other],
+    };
+    let alloc = FleetCeilings {
+        vms: Vec::new(),
+        until_ns: 3000 * MS,
+        adaptive: vec![
+            ("job1".into(), sched(t1, t2)),
+            ("job2".into(), sched(t2, t1)),
+        ],
+    };
+    let (i, done) = core.set_fleet(Some(alloc));
+    assert_eq!(done.applied, 2);
+    assert_eq!(i.tx.len(), 2, "each gets its schedule's ceiling at once");
+    let max = |core: &HostCore, id| core.vm(VmId(id)).unwrap().tx().max_bps.unwrap();
+    // At 1 030 ms: job1 60% into its arc (weight 7), job2 20% (weight 3).
+    core.step(1030 * MS).unwrap();
+    assert_eq!((max(&core, 1), max(&core, 2)), (700_000_000, 300_000_000));
+    // At 1 060 ms job1's arc has ended: job2 (80%) takes the pool, job1 keeps a base share.
+    let moved = core.step(1060 * MS).unwrap().intents.tx.clone();
+    assert_eq!(max(&core, 2), 1_000_000_000);
+    assert_eq!(max(&core, 1), 100_000_000);
+    assert_eq!(moved.len(), 2);
+    assert!(moved.iter().all(|i| i.cause == TxCause::Fleet));
+    // As job2 advances, job1's base share shrinks (1 / (1 + 9.2): one twentieth); a step
+    // where no ceiling crosses a twentieth changes nothing.
+    core.step(1061 * MS).unwrap();
+    assert_eq!(max(&core, 1), 50_000_000);
+    assert!(core.step(1062 * MS).unwrap().intents.tx.is_empty());
+    // Lapsed: lifted, and no schedule moves them again.
+    let out = core.step(3000 * MS).unwrap();
+    assert_eq!(out.intents.tx.len(), 2);
+    assert!(out
+        .intents
+        .tx
+        .iter()
+        .all(|i| i.cause == TxCause::FleetLifted));
+    assert!(core.step(3030 * MS).unwrap().intents.tx.is_empty());
 }

@@ -76,6 +76,8 @@ pub struct DaemonHandle {
     thread: Option<JoinHandle<RunSummary>>,
     helpers: Vec<JoinHandle<()>>,
     metrics: Option<MetricsServer>,
+    /// Unix time at the loop clock's zero, ns (the fleet's schedules are in Unix time).
+    unix_at_zero_ns: u64,
 }
 
 impl std::fmt::Debug for DaemonHandle {
@@ -85,6 +87,12 @@ impl std::fmt::Debug for DaemonHandle {
 }
 
 impl DaemonHandle {
+    /// Unix time at the loop clock's zero, ns (the fleet's schedules are moved onto the
+    /// loop's clock with it).
+    pub fn unix_at_zero_ns(&self) -> u64 {
+        self.unix_at_zero_ns
+    }
+
     /// The latest snapshot.
     pub fn snapshot(&self) -> Arc<Snapshot> {
         self.shared
@@ -116,11 +124,12 @@ impl DaemonHandle {
     #[cfg(feature = "fleet")]
     pub fn fleet_sink(&self) -> impl FnMut(Option<&resex_fleet::Allocation>) + Send + 'static {
         let cmd = Mutex::new(self.cmd.clone());
+        let zero = self.unix_at_zero_ns;
         move |a| {
             let _ = cmd
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
-                .send(Command::Fleet(a.map(FleetGrant::of)));
+                .send(Command::Fleet(a.map(|a| FleetGrant::of(a, zero))));
         }
     }
 
@@ -279,6 +288,7 @@ pub fn start(settings: Settings, hv: Arc<dyn Hypervisor>) -> Result<DaemonHandle
     let (loop_metrics, metrics) = serve_metrics(&cfg, &shared)?;
     let journal = open_journal(&cfg)?;
     let clock = Instant::now();
+    let unix_at_zero_ns = crate::sampler::unix_at(clock);
     let (sample_tx, sample_rx) = mpsc::channel();
     let (reg_tx, reg_rx) = mpsc::channel();
     let sampler = sampler::spawn(
@@ -323,8 +333,9 @@ pub fn start(settings: Settings, hv: Arc<dyn Hypervisor>) -> Result<DaemonHandle
     let mut helpers = vec![sampler, api_thread];
     if cfg.periods.enabled {
         let interval_ns = driver.core.config().interval_ns;
-        let (feed, thread) = crate::periods::spawn(&cfg.periods, interval_ns, clock, stop.clone())
-            .map_err(DaemonError::Thread)?;
+        let (feed, thread) =
+            crate::periods::spawn(&cfg.periods, interval_ns, unix_at_zero_ns, stop.clone())
+                .map_err(DaemonError::Thread)?;
         driver.feed_periods(feed);
         helpers.push(thread);
     }
@@ -349,5 +360,6 @@ pub fn start(settings: Settings, hv: Arc<dyn Hypervisor>) -> Result<DaemonHandle
         thread: Some(thread),
         helpers,
         metrics,
+        unix_at_zero_ns,
     })
 }

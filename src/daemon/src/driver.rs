@@ -41,15 +41,23 @@ pub struct FleetGrant {
     pub vms: Vec<(String, u64)>,
     /// How long they hold unless renewed.
     pub valid: Duration,
+    /// VMs whose ceiling follows a schedule (on the loop's clock).
+    pub adaptive: Vec<(String, resex_core::adaptive::Schedule)>,
 }
 
 #[cfg(feature = "fleet")]
 impl FleetGrant {
-    /// The grant in a host's allocation from the coordinator.
-    pub fn of(a: &resex_fleet::Allocation) -> Self {
+    /// The grant in a host's allocation from the coordinator; its schedules' Unix times moved
+    /// onto the loop's clock, whose zero is `unix_at_zero_ns`.
+    pub fn of(a: &resex_fleet::Allocation, unix_at_zero_ns: u64) -> Self {
         Self {
             vms: a.ceilings_bps(),
             valid: Duration::from_millis(a.valid_ms),
+            adaptive: a
+                .adaptive
+                .iter()
+                .map(|s| (s.vm.clone(), crate::schedule::of(s, unix_at_zero_ns)))
+                .collect(),
         }
     }
 }
@@ -222,6 +230,7 @@ impl Driver {
                 Command::Fleet(f) => {
                     let c = f.map(|g| resex_core::FleetCeilings {
                         vms: g.vms,
+                        adaptive: g.adaptive,
                         until_ns: now_ns
                             .saturating_add(u64::try_from(g.valid.as_nanos()).unwrap_or(u64::MAX)),
                     });

@@ -25,6 +25,8 @@ pub mod periods;
 pub mod registrar;
 pub mod runloop;
 pub mod sampler;
+#[cfg(feature = "fleet")]
+pub mod schedule;
 pub mod store;
 
 pub use control::{start, DaemonHandle, Settings};

@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::{Arc, RwLock};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 /// Ticks per batch (100 ms at 1 ms).
 pub const BATCH_TICKS: usize = 100;
@@ -116,7 +116,7 @@ impl PeriodFeed {
 pub fn spawn(
     cfg: &PeriodsConfig,
     interval_ns: u64,
-    clock: Instant,
+    unix_at_zero: u64,
     stop: Arc<AtomicBool>,
 ) -> std::io::Result<(PeriodFeed, JoinHandle<()>)> {
     let (tx, rx) = sync_channel(IN_FLIGHT);
@@ -141,17 +141,13 @@ pub fn spawn(
                 .run(&stop);
             })?
     };
-    let since_epoch = SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .unwrap_or_default();
-    let unix_at_zero = since_epoch.saturating_sub(clock.elapsed());
     let feed = PeriodFeed {
         tx,
         back,
         batch: Batch::default(),
         lost: false,
         log_lost: LogLimiter::default(),
-        unix_at_zero: u64::try_from(unix_at_zero.as_nanos()).unwrap_or(u64::MAX),
+        unix_at_zero,
         interval_ns,
         verdicts,
         cached: Arc::default(),

@@ -91,6 +91,16 @@ struct Sampler {
     grants: BTreeMap<String, Grant>,
 }
 
+/// Unix time at `clock`, ns (saturating; 0 before 1970).
+#[must_use]
+pub fn unix_at(clock: Instant) -> u64 {
+    let since_epoch = std::time::SystemTime::now()
+        .duration_since(std::time::SystemTime::UNIX_EPOCH)
+        .unwrap_or_default();
+    let at = since_epoch.saturating_sub(clock.elapsed());
+    u64::try_from(at.as_nanos()).unwrap_or(u64::MAX)
+}
+
 /// Nanoseconds since `clock` (the loop's time base).
 pub fn ns_since(clock: Instant) -> u64 {
     u64::try_from(clock.elapsed().as_nanos()).unwrap_or(u64::MAX)

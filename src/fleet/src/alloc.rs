@@ -37,6 +37,64 @@ pub struct Allocation {
     pub valid_ms: u64,
     /// Ceilings; VMs not listed have none from the fleet.
     pub vms: Vec<VmAlloc>,
+    /// VMs whose ceiling follows a schedule instead (periodic jobs on a compatible link).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub adaptive: Vec<VmSchedule>,
+}
+
+/// One periodic job's timing, as its host's detector measured it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct JobArc {
+    /// Its period, ms.
+    pub period_ms: f64,
+    /// When its latest arc began, Unix ms.
+    pub last_start_unix_ms: f64,
+    /// How long its arc lasts on the link, ms.
+    pub arc_ms: f64,
+}
+
+impl JobArc {
+    fn plausible(&self) -> bool {
+        self.period_ms.is_finite()
+            && (0.001..=600_000.0).contains(&self.period_ms)
+            && self.last_start_unix_ms.is_finite()
+            && (0.0..=1e14).contains(&self.last_start_unix_ms)
+            && self.arc_ms.is_finite()
+            && (0.0..=self.period_ms).contains(&self.arc_ms)
+    }
+}
+
+/// The most other jobs a schedule lists.
+pub const MAX_SCHEDULE_OTHERS: usize = MAX_LINK_JOBS - 1;
+
+/// A VM's ceiling as a schedule: the job further into its arc gets the larger share of `pool`
+/// (each host evaluates it every step; `resex_core::adaptive`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VmSchedule {
+    /// The VM.
+    pub vm: String,
+    /// The compatible link.
+    pub link: String,
+    /// What the link's compatible jobs share, Mb/s.
+    pub pool_mbps: f64,
+    /// A job's weight is `1 + gain x progress`.
+    pub gain: f64,
+    /// This VM's job.
+    pub me: JobArc,
+    /// The link's other compatible jobs.
+    pub others: Vec<JobArc>,
+}
+
+impl VmSchedule {
+    fn plausible(&self) -> bool {
+        self.pool_mbps.is_finite()
+            && self.pool_mbps > 0.0
+            && self.pool_mbps < 1e9
+            && (0.0..=100.0).contains(&self.gain)
+            && self.me.plausible()
+            && self.others.len() <= MAX_SCHEDULE_OTHERS
+            && self.others.iter().all(JobArc::plausible)
+    }
 }
 
 impl Allocation {
@@ -59,6 +117,12 @@ impl Allocation {
             .find(|v| !(v.max_mbps.is_finite() && v.max_mbps > 0.0 && v.max_mbps < 1e9))
         {
             return Err(bad(format!("{}: ceiling {} Mb/s", v.vm, v.max_mbps)));
+        }
+        if a.adaptive.len() > crate::record::MAX_VMS {
+            return Err(bad(format!("{} schedules", a.adaptive.len())));
+        }
+        if let Some(s) = a.adaptive.iter().find(|s| !s.plausible()) {
+            return Err(bad(format!("{}: a schedule out of range", s.vm)));
         }
         Ok(a)
     }
@@ -109,6 +173,9 @@ pub struct RoundReport {
     /// Each topology link that periodic jobs cross: how compatible they are (the circle).
     #[serde(default)]
     pub links: Vec<LinkCompat>,
+    /// Schedules handed out (periodic jobs on compatible links).
+    #[serde(default)]
+    pub schedules: usize,
 }
 
 impl LinkCompat {

@@ -6,10 +6,11 @@
 //! [`MAX_LINK_JOBS`] jobs per link (the heaviest by bytes per period) and [`MAX_SCORED_LINKS`]
 //! links scored per round.
 
-use crate::alloc::{LinkCompat, LinkJob, MAX_LINK_JOBS};
+use crate::alloc::{JobArc, LinkCompat, LinkJob, VmSchedule, MAX_LINK_JOBS};
 use crate::record::{HostSummary, JobPeriod};
 use crate::topology::{TopoLink, Topology};
 use resex_mlcompat::{compatibility, CircleConfig, Job, Periodicity};
+use std::collections::HashMap;
 
 /// The most links scored per round (the rest say so).
 pub const MAX_SCORED_LINKS: usize = 64;
@@ -104,6 +105,82 @@ fn score(c: &mut LinkCompat, jobs: &[Candidate<'_>], capacity_mbps: f64, cfg: &C
             }
         }
         Err(e) => c.why_not = Some(e.to_string()),
+    }
+}
+
+/// The schedules of the jobs on compatible links (score at least `[compat] threshold`), by
+/// host: each job's ceiling follows its progress against the others' (`resex_core::adaptive`)
+/// within the link's pool, its capacity less the DRUM allocations `x` (per host, per VM, in
+/// the order of `summaries`) of the VMs on it that are not among the jobs. A job on several
+/// compatible links gets the first's.
+#[must_use]
+pub fn schedules(
+    t: &Topology,
+    links: &[LinkCompat],
+    summaries: &[&HostSummary],
+    x: &[Vec<f64>],
+) -> HashMap<String, Vec<VmSchedule>> {
+    let mut out: HashMap<String, Vec<VmSchedule>> = HashMap::new();
+    let mut scheduled = std::collections::HashSet::new();
+    for c in links {
+        if c.score.is_none_or(|s| s < t.compat.threshold) || c.jobs.len() < 2 {
+            continue;
+        }
+        let Some(link) = t.links.iter().find(|l| l.name == c.link) else {
+            continue;
+        };
+        let is_job = |host: &str, vm: &str| c.jobs.iter().any(|j| j.host == host && j.vm == vm);
+        let mut taken = 0.0;
+        let mut arcs = Vec::with_capacity(c.jobs.len());
+        for (s, xs) in summaries.iter().zip(x) {
+            if !link.hosts.contains(&s.host) {
+                continue;
+            }
+            for (v, x) in s.vms.iter().zip(xs) {
+                if !is_job(&s.host, &v.name) {
+                    taken += x;
+                } else if let Some(p) = v.period.filter(JobPeriod::plausible) {
+                    arcs.push((
+                        s.host.as_str(),
+                        v.name.as_str(),
+                        arc(&p, link.capacity_mbps),
+                    ));
+                }
+            }
+        }
+        let pool = (link.capacity_mbps - taken).max(0.1 * link.capacity_mbps);
+        for (i, (host, vm, me)) in arcs.iter().enumerate() {
+            if !scheduled.insert((*host, *vm)) {
+                continue;
+            }
+            let others = arcs
+                .iter()
+                .enumerate()
+                .filter(|(k, _)| *k != i)
+                .map(|(_, (_, _, a))| *a)
+                .take(crate::alloc::MAX_SCHEDULE_OTHERS)
+                .collect();
+            out.entry((*host).to_owned()).or_default().push(VmSchedule {
+                vm: (*vm).to_owned(),
+                link: c.link.clone(),
+                pool_mbps: pool,
+                gain: t.compat.gain,
+                me: *me,
+                others,
+            });
+        }
+    }
+    out
+}
+
+/// A job's timing on a link of `capacity_mbps`: its arc as long as its bytes need there (at
+/// least its duty of the period, at most the period).
+fn arc(p: &JobPeriod, capacity_mbps: f64) -> JobArc {
+    let wire_ms = p.bytes_per_period * 8.0 / (capacity_mbps * 1e3);
+    JobArc {
+        period_ms: p.period_ms,
+        last_start_unix_ms: p.last_start_unix_ms,
+        arc_ms: wire_ms.max(p.duty * p.period_ms).min(p.period_ms),
     }
 }
 

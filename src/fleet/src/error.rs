@@ -133,6 +133,14 @@ pub enum TopologyError {
         /// The bulk class's weight.
         bulk: f64,
     },
+    /// `[compat]` out of range.
+    #[error("[compat] threshold {threshold} must be 0..=1 and gain {gain} 0..=100")]
+    Compat {
+        /// The threshold given.
+        threshold: f64,
+        /// The gain given.
+        gain: f64,
+    },
     /// `headroom` or `probe` outside [1, 100].
     #[error("headroom and probe must be in [1, 100]")]
     Headroom {

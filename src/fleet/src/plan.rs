@@ -4,6 +4,11 @@
 //! for a while. A host applies its allocation over its local policy and lifts it when it lapses
 //! or when the fleet is lost.
 //!
+//! **Adaptive unfairness.** On a link whose periodic jobs are compatible (the circle's score,
+//! rotated, at least `[compat] threshold`), each job's host also gets a schedule
+//! (`crate::compat::schedules`): the job further into its communication gets the larger
+//! share of what the link leaves them.
+//!
 //! **Weights.** A VM weighs by what the admin grants it (its entitlement on its host's link,
 //! from its host's summary), so VMs contending on a shared link get rates in proportion to
 //! their entitlements; whether it reports its latency (runs the agent) changes nothing. (An
@@ -128,6 +133,11 @@ impl Planner {
             .map_err(FleetError::Allocation)?;
         let mut allocs = Vec::with_capacity(who.len());
         let links = crate::compat::score_links(t, &who);
+        let mut schedules = if t.compat.adaptive {
+            crate::compat::schedules(t, &links, &who, &sol.x)
+        } else {
+            Default::default()
+        };
         let mut rep = RoundReport {
             round: self.round,
             hosts: who.len(),
@@ -154,6 +164,8 @@ impl Planner {
                 Vec::new()
             };
             rep.allocations += vms.len();
+            let adaptive = schedules.remove(s.host.as_str()).unwrap_or_default();
+            rep.schedules += adaptive.len();
             allocs.push(Allocation {
                 host: s.host.clone(),
                 coordinator: coordinator.into(),
@@ -161,6 +173,7 @@ impl Planner {
                 at_unix_ms,
                 valid_ms: t.valid_s * 1000,
                 vms,
+                adaptive,
             });
         }
         Ok((allocs, rep))
@@ -283,6 +296,56 @@ mod tests {
     }
 
     #[test]
+    fn compatible_jobs_get_schedules_and_incompatible_ones_stay_fair() {
+        let t = topo();
+        let job = |name: &str, share: f64, start: f64| VmSummary {
+            period: Some(crate::record::JobPeriod {
+                period_ms: 200.0,
+                last_start_unix_ms: 1.79e12 + start,
+                bytes_per_period: share * 25e6,
+                duty: 0.02,
+                confidence: 0.9,
+            }),
+            ..vm(name, share * 1000.0, false, None)
+        };
+        let fleet = |share: f64| {
+            vec![
+                summary(
+                    "a",
+                    vec![job("ja", share, 0.0), vm("web", 50.0, true, None)],
+                ),
+                summary("b", vec![job("jb", share, 10.0)]),
+            ]
+        };
+        let (allocs, rep) = Planner::default().round(&t, &fleet(0.25), "a", 1).unwrap();
+        assert_eq!(rep.schedules, 2, "{rep:?}");
+        let a = &allocs[0].adaptive;
+        assert_eq!(a.len(), 1, "the web VM is not periodic: {a:?}");
+        let s = &a[0];
+        assert_eq!((s.vm.as_str(), s.link.as_str(), s.gain), ("ja", "up", 10.0));
+        // The pool is the link less what DRUM gives the web VM (its demand, 60 Mb/s).
+        assert!((s.pool_mbps - 940.0).abs() < 1.0, "{s:?}");
+        assert!(
+            (s.me.arc_ms - 50.0).abs() < 1e-9,
+            "a quarter of 200 ms at 1 Gb/s"
+        );
+        assert_eq!(s.others.len(), 1);
+        assert!((s.others[0].last_start_unix_ms - (1.79e12 + 10.0)).abs() < 1e-3);
+        assert_eq!(allocs[1].adaptive[0].vm, "jb");
+        // 60% each: 0.83 rotated, under the 0.9 threshold: no schedule, DRUM's split alone.
+        let (allocs, rep) = Planner::default().round(&t, &fleet(0.6), "a", 1).unwrap();
+        assert_eq!(rep.schedules, 0, "{rep:?}");
+        assert!(allocs.iter().all(|a| a.adaptive.is_empty()));
+        // Switched off in the topology: none either.
+        let mut off = topo();
+        off.compat.adaptive = false;
+        let (_, rep) = Planner::default()
+            .round(&off, &fleet(0.25), "a", 1)
+            .unwrap();
+        assert_eq!(rep.schedules, 0);
+    }
+
+    #[test]
     fn a_vm_pressed_against_its_ceiling_asks_for_more() {
         let t = topo();
         assert_eq!(demand(&t, 95.0, Some(100.0)), 150.0);
@@ -305,6 +368,7 @@ mod tests {
                 vm: "v".into(),
                 max_mbps: 10.0,
             }],
+            adaptive: Vec::new(),
         };
         let v = serde_json::to_vec(&ok).unwrap();
         assert_eq!(Allocation::parse("k", &v).unwrap(), ok);

@@ -6,6 +6,10 @@
 //! ```toml
 //! alpha = 0.5                 # fairness (DRUM's x-step utility), 0.1..=10; 1 = proportional
 //! valid_s = 5                 # an allocation lapses this long after it is written
+//! [compat]                    # adaptive unfairness between compatible periodic jobs
+//! adaptive = true
+//! threshold = 0.9             # a link's jobs are compatible from this circle score
+//! gain = 10.0                 # a job's weight: 1 + gain x its progress in its arc
 //! [[link]]
 //! name = "tor1-up"
 //! capacity_mbps = 10000
@@ -88,9 +92,34 @@ pub struct Topology {
     /// See `headroom`.
     #[serde(default = "Topology::min_demand")]
     pub min_demand_mbps: f64,
+    /// Adaptive unfairness between compatible periodic jobs.
+    #[serde(default)]
+    pub compat: CompatSettings,
     /// The links.
     #[serde(default, rename = "link")]
     pub links: Vec<TopoLink>,
+}
+
+/// `[compat]`: when the coordinator shifts unfairness between a link's periodic jobs.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CompatSettings {
+    /// Shift unfairness at all.
+    pub adaptive: bool,
+    /// A link's jobs are compatible from this score (the circle's, rotated), 0..=1.
+    pub threshold: f64,
+    /// A job's weight is `1 + gain x progress` (0..=100; the paper's experiment: 10).
+    pub gain: f64,
+}
+
+impl Default for CompatSettings {
+    fn default() -> Self {
+        Self {
+            adaptive: true,
+            threshold: 0.9,
+            gain: 10.0,
+        }
+    }
 }
 
 impl Topology {
@@ -161,6 +190,13 @@ impl Topology {
         if !(self.min_demand_mbps.is_finite() && (1.0..=1e6).contains(&self.min_demand_mbps)) {
             return inv(TopologyError::MinDemand {
                 min_demand_mbps: self.min_demand_mbps,
+            });
+        }
+        let c = self.compat;
+        if !((0.0..=1.0).contains(&c.threshold) && (0.0..=100.0).contains(&c.gain)) {
+            return inv(TopologyError::Compat {
+                threshold: c.threshold,
+                gain: c.gain,
             });
         }
         if self.links.len() > MAX_LINKS {

@@ -408,6 +408,7 @@ mod tests {
                     vm: "db-7".into(),
                     max_mbps: 300.0,
                 }],
+                adaptive: Vec::new(),
             }],
             round: Some(RoundReport {
                 round: 3,
@@ -418,6 +419,7 @@ mod tests {
                 iterations: 4,
                 converged: true,
                 max_overload: 1.0,
+                schedules: 0,
                 links: vec![resex_fleet::LinkCompat {
                     link: "tor1-up".into(),
                     jobs: ["job-a", "job-b"]
