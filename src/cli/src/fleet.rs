@@ -194,8 +194,10 @@ mod imp {
                 for r in &s.refused {
                     println!("refused: {r}");
                 }
-                let (allocs, round) = connect(&a)?.allocations()?;
-                match &round {
+                // The round the view read (one read: the ceilings below are read after it).
+                let (allocs, _) = connect(&a)?.allocations()?;
+                let round = &s.round;
+                match round {
                     Some(r) => println!(
                         "allocation round {}: {} hosts, {} VMs, {} congested links, {} ceilings \
                          ({} iterations{}), worst link at {:.0}%",
@@ -212,6 +214,9 @@ mod imp {
                 }
                 for l in round.iter().flat_map(|r| &r.links) {
                     println!("  link {}", l.line());
+                }
+                if let Some(n) = round.as_ref().map(|r| r.links_left_out).filter(|n| *n > 0) {
+                    println!("  and {n} more links with periodic jobs");
                 }
                 for al in allocs.iter().filter(|al| !al.vms.is_empty()) {
                     for v in &al.vms {

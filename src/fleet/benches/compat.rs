@@ -86,9 +86,10 @@ fn main() {
     let mut alone = Vec::new();
     for _ in 0..5 {
         let s = Instant::now();
-        std::hint::black_box(compat::score_links(&t, &refs));
+        std::hint::black_box(compat::score_links(&t, &refs, 0));
         alone.push(s.elapsed().as_secs_f64());
     }
+    let worst = worst_cases();
     let (w, p) = (median(without), median(with));
     println!(
         "coordinator round, {HOSTS} hosts x {VMS} VMs, {} links ({scored} scored, 8 jobs each)",
@@ -101,4 +102,54 @@ fn main() {
         p / w
     );
     println!("  score_links alone    {:>8.1} ms", median(alone) * 1e3);
+    println!("worst cases: 64 links of 8 hosts, each host one job needing a share of its link");
+    for (share, ms) in worst {
+        println!(
+            "  {:>3.0}% of the link each: score_links {ms:>7.1} ms (32 links scored)",
+            share * 100.0
+        );
+    }
+}
+
+/// `score_links` on 64 links of 8 single-job hosts, each job needing `share` of the link for
+/// a 200 ms period (equal periods: the circle's largest), medians of 3.
+fn worst_cases() -> Vec<(f64, f64)> {
+    let mut toml = String::new();
+    for l in 0..64 {
+        let hosts: Vec<String> = (0..8).map(|h| format!("\"l{l}h{h}\"")).collect();
+        toml.push_str(&format!(
+            "[[link]]\nname = \"l{l}\"\ncapacity_mbps = 1000\nhosts = [{}]\n",
+            hosts.join(",")
+        ));
+    }
+    let t = Topology::from_toml(&toml).unwrap();
+    [0.05, 0.3, 0.5, 0.9]
+        .into_iter()
+        .map(|share| {
+            let s: Vec<HostSummary> = (0..64 * 8)
+                .map(|i| {
+                    let mut h = summary(i, false);
+                    h.host = format!("l{}h{}", i / 8, i % 8);
+                    h.vms.truncate(1);
+                    h.vms[0].period = Some(JobPeriod {
+                        period_ms: 200.0,
+                        last_start_unix_ms: 1.79e12 + (i % 8) as f64,
+                        bytes_per_period: share * 25e6,
+                        duty: 0.02,
+                        confidence: 0.9,
+                    });
+                    h
+                })
+                .collect();
+            let refs: Vec<&HostSummary> = s.iter().collect();
+            let runs: Vec<f64> = (0..3)
+                .map(|_| {
+                    let t0 = Instant::now();
+                    std::hint::black_box(compat::score_links(&t, &refs, 0));
+                    t0.elapsed().as_secs_f64() * 1e3
+                })
+                .collect();
+            (share, median(runs))
+        })
+        .collect()
 }

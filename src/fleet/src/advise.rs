@@ -3,23 +3,26 @@
 //! `period`). `resex fleet place JOBS.toml` runs it.
 //!
 //! A new job is a shape: compute time and bytes per iteration (a preset of
-//! [`resex_mlcompat::preset`], or given), which on a link of capacity C is a period of compute
-//! plus bytes / C with one arc at the link's full rate at its end. A live host with room (fewer
-//! periodic jobs than `max_jobs_per_host`) scores a job by its worst link: for each topology
-//! link its traffic crosses, the circle's score ([`resex_mlcompat::compatibility`], at the best
-//! rotation: the adaptive unfairness slides jobs into place) of the link's periodic jobs with
-//! the new one; a link with no periodic job scores 1. Jobs are placed one at a time, the
+//! [`resex_mlcompat::preset`], or given). On a host its period is compute plus bytes over the
+//! narrowest link of the host's path (its pace), and on each link of the path its arc is its
+//! bytes at that link's full rate, at the end of the period. A live host the topology lists,
+//! with room (fewer periodic jobs than `max_jobs_per_host`), scores a job by its worst link:
+//! for each link its traffic crosses, the circle's score ([`resex_mlcompat::compatibility`] on
+//! the fleet's coarse circle, at the best rotation: the adaptive unfairness slides jobs into
+//! place) of the link's heaviest periodic jobs with the new one; a link with no periodic job
+//! scores 1 (and costs no score from the budget). Jobs are placed one at a time, the
 //! heaviest first (its bytes per iteration), each on the best host (ties: the fewest periodic
 //! jobs on its links, then the name), and counted there for the next. The same as the lab's
 //! `resex_mlcompat::place`, on hosts instead of free links, with the jobs already running
 //! fixed where they are.
 //!
 //! Bounded: at most [`MAX_NEW_JOBS`] jobs, [`MAX_LINK_JOBS`] jobs scored per link (the new one
-//! and the heaviest already there), and [`MAX_LINK_SCORES`] link scores per job (each link's
-//! score is computed once per job).
+//! and the heaviest already there), and [`MAX_LINK_SCORES`] circle scores per job (each link's
+//! computed once per job and period); hosts left when the budget is spent are counted
+//! (`not_evaluated`), not scored.
 
 use crate::alloc::MAX_LINK_JOBS;
-use crate::compat::job_on;
+use crate::compat::{circle_config, job_on};
 use crate::record::{HostSummary, JobPeriod};
 use crate::topology::Topology;
 use resex_mlcompat::{compatibility, preset, CircleConfig, Job};
@@ -96,6 +99,8 @@ pub struct JobAdvice {
     pub links: Vec<(String, usize, f64)>,
     /// Hosts with room that were considered.
     pub candidates: usize,
+    /// Hosts with room left out because the job's budget of link scores was spent.
+    pub not_evaluated: usize,
 }
 
 impl NewJob {
@@ -129,18 +134,47 @@ impl NewJob {
     }
 }
 
-/// A periodic job on the circle of a link of `capacity_mbps`: compute, then its bytes at the
-/// link's full rate.
-fn new_on(compute_ms: f64, bytes: f64, capacity_mbps: f64) -> Job {
-    let comm_ms = bytes * 8.0 / (capacity_mbps * 1e3);
-    let period_ms = compute_ms + comm_ms;
-    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-    let period_ns = (period_ms * 1e6).round().max(1.0) as u64;
-    Job::single(period_ns, compute_ms / period_ms, 1.0, 1.0)
+/// ms on the wire for `bytes` at `capacity_mbps`.
+fn comm_ms(bytes: f64, capacity_mbps: f64) -> f64 {
+    bytes * 8.0 / (capacity_mbps * 1e3)
 }
 
-/// The jobs already on each link: (their figures, heaviest first).
-type LinkJobs = Vec<Vec<JobPeriod>>;
+/// The narrowest capacity on a host's path, Mb/s (the job's pace).
+fn bottleneck(t: &Topology, links: &[usize]) -> f64 {
+    links
+        .iter()
+        .map(|&l| t.links[l].capacity_mbps)
+        .fold(f64::INFINITY, f64::min)
+}
+
+/// The new job on the circle of a link of `capacity_mbps`: a period of `period_ms` (set by its
+/// narrowest link) with its bytes at this link's full rate at the end.
+fn new_on(period_ms: f64, bytes: f64, capacity_mbps: f64) -> Job {
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    let period_ns = (period_ms * 1e6).round().max(1.0) as u64;
+    let arc = (comm_ms(bytes, capacity_mbps) / period_ms).clamp(0.0, 1.0);
+    Job::single(period_ns, (1.0 - arc).min(0.999_999), 1.0, 1.0)
+}
+
+/// The periodic jobs already on a link: the heaviest few (what a score takes) and how many.
+#[derive(Debug, Default)]
+struct OnLink {
+    heaviest: Vec<JobPeriod>,
+    count: usize,
+}
+
+impl OnLink {
+    fn add(&mut self, p: JobPeriod) {
+        self.count += 1;
+        let at = self
+            .heaviest
+            .partition_point(|h| h.bytes_per_period >= p.bytes_per_period);
+        if at < MAX_LINK_JOBS - 1 {
+            self.heaviest.insert(at, p);
+            self.heaviest.truncate(MAX_LINK_JOBS - 1);
+        }
+    }
+}
 
 /// Where each of `jobs` should go, in the order placed (the heaviest first).
 ///
@@ -165,7 +199,7 @@ pub fn advise(
     }
     shaped.sort_by(|a, b| b.1 .1.total_cmp(&a.1 .1).then(a.0.name.cmp(&b.0.name)));
     let paths = t.paths();
-    let mut on_link: LinkJobs = vec![Vec::new(); t.links.len()];
+    let mut on_link: Vec<OnLink> = (0..t.links.len()).map(|_| OnLink::default()).collect();
     let mut per_host: HashMap<&str, usize> = HashMap::new();
     for s in summaries {
         let periodic: Vec<JobPeriod> = s
@@ -175,44 +209,58 @@ pub fn advise(
             .collect();
         *per_host.entry(s.host.as_str()).or_default() += periodic.len();
         for &l in paths.get(s.host.as_str()).into_iter().flatten() {
-            on_link[l].extend(&periodic);
+            for p in &periodic {
+                on_link[l].add(*p);
+            }
         }
     }
-    let mut hosts: Vec<&str> = summaries.iter().map(|s| s.host.as_str()).collect();
+    // Hosts the topology lists (one it leaves out is more likely a mistake than a host on no
+    // shared link).
+    let mut hosts: Vec<&str> = summaries
+        .iter()
+        .map(|s| s.host.as_str())
+        .filter(|h| paths.contains_key(h))
+        .collect();
     hosts.sort_unstable();
     hosts.dedup();
-    let cfg = CircleConfig::default();
+    let cfg = circle_config();
     let mut out = Vec::with_capacity(shaped.len());
     for (job, (compute_ms, bytes)) in shaped {
-        let mut cache: HashMap<usize, f64> = HashMap::new();
+        // Scores by (link, the job's period there): a job's period is set by its host's
+        // narrowest link.
+        let mut cache: HashMap<(usize, u64), f64> = HashMap::new();
+        let mut scores = 0;
         let mut best: Option<(f64, usize, &str)> = None;
-        let mut candidates = 0;
-        for &h in &hosts {
+        let (mut candidates, mut not_evaluated) = (0, 0);
+        'hosts: for &h in &hosts {
             if per_host.get(h).copied().unwrap_or(0) >= jobs.max_jobs_per_host {
                 continue;
             }
-            candidates += 1;
             let links = paths.get(h).map_or(&[][..], Vec::as_slice);
+            let narrowest = bottleneck(t, links);
+            let period_ms = compute_ms + comm_ms(bytes, narrowest);
             let mut worst = 1.0_f64;
             for &l in links {
-                let s = match cache.get(&l) {
+                let key = (l, period_ms.to_bits());
+                let s = match cache.get(&key) {
                     Some(s) => *s,
-                    None if cache.len() < MAX_LINK_SCORES => {
-                        let s = link_score(
-                            &on_link[l],
-                            compute_ms,
-                            bytes,
-                            t.links[l].capacity_mbps,
-                            &cfg,
-                        );
-                        cache.insert(l, s);
+                    None if on_link[l].heaviest.is_empty() => 1.0,
+                    None if scores < MAX_LINK_SCORES => {
+                        scores += 1;
+                        let cap = t.links[l].capacity_mbps;
+                        let s = link_score(&on_link[l].heaviest, period_ms, bytes, cap, &cfg);
+                        cache.insert(key, s);
                         s
                     }
-                    None => 0.0, // not evaluated: never preferred
+                    None => {
+                        not_evaluated += 1; // the budget is spent: not a candidate
+                        continue 'hosts;
+                    }
                 };
                 worst = worst.min(s);
             }
-            let crowd: usize = links.iter().map(|&l| on_link[l].len()).sum();
+            candidates += 1;
+            let crowd: usize = links.iter().map(|&l| on_link[l].count).sum();
             let better = best
                 .is_none_or(|(bs, bc, _)| worst > bs + 1e-9 || (worst >= bs - 1e-9 && crowd < bc));
             if better {
@@ -222,25 +270,23 @@ pub fn advise(
         let advice = match best {
             Some((score, _, h)) => {
                 let links = paths.get(h).map_or(&[][..], Vec::as_slice);
-                let placed = JobPeriod {
-                    period_ms: 0.0, // replaced per link below
-                    last_start_unix_ms: 0.0,
-                    bytes_per_period: bytes,
-                    duty: 0.0,
-                    confidence: 1.0,
-                };
+                let period_ms = compute_ms + comm_ms(bytes, bottleneck(t, links));
                 let detail = links
                     .iter()
                     .map(|&l| {
-                        (
-                            t.links[l].name.clone(),
-                            on_link[l].len() + 1,
-                            cache.get(&l).copied().unwrap_or(0.0),
-                        )
+                        let s = cache.get(&(l, period_ms.to_bits())).copied().unwrap_or(1.0);
+                        (t.links[l].name.clone(), on_link[l].count + 1, s)
                     })
                     .collect();
                 for &l in links {
-                    on_link[l].push(as_period(placed, compute_ms, t.links[l].capacity_mbps));
+                    let cap = t.links[l].capacity_mbps;
+                    on_link[l].add(JobPeriod {
+                        period_ms,
+                        last_start_unix_ms: 0.0,
+                        bytes_per_period: bytes,
+                        duty: (comm_ms(bytes, cap) / period_ms).min(1.0),
+                        confidence: 1.0,
+                    });
                 }
                 *per_host.entry(h).or_default() += 1;
                 JobAdvice {
@@ -249,6 +295,7 @@ pub fn advise(
                     score,
                     links: detail,
                     candidates,
+                    not_evaluated,
                 }
             }
             None => JobAdvice {
@@ -257,6 +304,7 @@ pub fn advise(
                 score: 0.0,
                 links: Vec::new(),
                 candidates,
+                not_evaluated,
             },
         };
         out.push(advice);
@@ -264,34 +312,20 @@ pub fn advise(
     Ok(out)
 }
 
-/// A placed job as the detector would see it on a link of `capacity_mbps`.
-fn as_period(mut p: JobPeriod, compute_ms: f64, capacity_mbps: f64) -> JobPeriod {
-    let comm_ms = p.bytes_per_period * 8.0 / (capacity_mbps * 1e3);
-    p.period_ms = compute_ms + comm_ms;
-    p.duty = comm_ms / p.period_ms;
-    p
-}
-
-/// The circle's score of the link's heaviest jobs with the new one (1 with none there).
+/// The circle's score of the link's heaviest jobs with the new one.
 fn link_score(
     there: &[JobPeriod],
-    compute_ms: f64,
+    period_ms: f64,
     bytes: f64,
     capacity_mbps: f64,
     cfg: &CircleConfig,
 ) -> f64 {
-    if there.is_empty() {
-        return 1.0;
-    }
-    let mut heaviest: Vec<&JobPeriod> = there.iter().collect();
-    heaviest.sort_by(|a, b| b.bytes_per_period.total_cmp(&a.bytes_per_period));
-    heaviest.truncate(MAX_LINK_JOBS - 1);
     // Rotated scores do not depend on where the arcs are now.
-    let mut circle: Vec<Job> = heaviest
+    let mut circle: Vec<Job> = there
         .iter()
         .map(|p| job_on(p, capacity_mbps, 0.0))
         .collect();
-    circle.push(new_on(compute_ms, bytes, capacity_mbps));
+    circle.push(new_on(period_ms, bytes, capacity_mbps));
     // A group the circle cannot put on one perimeter is not vouched for.
     compatibility(&circle, cfg).map_or(0.0, |c| c.score)
 }

@@ -173,6 +173,9 @@ pub struct RoundReport {
     /// Each topology link that periodic jobs cross: how compatible they are (the circle).
     #[serde(default)]
     pub links: Vec<LinkCompat>,
+    /// Links with periodic jobs beyond those listed.
+    #[serde(default)]
+    pub links_left_out: usize,
     /// Schedules handed out (periodic jobs on compatible links).
     #[serde(default)]
     pub schedules: usize,
@@ -193,7 +196,7 @@ impl LinkCompat {
         } else {
             String::new()
         };
-        let n = self.jobs.len() + self.jobs_left_out;
+        let n = self.jobs.len().saturating_add(self.jobs_left_out);
         let list = format!(
             "{n} periodic job{} ({}{more})",
             if n == 1 { "" } else { "s" },
@@ -232,8 +235,17 @@ impl RoundReport {
         if r.links.len() > crate::topology::MAX_LINKS {
             return Err(bad(format!("{} links", r.links.len())));
         }
-        if let Some(l) = r.links.iter().find(|l| l.jobs.len() > MAX_LINK_JOBS) {
-            return Err(bad(format!("{}: {} jobs", l.link, l.jobs.len())));
+        if let Some(l) = r
+            .links
+            .iter()
+            .find(|l| l.jobs.len() > MAX_LINK_JOBS || l.jobs_left_out > MAX_ROUND_VMS)
+        {
+            return Err(bad(format!(
+                "{}: {} jobs, {} left out",
+                l.link,
+                l.jobs.len(),
+                l.jobs_left_out
+            )));
         }
         Ok(r)
     }
@@ -338,5 +350,16 @@ mod tests {
         let e = RoundReport::parse("k", &serde_json::to_vec(&crowded).unwrap()).unwrap_err();
         assert!(e.to_string().contains("9 jobs"), "{e}");
         assert!(RoundReport::parse("k", b"{}").is_err());
+        // A count no coordinator writes: refused (and never added unchecked).
+        let mut huge = link(1, None);
+        huge.jobs_left_out = usize::MAX;
+        assert!(huge
+            .line()
+            .contains(&format!("{} periodic jobs", usize::MAX)));
+        let r = RoundReport {
+            links: vec![huge],
+            ..RoundReport::default()
+        };
+        assert!(RoundReport::parse("k", &serde_json::to_vec(&r).unwrap()).is_err());
     }
 }

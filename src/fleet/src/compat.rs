@@ -2,18 +2,39 @@
 //! `coordinator`): the jobs the hosts' detectors found (their summaries' `period`), grouped by
 //! the links their hosts' traffic crosses, scored with the circle
 //! ([`resex_mlcompat::compatibility`]: the fraction of their communication that fits the
-//! link at the best rotation, and as they run now). Pure and bounded: at most
-//! [`MAX_LINK_JOBS`] jobs per link (the heaviest by bytes per period) and [`MAX_SCORED_LINKS`]
-//! links scored per round.
+//! link at the best rotation, and as they run now). Pure and bounded: one pass over the
+//! summaries, at most [`MAX_LINK_JOBS`] jobs per link (the heaviest by bytes per period),
+//! [`MAX_SCORED_LINKS`] links scored per round on a coarse circle ([`circle_config`]), and
+//! [`MAX_REPORTED_LINKS`] listed.
 
 use crate::alloc::{JobArc, LinkCompat, LinkJob, VmSchedule, MAX_LINK_JOBS};
 use crate::record::{HostSummary, JobPeriod};
-use crate::topology::{TopoLink, Topology};
+use crate::topology::Topology;
 use resex_mlcompat::{compatibility, CircleConfig, Job, Periodicity};
 use std::collections::HashMap;
 
-/// The most links scored per round (the rest say so).
-pub const MAX_SCORED_LINKS: usize = 64;
+/// The most links scored per round (the rest say so; a round starts where the last stopped).
+pub const MAX_SCORED_LINKS: usize = 32;
+
+/// The most links a round report lists (scored ones first; the rest are counted).
+pub const MAX_REPORTED_LINKS: usize = 256;
+
+/// The longest VM name a report carries (longer ones are clipped).
+pub const MAX_NAME: usize = 128;
+
+/// The circle the fleet scores on: coarser than the lab's default (1 024 slots, 64 shifts, 2
+/// sweeps), so 32 links of 8 jobs each take a fraction of a second in the round, which runs
+/// within a third of the coordinator's lease.
+#[must_use]
+pub fn circle_config() -> CircleConfig {
+    CircleConfig {
+        max_slots: 1024,
+        rotation_steps: 64,
+        max_sweeps: 2,
+        max_jobs: MAX_LINK_JOBS,
+        ..CircleConfig::default()
+    }
+}
 
 /// A periodic job on a link, with what the circle needs.
 struct Candidate<'a> {
@@ -22,69 +43,119 @@ struct Candidate<'a> {
     period: JobPeriod,
 }
 
-/// Every link with at least one periodic job, in topology order.
+/// Every link with at least one periodic job, in topology order, at most
+/// [`MAX_REPORTED_LINKS`] (scored ones first) and the number left out; at most
+/// [`MAX_SCORED_LINKS`] scored, starting at link `first` (a round passes where the last
+/// stopped, so every link is scored in turn).
 #[must_use]
-pub fn score_links(t: &Topology, summaries: &[&HostSummary]) -> Vec<LinkCompat> {
-    let mut out = Vec::new();
+pub fn score_links(
+    t: &Topology,
+    summaries: &[&HostSummary],
+    first: usize,
+) -> (Vec<LinkCompat>, usize) {
+    let cfg = circle_config();
+    let per_link = candidates(t, summaries);
+    let n = t.links.len().max(1);
     let mut scored = 0;
-    let cfg = CircleConfig::default();
-    for link in &t.links {
-        let mut jobs = candidates(link, summaries);
-        if jobs.is_empty() {
+    let mut out: Vec<(usize, LinkCompat)> = Vec::new();
+    for k in 0..t.links.len() {
+        let l = (first + k) % n;
+        let jobs = &per_link[l];
+        if jobs.heaviest.is_empty() {
             continue;
         }
-        jobs.sort_by(|a, b| {
-            b.period
-                .bytes_per_period
-                .total_cmp(&a.period.bytes_per_period)
-        });
-        let left_out = jobs.len().saturating_sub(MAX_LINK_JOBS);
-        jobs.truncate(MAX_LINK_JOBS);
+        let link = &t.links[l];
         let mut c = LinkCompat {
             link: link.name.clone(),
             jobs: jobs
+                .heaviest
                 .iter()
                 .map(|j| LinkJob {
                     host: j.host.into(),
-                    vm: j.vm.into(),
+                    vm: clip(j.vm),
                     period_ms: j.period.period_ms,
                     shift_ms: None,
                 })
                 .collect(),
-            jobs_left_out: left_out,
+            jobs_left_out: jobs.left_out,
             ..LinkCompat::default()
         };
-        if jobs.len() < 2 {
+        if jobs.heaviest.len() < 2 {
             c.why_not = Some("one periodic job: nothing to be compatible with".into());
         } else if scored >= MAX_SCORED_LINKS {
             c.why_not = Some(format!(
-                "not scored: {MAX_SCORED_LINKS} links a round at most"
+                "not scored this round: {MAX_SCORED_LINKS} links a round at most"
             ));
         } else {
             scored += 1;
-            score(&mut c, &jobs, link.capacity_mbps, &cfg);
+            score(&mut c, &jobs.heaviest, link.capacity_mbps, &cfg);
         }
-        out.push(c);
+        out.push((l, c));
     }
-    out
+    // Scored first, then topology order; a bounded list.
+    out.sort_by_key(|(l, c)| (c.score.is_none(), *l));
+    let left_out = out.len().saturating_sub(MAX_REPORTED_LINKS);
+    out.truncate(MAX_REPORTED_LINKS);
+    (out.into_iter().map(|(_, c)| c).collect(), left_out)
 }
 
-/// The periodic jobs of the hosts whose traffic crosses `link` (implausible figures skipped).
-fn candidates<'a>(link: &TopoLink, summaries: &[&'a HostSummary]) -> Vec<Candidate<'a>> {
-    summaries
-        .iter()
-        .filter(|s| link.hosts.contains(&s.host))
-        .flat_map(|s| {
-            s.vms.iter().filter_map(|v| {
-                let p = v.period.filter(JobPeriod::plausible)?;
-                Some(Candidate {
+/// `name`, at most [`MAX_NAME`] bytes (on a character boundary).
+fn clip(name: &str) -> String {
+    let mut end = name.len().min(MAX_NAME);
+    while !name.is_char_boundary(end) {
+        end -= 1;
+    }
+    name[..end].to_owned()
+}
+
+/// A link's periodic jobs: the heaviest [`MAX_LINK_JOBS`] by bytes per period, and how many
+/// more there are.
+#[derive(Default)]
+struct LinkJobs<'a> {
+    heaviest: Vec<Candidate<'a>>,
+    left_out: usize,
+}
+
+impl<'a> LinkJobs<'a> {
+    fn add(&mut self, c: Candidate<'a>) {
+        let at = self
+            .heaviest
+            .partition_point(|h| h.period.bytes_per_period >= c.period.bytes_per_period);
+        if at >= MAX_LINK_JOBS {
+            self.left_out += 1;
+            return;
+        }
+        self.heaviest.insert(at, c);
+        if self.heaviest.len() > MAX_LINK_JOBS {
+            self.heaviest.pop();
+            self.left_out += 1;
+        }
+    }
+}
+
+/// Each link's periodic jobs (implausible figures skipped): one pass over the summaries, each
+/// periodic VM onto the links of its host's path.
+fn candidates<'a>(t: &Topology, summaries: &[&'a HostSummary]) -> Vec<LinkJobs<'a>> {
+    let paths = t.paths();
+    let mut per_link: Vec<LinkJobs<'a>> = (0..t.links.len()).map(|_| LinkJobs::default()).collect();
+    for s in summaries {
+        let Some(path) = paths.get(s.host.as_str()) else {
+            continue;
+        };
+        for v in &s.vms {
+            let Some(p) = v.period.filter(JobPeriod::plausible) else {
+                continue;
+            };
+            for &l in path {
+                per_link[l].add(Candidate {
                     host: &s.host,
                     vm: &v.name,
                     period: p,
-                })
-            })
-        })
-        .collect()
+                });
+            }
+        }
+    }
+    per_link
 }
 
 fn score(c: &mut LinkCompat, jobs: &[Candidate<'_>], capacity_mbps: f64, cfg: &CircleConfig) {

@@ -132,7 +132,14 @@ pub async fn coordinate(
         let k = keys::alloc(p, gone);
         batch.push(c, k.len(), TxnOp::delete(k, None)).await?;
     }
-    let v = serde_json::to_vec(&report).map_err(|e| FleetError::Etcd(e.to_string()))?;
+    let mut v = serde_json::to_vec(&report).map_err(|e| FleetError::Etcd(e.to_string()))?;
+    if v.len() > crate::alloc::MAX_ALLOC_BYTES {
+        // Too large for readers (and etcd's request limit): the report without its links.
+        let mut brief = report.clone();
+        brief.links_left_out = brief.links_left_out.saturating_add(brief.links.len());
+        brief.links.clear();
+        v = serde_json::to_vec(&brief).map_err(|e| FleetError::Etcd(e.to_string()))?;
+    }
     let k = keys::round(p);
     batch
         .push(c, k.len() + v.len(), TxnOp::put(k, v, put()))

@@ -132,7 +132,11 @@ impl Planner {
         let sol = network::solve(&p, &mut self.prices, NetStopping::default())
             .map_err(FleetError::Allocation)?;
         let mut allocs = Vec::with_capacity(who.len());
-        let links = crate::compat::score_links(t, &who);
+        // Each round scores from where the last one stopped.
+        let first = usize::try_from(self.round)
+            .unwrap_or(0)
+            .wrapping_mul(crate::compat::MAX_SCORED_LINKS);
+        let (links, links_left_out) = crate::compat::score_links(t, &who, first);
         let mut schedules = if t.compat.adaptive {
             crate::compat::schedules(t, &links, &who, &sol.x)
         } else {
@@ -146,6 +150,7 @@ impl Planner {
             max_overload: sol.max_overload,
             congested: self.prices.u.iter().filter(|u| **u > 0.0).count(),
             links,
+            links_left_out,
             ..RoundReport::default()
         };
         for ((s, h), x) in who.iter().zip(&p.hosts).zip(&sol.x) {

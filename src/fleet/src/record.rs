@@ -61,9 +61,20 @@ pub struct VmSummary {
     /// resexd).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub entitled_mbps: Option<f64>,
-    /// Its period, when the host's detector found one (a training job's iterations).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Its period, when the host's detector found one (a training job's iterations). Read
+    /// leniently: a period that does not parse (another version's, a non-number) is none, not
+    /// a refused summary.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient_period"
+    )]
     pub period: Option<JobPeriod>,
+}
+
+fn lenient_period<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<JobPeriod>, D::Error> {
+    let v = serde_json::Value::deserialize(d)?;
+    Ok(serde_json::from_value(v).ok())
 }
 
 /// A periodic VM's iterations as its host measured them (from `resex_api::PeriodFound`).
@@ -90,7 +101,10 @@ impl JobPeriod {
     #[must_use]
     pub fn plausible(&self) -> bool {
         let unit = |x: f64| (0.0..=1.0).contains(&x);
-        self.period_ms >= 0.001
+        // At most 10^13 bytes a second (80 Tb/s): the circle refuses absurd demands.
+        let rate_ok = self.bytes_per_period <= 1e10 * self.period_ms;
+        rate_ok
+            && self.period_ms >= 0.001
             && self.period_ms <= Self::MAX_PERIOD_MS
             && self.last_start_unix_ms.is_finite()
             && (0.0..=1e14).contains(&self.last_start_unix_ms)
@@ -155,7 +169,8 @@ impl HostSummary {
                     .period
                     .as_ref()
                     .and_then(|p| p.found.as_ref())
-                    .map(JobPeriod::from),
+                    .map(JobPeriod::from)
+                    .filter(JobPeriod::plausible),
             })
             .collect();
         vms.sort_by(|a, b| b.tx_mbps.total_cmp(&a.tx_mbps));
@@ -376,5 +391,17 @@ mod tests {
         ] {
             assert!(!bad.plausible(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn a_period_that_does_not_parse_is_none_not_a_refused_summary() {
+        let text = br#"{"host":"h","at_unix_ms":0,"vms":[
+            {"name":"old","tx_mbps":1,"cpu_pct":0,"period":{"period_ms":200,"phase_ms":3}},
+            {"name":"nan","tx_mbps":1,"cpu_pct":0,"period":{"period_ms":null}},
+            {"name":"ok","tx_mbps":1,"cpu_pct":0,"period":{"period_ms":200,
+             "last_start_unix_ms":1.0,"bytes_per_period":5,"duty":0.1,"confidence":0.5}}]}"#;
+        let s = HostSummary::parse("k", text).unwrap();
+        let p: Vec<bool> = s.vms.iter().map(|v| v.period.is_some()).collect();
+        assert_eq!(p, [false, false, true]);
     }
 }

@@ -420,6 +420,7 @@ mod tests {
                 converged: true,
                 max_overload: 1.0,
                 schedules: 0,
+                links_left_out: 0,
                 links: vec![resex_fleet::LinkCompat {
                     link: "tor1-up".into(),
                     jobs: ["job-a", "job-b"]

@@ -137,3 +137,86 @@ fn presets_and_refusals() {
         Err(AdviseError::TooMany(_))
     ));
 }
+
+#[test]
+fn hosts_outside_the_topology_are_not_candidates() {
+    let mut f = fleet();
+    f.push(host("zz-unlisted", vec![]));
+    let got = advise(&topo(), &f, &file(vec![half("n")])).unwrap();
+    assert_eq!(got[0].host.as_deref(), Some("b"), "{got:?}");
+    assert_eq!(got[0].candidates, 2);
+}
+
+#[test]
+fn empty_links_cost_no_budget_and_a_spent_budget_is_counted_not_scored_zero() {
+    // 600 one-host links; the first 520 hosts (by name) run a job needing 80% of theirs.
+    let names: Vec<String> = (0..600).map(|i| format!("h{i:03}")).collect();
+    let mut toml = String::new();
+    for n in &names {
+        toml.push_str(&format!(
+            "[[link]]\nname = \"{n}-up\"\ncapacity_mbps = 1000\nhosts = [\"{n}\"]\n"
+        ));
+    }
+    let t = Topology::from_toml(&toml).unwrap();
+    let summaries: Vec<HostSummary> = names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            host(
+                n,
+                if i < 520 {
+                    vec![vm("j", Some((0.8, 0.0)))]
+                } else {
+                    vec![]
+                },
+            )
+        })
+        .collect();
+    let jobs = JobsFile {
+        max_jobs_per_host: 2,
+        job: vec![half("n")],
+    };
+    let got = advise(&t, &summaries, &jobs).unwrap();
+    let a = &got[0];
+    assert!(
+        a.score > 0.99,
+        "an empty link scores 1 without a circle: {a:?}"
+    );
+    assert_eq!(a.host.as_deref(), Some("h520"));
+    assert_eq!(a.not_evaluated, 520 - MAX_LINK_SCORES, "{a:?}");
+    assert_eq!(a.candidates, 600 - a.not_evaluated);
+}
+
+#[test]
+fn a_jobs_period_is_set_by_its_hosts_narrowest_link() {
+    // e behind a 100 Mb/s rack link and the 1 Gb/s spine.
+    let t = Topology::from_toml(
+        "[[link]]\nname = \"spine\"\ncapacity_mbps = 1000\nhosts = [\"e\", \"f\"]\n\
+         [[link]]\nname = \"rack\"\ncapacity_mbps = 100\nhosts = [\"e\"]\n",
+    )
+    .unwrap();
+    let paths = t.paths();
+    assert_eq!(bottleneck(&t, &paths["e"]), 100.0);
+    // 100 ms of compute and 12.5 MB: 1 s on the rack link, so an iteration of 1.1 s, of which
+    // its bytes take 100 ms on the spine (not a 200 ms iteration, half of it on the spine).
+    let period_ms = 100.0 + comm_ms(0.5 * MB_PER_200MS, bottleneck(&t, &paths["e"]));
+    assert!((period_ms - 1100.0).abs() < 1e-9);
+    let on_spine = new_on(period_ms, 0.5 * MB_PER_200MS, 1000.0);
+    assert_eq!(on_spine.period_ns, 1_100_000_000);
+    let arc = &on_spine.arcs[0];
+    assert!(
+        (arc.end - arc.start - 100.0 / 1100.0).abs() < 1e-9,
+        "{arc:?}"
+    );
+    let got = advise(
+        &t,
+        &[host("e", vec![]), host("f", vec![])],
+        &file(vec![half("n")]),
+    )
+    .unwrap();
+    assert_eq!(
+        got[0].links.len(),
+        2,
+        "e, with more links, by name: {got:?}"
+    );
+}

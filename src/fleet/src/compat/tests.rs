@@ -40,7 +40,7 @@ fn topo() -> Topology {
 
 fn scores(s: &[HostSummary]) -> Vec<LinkCompat> {
     let refs: Vec<&HostSummary> = s.iter().collect();
-    score_links(&topo(), &refs)
+    score_links(&topo(), &refs, 0).0
 }
 
 #[test]
@@ -107,4 +107,47 @@ fn implausible_periods_are_skipped_and_a_crowded_link_is_bounded() {
     assert_eq!(up.jobs[0].vm, "j11", "the heaviest first: {up:?}");
     assert!(up.jobs.iter().all(|j| j.vm != "bad" && j.vm != "nan"));
     assert!(up.score.is_some(), "{up:?}");
+}
+
+#[test]
+fn the_report_is_bounded_rotates_the_links_scored_and_clips_names() {
+    // 300 two-host links, each with two compatible jobs.
+    let mut toml = String::new();
+    let mut s = Vec::new();
+    for i in 0..300 {
+        toml.push_str(&format!(
+            "[[link]]\nname = \"l{i}\"\ncapacity_mbps = 1000\nhosts = [\"a{i}\", \"b{i}\"]\n"
+        ));
+        s.push(summary(
+            &format!("a{i}"),
+            vec![job(&"x".repeat(1000), 200.0, 0.0, 0.25)],
+        ));
+        s.push(summary(&format!("b{i}"), vec![job("jb", 200.0, 0.0, 0.25)]));
+    }
+    let t = Topology::from_toml(&toml).unwrap();
+    let refs: Vec<&HostSummary> = s.iter().collect();
+    let (links, left_out) = score_links(&t, &refs, 0);
+    assert_eq!(
+        (links.len(), left_out),
+        (MAX_REPORTED_LINKS, 300 - MAX_REPORTED_LINKS)
+    );
+    let scored: Vec<&str> = links
+        .iter()
+        .filter(|l| l.score.is_some())
+        .map(|l| l.link.as_str())
+        .collect();
+    assert_eq!(scored.len(), MAX_SCORED_LINKS);
+    assert_eq!((scored[0], scored[MAX_SCORED_LINKS - 1]), ("l0", "l31"));
+    assert!(links
+        .iter()
+        .all(|l| l.jobs.iter().all(|j| j.vm.len() <= MAX_NAME)));
+    // The next round goes on from there.
+    let (links, _) = score_links(&t, &refs, MAX_SCORED_LINKS);
+    let first = links.iter().find(|l| l.score.is_some()).unwrap();
+    assert_eq!(first.link, "l32");
+    let report = crate::alloc::RoundReport {
+        links,
+        ..Default::default()
+    };
+    assert!(serde_json::to_vec(&report).unwrap().len() < crate::alloc::MAX_ALLOC_BYTES);
 }
