@@ -57,13 +57,17 @@ impl HostCore {
         // A scheduled VM's first ceiling is its schedule's at the allocation's arrival; the
         // steps move it from there.
         self.fleet_adaptive.clear();
-        let now = self.last.map_or(0, |l| l.saturating_mul(self.interval_ns));
+        let now = self.last_now_ns;
         for (name, s) in c.iter().flat_map(|c| &c.adaptive).take(MAX_SCHEDULED) {
-            if let Some(id) = self.find(name) {
-                let bps = s.ceiling_at(now).max(1);
-                want.insert(name.as_str(), bps);
-                self.fleet_adaptive.push((id, s.clone(), bps));
+            let Some(id) = self.find(name) else { continue };
+            let has_lever = self.vm(id).is_some_and(|v| Tx::has(v.info()));
+            // Once per VM, and only where a rate lever exists.
+            if !has_lever || self.fleet_adaptive.iter().any(|(v, _, _)| *v == id) {
+                continue;
             }
+            let bps = s.ceiling_at(now).max(1);
+            want.insert(name.as_str(), bps);
+            self.fleet_adaptive.push((id, s.clone(), bps));
         }
         let named = want.len();
         self.fleet_until_ns = c.as_ref().map(|c| c.until_ns);
@@ -121,6 +125,10 @@ impl HostCore {
                 intents.push(x);
             }
         }
+        // Bounded: one per VM and lever at most between two steps (the latest wins).
+        self.pending
+            .tx
+            .retain(|p| !intents.tx.iter().any(|i| i.vm == p.vm));
         self.pending.tx.extend_from_slice(&intents.tx);
         intents
     }

@@ -39,6 +39,8 @@ pub struct HostCore {
     pub(crate) snapshot_at_ns: u64,
     /// When the fleet's ceilings lapse (None: no fleet allocation in force).
     pub(crate) fleet_until_ns: Option<u64>,
+    /// The time of the last step, ns on the driver's clock.
+    pub(crate) last_now_ns: u64,
     /// VMs whose fleet ceiling follows a schedule (adaptive unfairness), and the ceiling set.
     pub(crate) fleet_adaptive: Vec<(VmId, crate::adaptive::Schedule, u64)>,
     /// Levers changed between steps (the fleet's), for the next step's rows (the journal).
@@ -76,6 +78,7 @@ impl HostCore {
             bits_since_snapshot: 0.0,
             snapshot_at_ns: 0,
             fleet_until_ns: None,
+            last_now_ns: 0,
             fleet_adaptive: Vec::new(),
             pending: Intents::default(),
             rows_stale: true,

@@ -40,6 +40,7 @@ impl HostCore {
             }
         }
         self.last = Some(interval);
+        self.last_now_ns = now_ns;
         let budget = self.cfg.scan_budget;
         let link = self.cfg.link;
         self.out.interval = interval;

@@ -82,21 +82,30 @@ fn fleet_ceilings_apply_yield_to_pins_and_lapse() {
     assert!(core.set_fleet(None).0.tx.is_empty());
 }
 
+/// A core with VMs `job1` (with a rate lever) and `job2` (with one if `lever2`), and their
+/// guests (kept alive by the caller).
+fn two_jobs(seed: u64, lever2: bool) -> (HostCore, [Guest; 2]) {
+    let guests = [Guest::new(seed), Guest::new(seed + 1)];
+    let mut core = HostCore::new(CoreConfig::default());
+    for (i, g) in guests.iter().enumerate() {
+        let id = VmId(i as u32 + 1);
+        let mut info = VmInfo::new(format!("job{}", i + 1), 1, RAM);
+        if i == 0 || lever2 {
+            info.tx_lever = Some(format!("softhca port {i}"));
+        }
+        core.add_vm(id, info).unwrap();
+        core.set_memory(id, g.mem.clone()).unwrap();
+    }
+    (core, guests)
+}
+
 /// Two compatible periodic jobs on one host's port (200 ms periods, 50 ms arcs), scheduled by
 /// the fleet: the ceilings follow their progress every step, the one further into its arc
 /// gets the larger share, and the schedule lapses with the allocation.
 #[test]
 fn scheduled_ceilings_follow_the_jobs_progress_and_lapse() {
     use resex_core::adaptive::{JobTiming, Schedule};
-    let (a, b) = (Guest::new(31), Guest::new(32));
-    let mut core = HostCore::new(CoreConfig::default());
-    for (i, g) in [&a, &b].iter().enumerate() {
-        let id = VmId(i as u32 + 1);
-        let mut info = VmInfo::new(format!("job{}", i + 1), 1, RAM);
-        info.tx_lever = Some(format!("softhca port {i}"));
-        core.add_vm(id, info).unwrap();
-        core.set_memory(id, g.mem.clone()).unwrap();
-    }
+    let (mut core, _guests) = two_jobs(31, true);
     // job1's arcs begin at 1 000 + 200 k ms, job2's 20 ms later.
     let t1 = JobTiming {
         period_ns: 200 * MS,
@@ -148,4 +157,51 @@ fn scheduled_ceilings_follow_the_jobs_progress_and_lapse() {
         .iter()
         .all(|i| i.cause == TxCause::FleetLifted));
     assert!(core.step(3030 * MS).unwrap().intents.tx.is_empty());
+}
+
+/// A scheduled VM without a rate lever is left alone, a VM named twice is scheduled once, and
+/// the row of a step records the schedule's latest ceiling, not one it replaced.
+#[test]
+fn schedules_only_where_a_lever_exists_once_per_vm_and_the_row_has_the_latest() {
+    use resex_core::adaptive::{JobTiming, Schedule};
+    let (mut core, _guests) = two_jobs(41, false);
+    core.step(900 * MS).unwrap();
+    let t = JobTiming {
+        period_ns: 200 * MS,
+        start_ns: 1000 * MS,
+        arc_ns: 50 * MS,
+    };
+    let other = JobTiming {
+        start_ns: 1020 * MS,
+        ..t
+    };
+    let s = |gain| Schedule {
+        pool_bps: 1_000_000_000,
+        gain,
+        me: t,
+        others: vec![other],
+    };
+    let (i, done) = core.set_fleet(Some(FleetCeilings {
+        vms: Vec::new(),
+        until_ns: 5000 * MS,
+        adaptive: vec![
+            ("job1".into(), s(10.0)),
+            ("job1".into(), s(0.0)),
+            ("job2".into(), s(10.0)),
+        ],
+    }));
+    assert_eq!((done.applied, i.tx.len()), (1, 1), "job2 has no lever");
+    // At 900 ms neither is predicted to send: job1 may use the pool.
+    assert_eq!(i.tx[0].value.max_bps, Some(1_000_000_000));
+    let out = core.step(1030 * MS).unwrap();
+    assert_eq!(out.intents.tx.len(), 1, "{:?}", out.intents);
+    assert_eq!(out.intents.tx[0].vm, VmId(1));
+    // The first schedule given (gain 10): 7 / (7 + 3).
+    assert_eq!(out.intents.tx[0].value.max_bps, Some(700_000_000));
+    assert_eq!(
+        out.rows[0].tx_set.map(|i| i.value.max_bps),
+        Some(Some(700_000_000)),
+        "the row records the latest ceiling"
+    );
+    assert!(out.rows[1].tx_set.is_none());
 }

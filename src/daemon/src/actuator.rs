@@ -116,6 +116,19 @@ impl<K: Knob> Actuator<K> {
     }
 }
 
+/// How often the values in force are written, at most.
+const SYNC_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Writes the values in force if they changed.
+fn sync<K: Knob>(store: &mut Store<K>, log: &mut LogLimiter, at: &mut std::time::Instant) {
+    *at = std::time::Instant::now();
+    if let Err(e) = store.sync() {
+        if let Some(n) = log.hit() {
+            tracing::error!("recording applied {}s: {e} [{n}]", K::WHAT);
+        }
+    }
+}
+
 fn run<K: Knob>(knob: K, mut store: Store<K>, rx: Receiver<Msg<K::Value>>) {
     let mut log = LogLimiter::default();
     // First of all, whatever a previous run left behind (a crash, kill -9).
@@ -132,7 +145,18 @@ fn run<K: Knob>(knob: K, mut store: Store<K>, rx: Receiver<Msg<K::Value>>) {
             K::WHAT
         );
     }
-    while let Ok(first) = rx.recv() {
+    // The values in force are written at most once a second (a schedule moves a ceiling many
+    // times a second; each write is an fsync). Originals are written at once by `set`.
+    let mut synced = std::time::Instant::now();
+    loop {
+        let first = match rx.recv_timeout(SYNC_EVERY) {
+            Ok(m) => m,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                sync(&mut store, &mut log, &mut synced);
+                continue;
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+        };
         // Coalesce what queued up: the latest request per VM wins.
         let mut pending: BTreeMap<String, Act<K::Value>> = BTreeMap::new();
         let mut finish = None;
@@ -158,10 +182,8 @@ fn run<K: Knob>(knob: K, mut store: Store<K>, rx: Receiver<Msg<K::Value>>) {
                 }
             }
         }
-        if let Err(e) = store.sync() {
-            if let Some(n) = log.hit() {
-                tracing::error!("recording applied {}s: {e} [{n}]", K::WHAT);
-            }
+        if synced.elapsed() >= SYNC_EVERY || finish.is_some() {
+            sync(&mut store, &mut log, &mut synced);
         }
         if let Some(tx) = finish {
             let (restored, _forgotten, failed) = store.restore_all(&knob);

@@ -179,64 +179,90 @@ fn score(c: &mut LinkCompat, jobs: &[Candidate<'_>], capacity_mbps: f64, cfg: &C
     }
 }
 
-/// The schedules of the jobs on compatible links (score at least `[compat] threshold`), by
-/// host: each job's ceiling follows its progress against the others' (`resex_core::adaptive`)
-/// within the link's pool, its capacity less the DRUM allocations `x` (per host, per VM, in
-/// the order of `summaries`) of the VMs on it that are not among the jobs. A job on several
-/// compatible links gets the first's.
+/// The schedules of the jobs on compatible links (a score, this round's or the last one
+/// computed for the same jobs, at least `[compat] threshold`), by host: each job's ceiling
+/// follows its progress against the others' (`resex_core::adaptive`) within the link's pool,
+/// its capacity less the DRUM allocations `x` (per host, per VM, in the order of
+/// `summaries`) of the VMs on it that are not among the jobs (at least a tenth of it); arcs at
+/// the pool's rate. A job on several compatible links gets the first's. One pass over the
+/// summaries along each host's path.
 #[must_use]
 pub fn schedules(
     t: &Topology,
     links: &[LinkCompat],
+    scores: &HashMap<String, f64>,
     summaries: &[&HostSummary],
     x: &[Vec<f64>],
 ) -> HashMap<String, Vec<VmSchedule>> {
-    let mut out: HashMap<String, Vec<VmSchedule>> = HashMap::new();
-    let mut scheduled = std::collections::HashSet::new();
+    let index: HashMap<&str, usize> = t
+        .links
+        .iter()
+        .enumerate()
+        .map(|(i, l)| (l.name.as_str(), i))
+        .collect();
+    // The compatible links, by topology index, and their jobs (host, clipped VM name).
+    let mut compatible: HashMap<usize, &LinkCompat> = HashMap::new();
     for c in links {
-        if c.score.is_none_or(|s| s < t.compat.threshold) || c.jobs.len() < 2 {
-            continue;
+        let ok = scores
+            .get(&c.link)
+            .is_some_and(|s| *s >= t.compat.threshold);
+        if let (true, Some(&l)) = (ok && c.jobs.len() >= 2, index.get(c.link.as_str())) {
+            compatible.insert(l, c);
         }
-        let Some(link) = t.links.iter().find(|l| l.name == c.link) else {
+    }
+    if compatible.is_empty() {
+        return HashMap::new();
+    }
+    let paths = t.paths();
+    let mut taken = vec![0.0; t.links.len()];
+    let mut arcs: HashMap<usize, Vec<(&str, &str, JobPeriod)>> = HashMap::new();
+    for (s, xs) in summaries.iter().zip(x) {
+        let Some(path) = paths.get(s.host.as_str()) else {
             continue;
         };
-        let is_job = |host: &str, vm: &str| c.jobs.iter().any(|j| j.host == host && j.vm == vm);
-        let mut taken = 0.0;
-        let mut arcs = Vec::with_capacity(c.jobs.len());
-        for (s, xs) in summaries.iter().zip(x) {
-            if !link.hosts.contains(&s.host) {
-                continue;
-            }
-            for (v, x) in s.vms.iter().zip(xs) {
-                if !is_job(&s.host, &v.name) {
-                    taken += x;
-                } else if let Some(p) = v.period.filter(JobPeriod::plausible) {
-                    arcs.push((
-                        s.host.as_str(),
-                        v.name.as_str(),
-                        arc(&p, link.capacity_mbps),
-                    ));
+        for (v, x) in s.vms.iter().zip(xs) {
+            let name = clip(&v.name);
+            for &l in path {
+                let Some(c) = compatible.get(&l) else {
+                    continue;
+                };
+                let is_job = c.jobs.iter().any(|j| j.host == s.host && j.vm == name);
+                match v.period.filter(JobPeriod::plausible) {
+                    Some(p) if is_job => arcs.entry(l).or_default().push((&s.host, &v.name, p)),
+                    _ => taken[l] += x,
                 }
             }
         }
-        let pool = (link.capacity_mbps - taken).max(0.1 * link.capacity_mbps);
-        for (i, (host, vm, me)) in arcs.iter().enumerate() {
+    }
+    let mut out: HashMap<String, Vec<VmSchedule>> = HashMap::new();
+    let mut scheduled = std::collections::HashSet::new();
+    let mut order: Vec<usize> = arcs.keys().copied().collect();
+    order.sort_unstable();
+    for l in order {
+        let jobs = &arcs[&l];
+        if jobs.len() < 2 {
+            continue;
+        }
+        let link = &t.links[l];
+        let pool = (link.capacity_mbps - taken[l]).max(0.1 * link.capacity_mbps);
+        let timing: Vec<JobArc> = jobs.iter().map(|(_, _, p)| arc(p, pool)).collect();
+        for (i, (host, vm, _)) in jobs.iter().enumerate() {
             if !scheduled.insert((*host, *vm)) {
                 continue;
             }
-            let others = arcs
+            let others = timing
                 .iter()
                 .enumerate()
                 .filter(|(k, _)| *k != i)
-                .map(|(_, (_, _, a))| *a)
+                .map(|(_, a)| *a)
                 .take(crate::alloc::MAX_SCHEDULE_OTHERS)
                 .collect();
             out.entry((*host).to_owned()).or_default().push(VmSchedule {
                 vm: (*vm).to_owned(),
-                link: c.link.clone(),
+                link: link.name.clone(),
                 pool_mbps: pool,
                 gain: t.compat.gain,
-                me: *me,
+                me: timing[i],
                 others,
             });
         }

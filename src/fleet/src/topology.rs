@@ -92,8 +92,9 @@ pub struct Topology {
     /// See `headroom`.
     #[serde(default = "Topology::min_demand")]
     pub min_demand_mbps: f64,
-    /// Adaptive unfairness between compatible periodic jobs.
-    #[serde(default)]
+    /// Adaptive unfairness between compatible periodic jobs (not written when the defaults:
+    /// an older coordinator, which refuses unknown keys, still reads such a topology).
+    #[serde(default, skip_serializing_if = "CompatSettings::is_default")]
     pub compat: CompatSettings,
     /// The links.
     #[serde(default, rename = "link")]
@@ -110,6 +111,12 @@ pub struct CompatSettings {
     pub threshold: f64,
     /// A job's weight is `1 + gain x progress` (0..=100; the paper's experiment: 10).
     pub gain: f64,
+}
+
+impl CompatSettings {
+    fn is_default(&self) -> bool {
+        *self == Self::default()
+    }
 }
 
 impl Default for CompatSettings {
