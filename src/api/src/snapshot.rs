@@ -179,7 +179,8 @@ pub struct PeriodSnap {
     /// The period found (None: not periodic, and `why_not` says why).
     pub found: Option<PeriodFound>,
     /// Why no period was found (a silent or steady sender, too few samples, no repeating
-    /// pattern, ...).
+    /// pattern, ...); beside `found`, why the latest looks found none while the period found
+    /// still stands (it stands over a few).
     pub why_not: Option<String>,
     /// Intervals of the VM's transmit history the detector looked at (for a VM that never
     /// sent, and so was not looked at: the intervals seen).

@@ -97,6 +97,22 @@ pub fn main_with<I: IntoIterator<Item = std::ffi::OsString>>(
     }
 }
 
+/// The client configuration a `benchex client` command line gives, checked: `args` are the
+/// subcommand's (after `client`, with `--ram`, `--hca` and `--connect`). A host that starts
+/// clients can test the arguments it passes with it.
+pub fn client_config<I, T>(args: I) -> Result<crate::client::ClientConfig>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let head = ["benchex", "client"].map(std::ffi::OsString::from);
+    let all = head.into_iter().chain(args.into_iter().map(Into::into));
+    match Cli::try_parse_from(all)?.cmd {
+        Cmd::Client(a) => Ok(a.opts.config()?),
+        _ => anyhow::bail!("not a `benchex client` command line"),
+    }
+}
+
 /// `benchex server`: serves until stopped; prints its figures.
 fn server(a: &ServerArgs) -> Result<()> {
     let p = a.machine.provider()?;
@@ -122,11 +138,12 @@ fn server(a: &ServerArgs) -> Result<()> {
 
 /// `benchex client`: the clients, each on its thread; prints each one's figures.
 fn clients(a: &ClientArgs) -> Result<()> {
+    let cfg = a.opts.config()?;
     let p = a.machine.provider()?;
     let stop = stop_on_signals()?;
     let mut hs = Vec::new();
     for _ in 0..a.opts.clients.max(1) {
-        let (p, cfg, addr, stop) = (p.clone(), a.opts.config(), a.connect.clone(), stop.clone());
+        let (p, addr, stop) = (p.clone(), a.connect.clone(), stop.clone());
         hs.push(std::thread::spawn(move || client::run(p, cfg, &addr, stop)));
     }
     for (i, h) in hs.into_iter().enumerate() {
@@ -170,8 +187,11 @@ fn local_run(a: &LocalArgs, local: Option<&LocalRunner>) -> Result<()> {
             duration: a.duration,
             // One process: the clients wait as the server does (--polling).
             polling: a.server.polling,
+            think_ms: 0.0,
+            burst: 1,
+            start_unix_ms: None,
         }
-        .config(),
+        .config()?,
         a.clients,
     )?;
     if a.json {
@@ -196,4 +216,81 @@ fn local_run(a: &LocalArgs, local: Option<&LocalRunner>) -> Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    const MACHINE: [&str; 6] = ["--ram", "r", "--hca", "h", "--connect", "s.sock"];
+
+    fn config(extra: &[&str]) -> Result<crate::client::ClientConfig> {
+        client_config(MACHINE.iter().chain(extra))
+    }
+
+    #[test]
+    fn client_takes_a_periodic_job_and_a_start_time() {
+        let plain = config(&[]).unwrap();
+        assert_eq!(
+            (plain.think, plain.burst, plain.start_unix_ms),
+            (Duration::ZERO, 1, None)
+        );
+        let job = config(&[
+            "--rate",
+            "0",
+            "--think-ms",
+            "20",
+            "--burst",
+            "4",
+            "--start-unix-ms",
+            "1700000000000",
+        ])
+        .unwrap();
+        assert_eq!(job.think, Duration::from_millis(20));
+        assert_eq!((job.burst, job.start_unix_ms), (4, Some(1_700_000_000_000)));
+    }
+
+    #[test]
+    fn client_refuses_periodic_settings_that_cannot_work_in_one_line() {
+        let cases: &[(&[&str], &str)] = &[
+            (
+                &["--rate", "0", "--think-ms", "-1"],
+                "--think-ms -1 must be",
+            ),
+            (
+                &["--rate", "0", "--think-ms", "NaN"],
+                "--think-ms NaN must be",
+            ),
+            (
+                &["--rate", "0", "--think-ms", "60001"],
+                "--think-ms 60001 must be",
+            ),
+            (
+                &["--rate", "0", "--think-ms", "5", "--burst", "0"],
+                "--burst 0 must be",
+            ),
+            (
+                &["--rate", "0", "--think-ms", "5", "--burst", "4097"],
+                "--burst 4097 must",
+            ),
+            (&["--think-ms", "5"], "--rate must be 0, not 1000"),
+            (
+                &["--rate", "0", "--burst", "2"],
+                "--burst 2 needs --think-ms > 0",
+            ),
+        ];
+        for (args, want) in cases {
+            let e = config(args).unwrap_err();
+            assert!(
+                matches!(
+                    e.downcast_ref::<crate::BenchError>(),
+                    Some(crate::BenchError::Periodic(_))
+                ),
+                "{args:?}: {e:?}"
+            );
+            let msg = format!("{e:#}");
+            assert!(msg.contains(want) && !msg.contains('\n'), "{args:?}: {msg}");
+        }
+    }
 }

@@ -1,6 +1,7 @@
 //! A trading client: connects to a server over the bootstrap socket, sends timestamped orders
 //! (open loop at a fixed rate, timestamped when due, so a stalled sender shows as latency; or
-//! closed loop with a window), and records each reply's round trip.
+//! closed loop with a window; or closed loop as a periodic job: a burst of orders, then a pause
+//! once their replies are in), and records each reply's round trip.
 
 // Float-to-integer conversions here are of measured, bounded quantities (ns, counts, ranks).
 #![allow(clippy::cast_possible_truncation)]
@@ -19,7 +20,16 @@ use resex_shim::Provider;
 use serde::Serialize;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// The longest pause of a periodic job ([`ClientConfig::think`]).
+pub const MAX_THINK: Duration = Duration::from_secs(60);
+
+/// The most orders per iteration of a periodic job ([`ClientConfig::burst`]).
+pub const MAX_BURST: u64 = 4096;
+
+/// The longest a client waits for [`ClientConfig::start_unix_ms`].
+pub const MAX_START_WAIT: Duration = Duration::from_secs(600);
 
 /// Client parameters.
 #[derive(Debug, Clone, Copy)]
@@ -36,6 +46,16 @@ pub struct ClientConfig {
     pub blocks: u32,
     /// How the order sender waits for the device.
     pub polling: Polling,
+    /// A periodic job (closed loop only, `rate` 0): the pause after each iteration's last
+    /// reply before the next iteration (zero: no iterations, the plain closed loop).
+    pub think: Duration,
+    /// A periodic job's orders per iteration (with `window` outstanding); 1 unless `think` is
+    /// set.
+    pub burst: u64,
+    /// Wait after connecting until this Unix time, ms (wall clock), before the first order, so
+    /// that the workers of a job start together (at most [`MAX_START_WAIT`]; a time past: at
+    /// once).
+    pub start_unix_ms: Option<u64>,
 }
 
 impl Default for ClientConfig {
@@ -47,8 +67,70 @@ impl Default for ClientConfig {
             duration: Some(Duration::from_secs(5)),
             blocks: 3,
             polling: Polling::Spin,
+            think: Duration::ZERO,
+            burst: 1,
+            start_unix_ms: None,
         }
     }
+}
+
+/// A periodic job's settings that cannot work ([`ClientConfig::check`]), named as the
+/// `benchex client` options.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PeriodicError {
+    /// The pause, ms, not a number in [0, 60000].
+    #[error("--think-ms {0} must be a number in [0, 60000]")]
+    Think(f64),
+    /// Orders per iteration outside 1..=4096.
+    #[error("--burst {0} must be 1..=4096 orders per iteration")]
+    Burst(u64),
+    /// A pause with an open loop.
+    #[error("--think-ms (a periodic job) runs closed loop only: --rate must be 0, not {0}")]
+    OpenLoop(f64),
+    /// Several orders per iteration without a pause.
+    #[error("--burst {0} needs --think-ms > 0 (a periodic job)")]
+    BurstWithoutThink(u64),
+}
+
+/// Checks a periodic job's pause (ms, as given), burst and rate.
+pub fn check_periodic(think_ms: f64, burst: u64, rate: f64) -> Result<(), PeriodicError> {
+    let max_ms = MAX_THINK.as_secs_f64() * 1e3;
+    if !(think_ms.is_finite() && (0.0..=max_ms).contains(&think_ms)) {
+        return Err(PeriodicError::Think(think_ms));
+    }
+    if !(1..=MAX_BURST).contains(&burst) {
+        return Err(PeriodicError::Burst(burst));
+    }
+    if think_ms > 0.0 && rate != 0.0 {
+        return Err(PeriodicError::OpenLoop(rate));
+    }
+    if burst > 1 && think_ms <= 0.0 {
+        return Err(PeriodicError::BurstWithoutThink(burst));
+    }
+    Ok(())
+}
+
+impl ClientConfig {
+    /// Refuses a periodic job that cannot work (see [`check_periodic`]).
+    pub fn check(&self) -> Result<(), PeriodicError> {
+        check_periodic(self.think.as_secs_f64() * 1e3, self.burst, self.rate)
+    }
+
+    /// A periodic job: closed loop with a pause.
+    fn periodic(&self) -> bool {
+        self.rate == 0.0 && !self.think.is_zero()
+    }
+}
+
+/// How long to wait, at wall-clock time `now`, for `start_unix_ms`: zero for a time past, at
+/// most [`MAX_START_WAIT`].
+pub fn start_wait(start_unix_ms: u64, now: SystemTime) -> Duration {
+    UNIX_EPOCH
+        .checked_add(Duration::from_millis(start_unix_ms))
+        .map_or(MAX_START_WAIT, |start| {
+            start.duration_since(now).unwrap_or(Duration::ZERO)
+        })
+        .min(MAX_START_WAIT)
 }
 
 /// What a client saw.
@@ -69,6 +151,11 @@ pub struct ClientResult {
     pub server_queue_mean_ns: f64,
     /// Server-side compute, mean ns.
     pub server_compute_mean_ns: f64,
+    /// A periodic job's complete iterations (every reply in); 0 in the plain modes.
+    pub iterations: u64,
+    /// A periodic job's mean period, ns: from one iteration's first order to the next one's (0
+    /// with fewer than 2 iterations begun).
+    pub iteration_mean_ns: f64,
 }
 
 /// Logs, at most once a second, the worst lateness of an order's send (from when it was due to
@@ -152,6 +239,8 @@ struct Tally {
     bytes: u64,
     queue_ns: u64,
     compute_ns: u64,
+    /// When the latest reply arrived, [`now_ns`].
+    last_ns: u64,
 }
 
 /// The thread that takes the replies (on `clock`) until `finished`, counting them in `received` and
@@ -172,13 +261,15 @@ fn spawn_receiver(
                     Some(m) => {
                         idle.busy();
                         let now = now_ns();
+                        let mut r = rec.lock().unwrap_or_else(|p| p.into_inner());
+                        r.last_ns = now;
                         if let Some(h) = ReplyHeader::read(&m.data) {
-                            let mut r = rec.lock().unwrap_or_else(|p| p.into_inner());
                             r.rtt.record(h.client_ns, now);
                             r.bytes += m.data.len() as u64;
                             r.queue_ns += h.queue_ns;
                             r.compute_ns += h.compute_ns;
                         }
+                        drop(r);
                         received.fetch_add(1, Ordering::AcqRel);
                     }
                     None => idle.idle(),
@@ -223,6 +314,199 @@ fn next_order(rng: &mut u64, id: u64, due: u64) -> Order {
     }
 }
 
+/// The order side of a connected client: what sends, and what it has sent.
+struct Sender {
+    orders: Box<dyn BlockSender>,
+    cfg: Config,
+    kind: Kind,
+    clock: RealClock,
+    rng: u64,
+    sent: u64,
+    late: LateLog,
+}
+
+impl Sender {
+    /// Sends the next order, due at `due`.
+    fn send(&mut self, due: u64) -> Result<(), resex_shim::ShimError> {
+        let order = next_order(&mut self.rng, self.sent, due);
+        post(&mut *self.orders, &self.clock, self.kind, &order, &self.cfg)?;
+        self.late.note(now_ns().saturating_sub(due));
+        self.sent += 1;
+        Ok(())
+    }
+}
+
+/// When a client stops sending: `stop`, its count, its end ([`now_ns`]).
+struct Limits {
+    stop: Arc<AtomicBool>,
+    count: u64,
+    end: Option<u64>,
+}
+
+impl Limits {
+    /// Stopped, or past the end (orders still to send or not).
+    fn over(&self) -> bool {
+        self.stop.load(Ordering::Acquire) || self.end.is_some_and(|e| now_ns() >= e)
+    }
+
+    /// No more orders after `sent`.
+    fn reached(&self, sent: u64) -> bool {
+        self.over() || (self.count > 0 && sent >= self.count)
+    }
+
+    /// Sleeps until `deadline` ([`now_ns`]), or until stopped or past the end.
+    fn pause_until(&self, deadline: u64) {
+        loop {
+            let now = now_ns();
+            if now >= deadline || self.over() {
+                return;
+            }
+            std::thread::sleep(Duration::from_nanos((deadline - now).min(5_000_000)));
+        }
+    }
+}
+
+/// Sleeps until wall-clock time `start_unix_ms` (see [`start_wait`]), or until `stop`.
+fn wait_for_start(start_unix_ms: u64, stop: &AtomicBool) {
+    loop {
+        let left = start_wait(start_unix_ms, SystemTime::now());
+        if left.is_zero() || stop.load(Ordering::Acquire) {
+            return;
+        }
+        std::thread::sleep(left.min(Duration::from_millis(50)));
+    }
+}
+
+/// The plain modes: open loop at `cfg.rate` from `start`, or closed loop with `cfg.window`
+/// outstanding, until a limit.
+fn send_plain(
+    tx: &mut Sender,
+    cfg: &ClientConfig,
+    lim: &Limits,
+    received: &AtomicU64,
+    start: u64,
+) -> Result<(), resex_shim::ShimError> {
+    let mut idle = Idle::default();
+    loop {
+        if lim.reached(tx.sent) {
+            return Ok(());
+        }
+        let due = if cfg.rate > 0.0 {
+            // Open loop: order k is due at start + k / rate, whatever happened before.
+            let due = start + (tx.sent as f64 * 1e9 / cfg.rate) as u64;
+            if lim.end.is_some_and(|e| due >= e) {
+                return Ok(());
+            }
+            wait_until(due);
+            due
+        } else {
+            if tx.sent.saturating_sub(received.load(Ordering::Acquire)) >= cfg.window.max(1) {
+                idle.idle();
+                continue;
+            }
+            idle.busy();
+            now_ns()
+        };
+        tx.send(due)?;
+    }
+}
+
+/// A periodic job's iterations so far.
+#[derive(Debug, Default)]
+struct Iterations {
+    /// Complete (every reply in).
+    complete: u64,
+    /// Begun.
+    begun: u64,
+    /// The first one's first order, [`now_ns`].
+    first_ns: u64,
+    /// The latest one's first order.
+    latest_ns: u64,
+}
+
+impl Iterations {
+    /// An iteration begins at `now`.
+    fn begin(&mut self, now: u64) {
+        if self.begun == 0 {
+            self.first_ns = now;
+        }
+        self.latest_ns = now;
+        self.begun += 1;
+    }
+
+    /// The mean time from one iteration's first order to the next one's, ns (0 with fewer than
+    /// 2 begun).
+    fn mean_ns(&self) -> f64 {
+        if self.begun < 2 {
+            return 0.0;
+        }
+        (self.latest_ns - self.first_ns) as f64 / (self.begun - 1) as f64
+    }
+}
+
+/// Sends one iteration's `cfg.burst` orders, `cfg.window` outstanding; false when a limit cut
+/// it short.
+fn send_burst(
+    tx: &mut Sender,
+    cfg: &ClientConfig,
+    lim: &Limits,
+    received: &AtomicU64,
+) -> Result<bool, resex_shim::ShimError> {
+    let mut idle = Idle::default();
+    for _ in 0..cfg.burst {
+        loop {
+            if lim.reached(tx.sent) {
+                return Ok(false);
+            }
+            if tx.sent.saturating_sub(received.load(Ordering::Acquire)) < cfg.window.max(1) {
+                break;
+            }
+            idle.idle();
+        }
+        idle.busy();
+        tx.send(now_ns())?;
+    }
+    Ok(true)
+}
+
+/// Waits for the replies to every order sent; when the last arrived ([`now_ns`]), or None when
+/// stopped or past the end first.
+fn await_replies(sent: u64, lim: &Limits, received: &AtomicU64, rec: &Mutex<Tally>) -> Option<u64> {
+    let mut idle = Idle::default();
+    while received.load(Ordering::Acquire) < sent {
+        if lim.over() {
+            return None;
+        }
+        idle.idle();
+    }
+    Some(rec.lock().unwrap_or_else(|p| p.into_inner()).last_ns)
+}
+
+/// A periodic job: iterations of `cfg.burst` orders, each once the previous one's replies are
+/// all in and `cfg.think` has passed since the last of them, until a limit.
+fn send_periodic(
+    tx: &mut Sender,
+    cfg: &ClientConfig,
+    lim: &Limits,
+    received: &AtomicU64,
+    rec: &Mutex<Tally>,
+) -> Result<Iterations, resex_shim::ShimError> {
+    let think = u64::try_from(cfg.think.as_nanos()).unwrap_or(u64::MAX);
+    let mut it = Iterations::default();
+    while !lim.reached(tx.sent) {
+        it.begin(now_ns());
+        if !send_burst(tx, cfg, lim, received)? {
+            break;
+        }
+        let Some(last) = await_replies(tx.sent, lim, received, rec) else {
+            break;
+        };
+        it.complete += 1;
+        lim.pause_until(last.saturating_add(think));
+    }
+    Ok(it)
+}
+
 /// Runs one client against the server at `addr` until its count or duration is reached or
 /// `stop` is set.
 pub fn run(
@@ -231,8 +515,9 @@ pub fn run(
     addr: &str,
     stop: Arc<AtomicBool>,
 ) -> Result<ClientResult, BenchError> {
+    cfg.check()?;
     let Connected {
-        mut orders,
+        orders,
         order_cfg,
         kind,
         replies,
@@ -248,47 +533,33 @@ pub fn run(
         finished.clone(),
         rec.clone(),
     )?;
+    if let Some(t) = cfg.start_unix_ms {
+        wait_for_start(t, &stop);
+    }
 
     let start = now_ns();
-    let end = cfg
-        .duration
-        .map(|d| start + u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
-    let mut sent = 0u64;
-    let mut rng = 0x2545_f491_4f6c_dd1du64;
-    let mut idle = Idle::default();
-    let mut late = LateLog::default();
-    let result = loop {
-        if stop.load(Ordering::Acquire)
-            || (cfg.count > 0 && sent >= cfg.count)
-            || end.is_some_and(|e| now_ns() >= e)
-        {
-            break Ok(());
-        }
-        let due = if cfg.rate > 0.0 {
-            // Open loop: order k is due at start + k / rate, whatever happened before.
-            let due = start + (sent as f64 * 1e9 / cfg.rate) as u64;
-            if let Some(e) = end {
-                if due >= e {
-                    break Ok(());
-                }
-            }
-            wait_until(due);
-            due
-        } else {
-            if sent - received.load(Ordering::Acquire) >= cfg.window.max(1) {
-                idle.idle();
-                continue;
-            }
-            idle.busy();
-            now_ns()
-        };
-        let order = next_order(&mut rng, sent, due);
-        if let Err(e) = post(&mut *orders, &clock, kind, &order, &order_cfg) {
-            break Err(e);
-        }
-        late.note(now_ns().saturating_sub(due));
-        sent += 1;
+    let lim = Limits {
+        stop: stop.clone(),
+        count: cfg.count,
+        end: cfg
+            .duration
+            .map(|d| start + u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)),
     };
+    let mut tx = Sender {
+        orders,
+        cfg: order_cfg,
+        kind,
+        clock,
+        rng: 0x2545_f491_4f6c_dd1d,
+        sent: 0,
+        late: LateLog::default(),
+    };
+    let result = if cfg.periodic() {
+        send_periodic(&mut tx, &cfg, &lim, &received, &rec)
+    } else {
+        send_plain(&mut tx, &cfg, &lim, &received, start).map(|()| Iterations::default())
+    };
+    let sent = tx.sent;
     // Wait (bounded) for the replies still in flight.
     let grace = now_ns() + 2_000_000_000;
     while received.load(Ordering::Acquire) < sent
@@ -301,7 +572,7 @@ pub fn run(
     let rx = receiver.join().map_err(|_| BenchError::Panicked {
         thread: "reply thread",
     })?;
-    result?;
+    let it = result?;
     rx?;
     let seconds = (now_ns() - start) as f64 / 1e9;
     let mut r = rec.lock().unwrap_or_else(|p| p.into_inner());
@@ -315,5 +586,87 @@ pub fn run(
         rtt: r.rtt.take_interval(),
         server_queue_mean_ns: q,
         server_compute_mean_ns: c,
+        iterations: it.complete,
+        iteration_mean_ns: it.mean_ns(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn periodic_settings_that_cannot_work_are_refused() {
+        assert_eq!(check_periodic(0.0, 1, 1000.0), Ok(()));
+        assert_eq!(check_periodic(20.0, 4, 0.0), Ok(()));
+        assert_eq!(check_periodic(60_000.0, 4096, 0.0), Ok(()));
+        assert_eq!(
+            check_periodic(-1.0, 1, 0.0),
+            Err(PeriodicError::Think(-1.0))
+        );
+        assert!(matches!(
+            check_periodic(f64::NAN, 1, 0.0),
+            Err(PeriodicError::Think(_))
+        ));
+        assert_eq!(
+            check_periodic(60_001.0, 1, 0.0),
+            Err(PeriodicError::Think(60_001.0))
+        );
+        assert_eq!(check_periodic(20.0, 0, 0.0), Err(PeriodicError::Burst(0)));
+        assert_eq!(
+            check_periodic(20.0, 4097, 0.0),
+            Err(PeriodicError::Burst(4097))
+        );
+        assert_eq!(
+            check_periodic(20.0, 4, 100.0),
+            Err(PeriodicError::OpenLoop(100.0))
+        );
+        assert_eq!(
+            check_periodic(0.0, 4, 0.0),
+            Err(PeriodicError::BurstWithoutThink(4))
+        );
+        assert_eq!(
+            PeriodicError::OpenLoop(100.0).to_string(),
+            "--think-ms (a periodic job) runs closed loop only: --rate must be 0, not 100"
+        );
+    }
+
+    #[test]
+    fn the_default_config_is_a_plain_one_that_passes() {
+        let cfg = ClientConfig::default();
+        assert_eq!(cfg.check(), Ok(()));
+        assert!(!cfg.periodic());
+        let periodic = ClientConfig {
+            rate: 0.0,
+            think: Duration::from_millis(20),
+            burst: 4,
+            ..cfg
+        };
+        assert!(periodic.periodic());
+        let too_long = ClientConfig {
+            think: Duration::from_secs(61),
+            ..periodic
+        };
+        assert!(matches!(too_long.check(), Err(PeriodicError::Think(_))));
+    }
+
+    #[test]
+    fn start_wait_is_zero_for_a_past_time_and_capped() {
+        let now = UNIX_EPOCH + Duration::from_millis(1_000_000);
+        assert_eq!(start_wait(999_000, now), Duration::ZERO);
+        assert_eq!(start_wait(1_000_000, now), Duration::ZERO);
+        assert_eq!(start_wait(1_000_300, now), Duration::from_millis(300));
+        assert_eq!(start_wait(u64::MAX, now), MAX_START_WAIT);
+    }
+
+    #[test]
+    fn iteration_period_needs_two_iterations() {
+        let mut it = Iterations::default();
+        assert_eq!(it.mean_ns(), 0.0);
+        it.begin(100);
+        assert_eq!(it.mean_ns(), 0.0);
+        it.begin(300);
+        it.begin(700);
+        assert_eq!(it.mean_ns(), 300.0);
+    }
 }

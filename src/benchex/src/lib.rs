@@ -70,6 +70,9 @@ pub enum BenchError {
         /// The size asked for, bytes.
         bytes: u64,
     },
+    /// A periodic job's settings that cannot work (think, burst, rate).
+    #[error(transparent)]
+    Periodic(#[from] client::PeriodicError),
     /// A thread of the benchmark panicked.
     #[error("{thread} panicked")]
     Panicked {

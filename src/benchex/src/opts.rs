@@ -4,9 +4,10 @@
 //! tool) lives in `tools/benchex`.
 
 use crate::boot::Listener;
-use crate::client::ClientConfig;
+use crate::client::{check_periodic, ClientConfig};
 use crate::server::{self, ServerConfig};
 use crate::size::parse_size;
+use crate::BenchError;
 use anyhow::{Context, Result};
 use clap::Args;
 use resex_common::{LatencyRecorder, LatencySummary};
@@ -104,19 +105,35 @@ pub struct ClientOpts {
     /// How a client waits for a free order block: spin or adaptive (see the server's option).
     #[arg(long, default_value = "spin")]
     pub polling: Polling,
+    /// Pause after each iteration, ms: a periodic job (closed loop only).
+    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
+    pub think_ms: f64,
+    /// Orders per iteration of a periodic job (at most --window outstanding).
+    #[arg(long, default_value_t = 1)]
+    pub burst: u64,
+    /// Wait after connecting until this Unix time, ms, before the first order: the workers of
+    /// a job that start together (a time past: at once; at most 10 minutes).
+    #[arg(long)]
+    pub start_unix_ms: Option<u64>,
 }
 
 impl ClientOpts {
-    /// As a client configuration.
-    pub fn config(&self) -> ClientConfig {
-        ClientConfig {
+    /// As a client configuration; refuses a periodic job that cannot work
+    /// ([`check_periodic`]).
+    pub fn config(&self) -> Result<ClientConfig, BenchError> {
+        check_periodic(self.think_ms, self.burst, self.rate)?;
+        Ok(ClientConfig {
             rate: self.rate,
             window: self.window,
             count: self.count,
             duration: (self.duration > 0.0).then(|| Duration::from_secs_f64(self.duration)),
             blocks: 3,
             polling: self.polling,
-        }
+            // Checked: a number in [0, 60000].
+            think: Duration::from_secs_f64(self.think_ms / 1e3),
+            burst: self.burst,
+            start_unix_ms: self.start_unix_ms,
+        })
     }
 }
 

@@ -18,6 +18,17 @@ pub struct DemoArgs {
     /// Print JSON only.
     #[arg(long)]
     pub json: bool,
+    /// Periodic jobs instead: four hosts, two on each of two shared uplinks (one pair of jobs
+    /// compatible, one not), run fair and then with adaptive unfairness; each job's detected
+    /// period and iteration times (about two minutes).
+    #[arg(long)]
+    pub jobs: bool,
+    /// With --jobs: seconds each measurement window lasts.
+    #[arg(long, default_value_t = 12.0, requires = "jobs")]
+    pub window: f64,
+    /// With --jobs: seconds the adaptive allocation has before it is measured.
+    #[arg(long, default_value_t = 15.0, requires = "jobs")]
+    pub settle: f64,
 }
 
 /// The demo's lines on stderr (progress only without `--json`).
@@ -39,6 +50,9 @@ impl Notes for Stderr {
 
 /// Runs the demo and prints what it measured.
 pub fn run(a: &DemoArgs) -> Result<()> {
+    if a.jobs {
+        return jobs(a);
+    }
     let o = FleetOptions {
         hosts: a.hosts,
         ttl: a.ttl,
@@ -53,10 +67,40 @@ pub fn run(a: &DemoArgs) -> Result<()> {
         }
         e => e.into(),
     })?;
-    if a.json {
-        println!("{}", serde_json::to_string(&r)?);
+    print(a.json, &r)
+}
+
+/// `--jobs`: the periodic jobs, fair then adaptive.
+fn jobs(a: &DemoArgs) -> Result<()> {
+    if !(a.window.is_finite() && (1.0..=600.0).contains(&a.window)) {
+        return Err(anyhow!("--window {} must be 1 to 600 seconds", a.window));
+    }
+    if !(a.settle.is_finite() && (0.0..=600.0).contains(&a.settle)) {
+        return Err(anyhow!("--settle {} must be 0 to 600 seconds", a.settle));
+    }
+    let o = resex_demo::fleet::jobs::JobsOptions {
+        ttl: a.ttl,
+        command: crate::host::guest_command()?,
+        window_s: a.window,
+        settle_s: a.settle,
+    };
+    let r = resex_demo::fleet::jobs::run_jobs(&o, &mut Stderr { json: a.json }).map_err(
+        |e| match e {
+            DemoError::NoEtcd => anyhow!(
+                "resex fleet demo needs the etcd binary: apt-get install etcd-server (Debian)"
+            ),
+            e => e.into(),
+        },
+    )?;
+    print(a.json, &r)
+}
+
+/// The report on stdout: one line of JSON, or indented.
+fn print(json: bool, r: &impl serde::Serialize) -> Result<()> {
+    if json {
+        println!("{}", serde_json::to_string(r)?);
     } else {
-        println!("{}", serde_json::to_string_pretty(&r)?);
+        println!("{}", serde_json::to_string_pretty(r)?);
     }
     Ok(())
 }

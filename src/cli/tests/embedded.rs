@@ -30,6 +30,8 @@ fn host_config(run: &Path) -> HostConfig {
         log_stalls: true,
         hca_doorbells: true,
         port_cgroup: false,
+        clients_start_unix_ms: None,
+        uplink: None,
     }
 }
 

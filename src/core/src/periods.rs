@@ -126,9 +126,21 @@ struct Track {
 struct Verdict {
     result: Result<Periodicity, DetectError>,
     samples: usize,
+    /// When it was found.
     at: u64,
+    /// When the detector last looked (a period found stands over a few looks that find none).
+    looked: u64,
+    /// Looks since it was found that found no period.
+    missed: u32,
+    /// Why the latest look found none.
+    last_miss: Option<String>,
     oldest_unix_ns: u64,
 }
+
+/// A period found stands until this many looks in a row find none: a live job's period
+/// wanders (jobs sharing a link, a busy host), and its confidence hovers near the threshold;
+/// a job that stops sending loses it at once ("the VM sent nothing").
+pub const HOLD_LOOKS: u32 = 4;
 
 /// Every VM's transmit history and the detector's verdicts.
 #[derive(Debug)]
@@ -194,7 +206,7 @@ impl PeriodWatch {
         let due = |t: &Track| {
             !t.ring.is_empty()
                 && t.verdict.as_ref().is_none_or(|v| {
-                    now.saturating_sub(v.at) >= every && t.len >= v.samples.min(t.ring.len())
+                    now.saturating_sub(v.looked) >= every && t.len >= v.samples.min(t.ring.len())
                 })
         };
         let after = self.cursor.map_or(Bound::Unbounded, Bound::Excluded);
@@ -226,13 +238,25 @@ impl PeriodWatch {
         let w = t.ring.len();
         self.scratch
             .extend((0..t.len).map(|i| u64::from(t.ring[(t.head + i) % w])));
+        let result = detect(&self.scratch, self.cfg.interval_ns, &self.cfg.detect);
+        self.detections += 1;
+        if let (Err(e @ DetectError::NotPeriodic { .. }), Some(v)) = (&result, t.verdict.as_mut()) {
+            if v.result.is_ok() && v.missed + 1 < HOLD_LOOKS {
+                v.missed += 1;
+                v.looked = self.now;
+                v.last_miss = Some(e.to_string());
+                return;
+            }
+        }
         t.verdict = Some(Verdict {
-            result: detect(&self.scratch, self.cfg.interval_ns, &self.cfg.detect),
+            result,
             samples: t.len,
             at: self.now,
+            looked: self.now,
+            missed: 0,
+            last_miss: None,
             oldest_unix_ns: t.oldest_unix_ns,
         });
-        self.detections += 1;
     }
 
     /// The API's view of every VM fed (a VM that never sent: "the VM sent nothing").
@@ -260,7 +284,15 @@ impl PeriodWatch {
         };
         let end_ns = v.oldest_unix_ns as f64 + v.samples as f64 * self.cfg.interval_ns as f64;
         let (found, why_not) = match &v.result {
-            Ok(p) => (Some(found(p, v.oldest_unix_ns, end_ns)), None),
+            Ok(p) => {
+                let held = v.last_miss.as_ref().map(|m| {
+                    format!(
+                        "held over {} look(s) that found none; the latest: {m}",
+                        v.missed
+                    )
+                });
+                (Some(found(p, v.oldest_unix_ns, end_ns)), held)
+            }
             Err(e) => (None, Some(e.to_string())),
         };
         PeriodSnap {

@@ -39,6 +39,8 @@ pub fn host_config(
         log_stalls,
         hca_doorbells: true,
         port_cgroup: false,
+        clients_start_unix_ms: None,
+        uplink: None,
     }
 }
 

@@ -115,6 +115,73 @@ pub fn run_with(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use resex_shim::transport::Polling;
+    use std::time::{SystemTime, UNIX_EPOCH};
+
+    /// Runs one client against a 64 KiB server, one run at a time (runs share a socket path).
+    fn one_client(ccfg: ClientConfig) -> client::ClientResult {
+        static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+        let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+        let scfg = ServerConfig {
+            buffer: 64 << 10,
+            polling: Polling::Adaptive,
+            ..ServerConfig::default()
+        };
+        let mut r = run("testbed", scfg, ccfg, 1).unwrap();
+        r.clients.pop().unwrap()
+    }
+
+    fn closed_loop() -> ClientConfig {
+        ClientConfig {
+            rate: 0.0,
+            window: 2,
+            polling: Polling::Adaptive,
+            ..ClientConfig::default()
+        }
+    }
+
+    #[test]
+    fn a_periodic_job_runs_iterations_of_its_burst_each_with_its_pause() {
+        let r = one_client(ClientConfig {
+            think: Duration::from_millis(20),
+            burst: 4,
+            duration: Some(Duration::from_secs(1)),
+            ..closed_loop()
+        });
+        assert!(r.iterations >= 2, "{r:?}");
+        let done = r.iterations * 4;
+        assert!(r.received >= done && r.received <= done + 4, "{r:?}");
+        assert!(r.sent <= done + 4, "{r:?}");
+        assert!(r.iteration_mean_ns >= 20e6, "{r:?}");
+    }
+
+    #[test]
+    fn a_plain_closed_loop_has_no_iterations() {
+        let r = one_client(ClientConfig {
+            duration: Some(Duration::from_millis(300)),
+            ..closed_loop()
+        });
+        assert!(r.received > 0, "{r:?}");
+        assert_eq!((r.iterations, r.iteration_mean_ns), (0, 0.0), "{r:?}");
+    }
+
+    #[test]
+    fn a_client_sends_nothing_before_its_start_time() {
+        let unix_ms = |t: SystemTime| t.duration_since(UNIX_EPOCH).unwrap().as_millis();
+        let start = unix_ms(SystemTime::now()) + 300;
+        let r = one_client(ClientConfig {
+            count: 5,
+            duration: None,
+            start_unix_ms: Some(u64::try_from(start).unwrap()),
+            ..closed_loop()
+        });
+        let end = SystemTime::now();
+        // `seconds` runs from the first order: it began no earlier than the start (1 ms for
+        // the clocks' rounding).
+        let first = end - Duration::from_secs_f64(r.seconds);
+        assert!(unix_ms(first) + 1 >= start, "{r:?}");
+        assert_eq!((r.sent, r.received), (5, 5), "{r:?}");
+    }
 
     #[test]
     fn settings_that_cannot_work_are_refused_by_kind() {

@@ -14,7 +14,7 @@ use resex_guestmem::{FileMemory, GuestMemory};
 use resex_scenario::{GuestSpec, Scenario, Workload};
 use resex_softhca::{
     Clock, GuestPort, HcaThread, LinkConfig, MonotonicClock, PollOptions, PortId, PortSample,
-    Priority, SoftHca, StallSummary,
+    Priority, SoftHca, StallSummary, Uplink,
 };
 
 /// softhca's port thread's nice value when asked for (not `SCHED_FIFO`: see
@@ -76,6 +76,12 @@ pub struct HostConfig {
     /// [`crate::cgroup::PortCgroup`]). Off by default: it ends the port's hold-ups, and the
     /// demo's story then rests on the CPU interference alone (see docs/guide.md).
     pub port_cgroup: bool,
+    /// When set, every guest's clients wait until this Unix time, ms, before their first order
+    /// (jobs that start together).
+    pub clients_start_unix_ms: Option<u64>,
+    /// A link shared with other embedded hosts in this process (a rack's uplink): the guests'
+    /// port sends across it (`resex_softhca::uplink`). None: the port's own link only.
+    pub uplink: Option<Uplink>,
 }
 
 /// One process on the HCA: its RAM, its control socket server, the child.
@@ -159,6 +165,9 @@ impl EmbeddedHost {
         let host_id = format!("{}-{}", scenario.name, std::process::id());
         let hca = SoftHca::new(link_of(scenario), 2);
         let clock = Arc::new(MonotonicClock::new());
+        if let Some(up) = &cfg.uplink {
+            hca.set_uplink(Some((up.tap(clock.origin()), PortId(0))));
+        }
         let thread = hca.spawn_with(
             clock.clone() as Arc<dyn Clock>,
             PollOptions {
@@ -300,6 +309,12 @@ impl EmbeddedHost {
         })
     }
 
+    /// From now on, the clients of the guests started wait until Unix time `at_ms` (None: no
+    /// wait) before their first order.
+    pub fn start_clients_at(&mut self, at_ms: Option<u64>) {
+        self.cfg.clients_start_unix_ms = at_ms;
+    }
+
     /// Starts one guest: its server process with the agent (port 0) and its clients (port 1).
     pub fn start_guest(&mut self, g: &GuestSpec) -> Result<(), HostError> {
         let dir = self
@@ -397,7 +412,8 @@ impl EmbeddedHost {
         let mut prefix = self.cfg.command.benchex_prefix.clone();
         prefix.push("client".into());
         let name = format!("{}-clients", g.name);
-        let clients = self.spawn_proc(&name, dir, ram, 1, &prefix, &client_args(w, bench))?;
+        let args = client_args(w, bench, self.cfg.clients_start_unix_ms);
+        let clients = self.spawn_proc(&name, dir, ram, 1, &prefix, &args)?;
         let cgroups = weight.map(|w| {
             GuestCgroups::setup(
                 &self.mounts,
@@ -545,9 +561,10 @@ fn agent_args(g: &GuestSpec, channel: &str, bench: &str, report_ms: u64) -> Vec<
     args
 }
 
-/// BenchEx's clients' arguments for workload `w`, served at `bench`.
-fn client_args(w: &Workload, bench: &str) -> Vec<String> {
-    [
+/// BenchEx's clients' arguments for workload `w`, served at `bench`: a periodic job's pause
+/// and burst when it is one, and the Unix time, ms, to start at when `start_unix_ms` is set.
+fn client_args(w: &Workload, bench: &str, start_unix_ms: Option<u64>) -> Vec<String> {
+    let mut args: Vec<String> = [
         "--connect",
         bench,
         "--rate",
@@ -566,7 +583,20 @@ fn client_args(w: &Workload, bench: &str) -> Vec<String> {
         "0",
     ]
     .map(String::from)
-    .into()
+    .into();
+    if w.think_ms > 0.0 {
+        let think = [
+            "--think-ms",
+            &w.think_ms.to_string(),
+            "--burst",
+            &w.burst.to_string(),
+        ];
+        args.extend(think.map(String::from));
+    }
+    if let Some(t) = start_unix_ms {
+        args.extend(["--start-unix-ms".to_owned(), t.to_string()]);
+    }
+    args
 }
 
 /// The scenario's fixed cap, if it sets one: the domain's own setting, which a daemon saves
@@ -579,5 +609,41 @@ fn set_scenario_cap(g: &GuestSpec, cgroups: &GuestCgroups) {
                 g.name
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `benchex client`'s own options, as the clients' process parses them.
+    fn parsed(args: &[String]) -> benchex::client::ClientConfig {
+        let machine = ["--ram", "r", "--hca", "h"].map(String::from);
+        benchex::cli::client_config(machine.iter().chain(args))
+            .unwrap_or_else(|e| panic!("{args:?}: {e:#}"))
+    }
+
+    fn workload(extra: &str) -> Workload {
+        let text = format!(
+            "name = \"t\"\n[[guest]]\nname = \"g\"\n[guest.benchex]\nbuffer = \"64KiB\"\n{extra}"
+        );
+        Scenario::from_toml(&text).unwrap().guests[0]
+            .benchex
+            .clone()
+    }
+
+    #[test]
+    fn client_args_pass_a_periodic_job_and_a_start_time_that_benchex_accepts() {
+        let plain = client_args(&workload("rate = 0"), "b.sock", None);
+        assert!(!plain
+            .iter()
+            .any(|a| a == "--think-ms" || a == "--start-unix-ms"));
+        let cfg = parsed(&plain);
+        assert_eq!((cfg.rate, cfg.think, cfg.burst), (0.0, Duration::ZERO, 1));
+        let w = workload("rate = 0\nthink_ms = 20.5\nburst = 4");
+        let args = client_args(&w, "b.sock", Some(1_700_000_000_000));
+        let cfg = parsed(&args);
+        assert_eq!(cfg.think, Duration::from_micros(20_500));
+        assert_eq!((cfg.burst, cfg.start_unix_ms), (4, Some(1_700_000_000_000)));
     }
 }

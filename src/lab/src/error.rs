@@ -49,6 +49,15 @@ pub enum LabError {
         /// The most WRITEs per reply.
         max: u64,
     },
+    /// A guest that runs a periodic job, which the lab's client model does not.
+    #[error(
+        "guest {guest}: a periodic job (benchex.think_ms, benchex.burst) runs on the embedded \
+         host only; run it with `resex host`, or drop those keys for the lab"
+    )]
+    Periodic {
+        /// The guest.
+        guest: String,
+    },
     /// A guest's latency mailbox could not be placed.
     #[error("guest {guest}: {source}")]
     Mailbox {

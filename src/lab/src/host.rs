@@ -108,8 +108,8 @@ pub fn core_link(link: &LinkConfig) -> HostLink {
     }
 }
 
-/// Refuses a step that does not divide the interval, a policy of another interval, and a
-/// reply split into too many chunks.
+/// Refuses a step that does not divide the interval, a policy of another interval, a reply
+/// split into too many chunks, and a periodic job (embedded host only).
 fn check(scenario: &Scenario, cfg: &LabConfig) -> Result<(), LabError> {
     if cfg.dt_ns == 0 || !cfg.interval_ns.is_multiple_of(cfg.dt_ns) {
         return Err(LabError::Step {
@@ -135,6 +135,11 @@ fn check(scenario: &Scenario, cfg: &LabConfig) -> Result<(), LabError> {
             chunk: g.benchex.chunk.0,
             buffer: g.benchex.buffer.0,
             max: crate::server::MAX_CHUNKS,
+        });
+    }
+    if let Some(g) = scenario.guests.iter().find(|g| g.benchex.periodic()) {
+        return Err(LabError::Periodic {
+            guest: g.name.clone(),
         });
     }
     Ok(())
@@ -532,6 +537,42 @@ impl LabHost {
                     })
                     .collect()
             }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ONE: &str = r#"
+name = "one"
+[[guest]]
+name = "v"
+[guest.benchex]
+buffer = "64KiB"
+rate = 0
+"#;
+
+    #[test]
+    fn refuses_a_periodic_job() {
+        let plain = Scenario::from_toml(ONE).unwrap();
+        assert!(check(&plain, &LabConfig::default()).is_ok());
+        for keys in ["think_ms = 20.0", "think_ms = 20.0\nburst = 4"] {
+            let text = ONE.replace("rate = 0", &format!("rate = 0\n{keys}"));
+            let s = Scenario::from_toml(&text).unwrap();
+            let e = check(&s, &LabConfig::default()).unwrap_err();
+            assert!(
+                matches!(&e, LabError::Periodic { guest } if guest == "v"),
+                "{keys}: {e:?}"
+            );
+            assert!(
+                e.to_string().starts_with(
+                    "guest v: a periodic job (benchex.think_ms, benchex.burst) runs on the \
+                     embedded host only;"
+                ),
+                "{e}"
+            );
         }
     }
 }

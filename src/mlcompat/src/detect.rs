@@ -50,8 +50,10 @@
 //!    (link_rate x period)` is the duty on the wire. Phase: the arc's start (half the duty
 //!    before its centre for the autocorrelation; the line's first start for events).
 //!
-//! Below `min_confidence` (from the estimator that went first or its fallback) the trace is
-//! refused as not periodic.
+//! Below `min_confidence` (from the estimator that went first or its fallback) the detector
+//! looks again with the short gaps inside arcs filled (`detect/gaps.rs`: a job whose messages
+//! take longer on the wire than an interval posts in some intervals of its arc only); if that
+//! is not periodic either, the trace is refused as not periodic.
 //!
 //! # Bounded work
 //!
@@ -67,6 +69,7 @@ mod acf;
 mod choose;
 mod events;
 mod fft;
+mod gaps;
 mod level;
 mod phase;
 mod steady;
@@ -76,6 +79,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::DetectError;
 
 pub use choose::SHORT_BURST;
+pub use gaps::CLOSE_GAPS;
 pub use steady::STEADY_EXCURSION;
 
 /// The hard cap on samples analysed, whatever the configuration says (2^20: 17 min at 1 ms,
@@ -239,7 +243,11 @@ pub fn detect(
         });
     }
     let duty = on_count as f64 / n as f64;
-    let est = choose::estimate(&on, duty, cfg)?;
+    let (on, duty, est) = match choose::estimate(&on, duty, cfg) {
+        Ok(est) => (on, duty, est),
+        Err(err @ DetectError::NotPeriodic { .. }) => second_look(&on, cfg).ok_or(err)?,
+        Err(err) => return Err(err),
+    };
     let period = est.period;
     // Measured from the first sample given.
     let phase = (est.start + skipped as f64).rem_euclid(period);
@@ -258,6 +266,22 @@ pub fn detect(
         confidence: est.confidence.clamp(0.0, 1.0),
         periods_seen: n as f64 / period,
         samples_used: n,
+    })
+}
+
+/// The detector's second look ([`gaps`]): the first gap length in [`CLOSE_GAPS`] whose closed
+/// signal is periodic with its arcs whole (see [`gaps::whole_arcs`]), with that signal and its
+/// duty.
+fn second_look(on: &[bool], cfg: &DetectConfig) -> Option<(Vec<bool>, f64, choose::Estimate)> {
+    CLOSE_GAPS.iter().find_map(|&g| {
+        let closed = gaps::close(on, g)?;
+        let count = closed.iter().filter(|&&b| b).count();
+        let duty = count as f64 / closed.len() as f64;
+        if duty > gaps::MAX_DUTY {
+            return None;
+        }
+        let est = choose::estimate(&closed, duty, cfg).ok()?;
+        gaps::whole_arcs(&closed, est.period).then_some((closed, duty, est))
     })
 }
 

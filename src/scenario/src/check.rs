@@ -23,6 +23,7 @@ impl GuestSpec {
                 })
             })
             .or_else(|| g.workload_problem())
+            .or_else(|| g.periodic_problem())
             .or_else(|| g.report_problem())
             .or_else(|| g.turns_problem())
             .or_else(|| g.grant_problem())
@@ -56,6 +57,30 @@ impl GuestSpec {
         .or_else(|| {
             unless(g.start_s.is_finite() && g.start_s >= 0.0, || {
                 GuestProblem::Start(g.start_s)
+            })
+        })
+    }
+
+    /// A periodic job's pause and burst, closed loop only.
+    fn periodic_problem(&self) -> Option<GuestProblem> {
+        let w = &self.benchex;
+        unless(
+            w.think_ms.is_finite() && (0.0..=60_000.0).contains(&w.think_ms),
+            || GuestProblem::Think(w.think_ms),
+        )
+        .or_else(|| {
+            unless((1..=4096).contains(&w.burst), || {
+                GuestProblem::Burst(w.burst)
+            })
+        })
+        .or_else(|| {
+            unless(w.think_ms == 0.0 || w.rate == 0.0, || {
+                GuestProblem::ThinkOpenLoop(w.rate)
+            })
+        })
+        .or_else(|| {
+            unless(w.burst == 1 || w.think_ms > 0.0, || {
+                GuestProblem::BurstWithoutThink(w.burst)
             })
         })
     }

@@ -88,6 +88,18 @@ pub enum GuestProblem {
     /// `benchex.clients`.
     #[error("clients = {0} must be 1..=64")]
     Clients(u32),
+    /// `benchex.think_ms`, a periodic job's pause.
+    #[error("benchex.think_ms = {0} must be in [0, 60000]")]
+    Think(f64),
+    /// `benchex.burst`, a periodic job's orders per iteration.
+    #[error("benchex.burst = {0} must be 1..=4096")]
+    Burst(u64),
+    /// `benchex.think_ms` with an open loop.
+    #[error("benchex.think_ms (a periodic job) runs closed loop only: rate must be 0, not {0}")]
+    ThinkOpenLoop(f64),
+    /// `benchex.burst` above 1 without a pause.
+    #[error("benchex.burst = {0} needs benchex.think_ms > 0 (a periodic job)")]
+    BurstWithoutThink(u64),
     /// `start_s`.
     #[error("start_s = {0} must be >= 0")]
     Start(f64),

@@ -22,6 +22,8 @@
 //! buffer = "64KiB"               # reply size
 //! rate = 1000.0                  # orders/s per client; 0 = closed loop
 //! clients = 1
+//! # think_ms = 20.0              # a periodic job: `burst` orders, then a 20 ms pause once
+//! # burst = 4                    # their replies are in (rate = 0; embedded host only)
 //! ```
 
 mod check;
@@ -278,6 +280,31 @@ pub struct Workload {
     /// on few CPUs).
     #[serde(default)]
     pub polling: resex_common::Polling,
+    /// A periodic job: `burst` orders, then a pause of this many ms once their replies are in
+    /// (0: none). Closed loop (`rate = 0`) only; embedded host only, the lab refuses it.
+    #[serde(default, skip_serializing_if = "is_zero_f")]
+    pub think_ms: f64,
+    /// A periodic job's orders per iteration (`window` outstanding; above 1 only with
+    /// `think_ms`). Embedded host only, the lab refuses it.
+    #[serde(default = "one_u64", skip_serializing_if = "is_one")]
+    pub burst: u64,
+}
+
+fn one_u64() -> u64 {
+    1
+}
+fn is_one(n: &u64) -> bool {
+    *n == 1
+}
+fn is_zero_f(x: &f64) -> bool {
+    *x == 0.0
+}
+
+impl Workload {
+    /// A periodic job (`think_ms` or `burst` set), which only the embedded host runs.
+    pub fn periodic(&self) -> bool {
+        self.think_ms != 0.0 || self.burst != 1
+    }
 }
 
 fn default_compute() -> u32 {
@@ -520,6 +547,83 @@ rate = 0
         assert!(e.to_string().contains("above tx_max"), "{e}");
         let e = Scenario::from_toml(&with.replace("500Mbit", "fast")).unwrap_err();
         assert!(e.to_string().contains("not a rate"), "{e}");
+    }
+
+    /// PAIR with `settings` in the first guest's `[guest.benchex]`.
+    fn with_benchex(settings: &str) -> String {
+        PAIR.replacen(
+            "buffer = \"64KiB\"",
+            &format!("buffer = \"64KiB\"\n{settings}"),
+            1,
+        )
+    }
+
+    #[test]
+    fn a_periodic_job_parses_and_plain_workloads_serialize_as_before() {
+        let s = Scenario::from_toml(&with_benchex("rate = 0\nthink_ms = 20.0\nburst = 4")).unwrap();
+        let w = &s.guests[0].benchex;
+        assert_eq!((w.think_ms, w.burst), (20.0, 4));
+        assert!(w.periodic());
+        let text = toml::to_string(w).unwrap();
+        assert!(
+            text.contains("think_ms = 20.0") && text.contains("burst = 4"),
+            "{text}"
+        );
+        let plain = Scenario::from_toml(PAIR).unwrap();
+        let w = &plain.guests[0].benchex;
+        assert_eq!((w.think_ms, w.burst), (0.0, 1));
+        assert!(!w.periodic());
+        let text = toml::to_string(w).unwrap();
+        assert!(
+            !text.contains("think_ms") && !text.contains("burst"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_periodic_job_that_cannot_work_is_refused() {
+        let cases: &[(&str, GuestProblem)] = &[
+            ("rate = 0\nthink_ms = -1.0", GuestProblem::Think(-1.0)),
+            (
+                "rate = 0\nthink_ms = 60001.0",
+                GuestProblem::Think(60_001.0),
+            ),
+            (
+                "rate = 0\nthink_ms = 5.0\nburst = 0",
+                GuestProblem::Burst(0),
+            ),
+            (
+                "rate = 0\nthink_ms = 5.0\nburst = 4097",
+                GuestProblem::Burst(4097),
+            ),
+            ("think_ms = 5.0", GuestProblem::ThinkOpenLoop(1000.0)),
+            ("rate = 0\nburst = 2", GuestProblem::BurstWithoutThink(2)),
+        ];
+        for (settings, want) in cases {
+            match Scenario::from_toml(&with_benchex(settings)).unwrap_err() {
+                ScenarioError::Invalid {
+                    problem: Problem::Guest { guest, problem },
+                    ..
+                } => assert_eq!(
+                    (guest.as_str(), &problem),
+                    ("reporting", want),
+                    "{settings}"
+                ),
+                e => panic!("{settings}: {e:?}"),
+            }
+        }
+        let nan = Scenario::from_toml(&with_benchex("rate = 0\nthink_ms = nan")).unwrap_err();
+        assert!(
+            nan.to_string()
+                .contains("benchex.think_ms = NaN must be in [0, 60000]"),
+            "{nan}"
+        );
+        let e = Scenario::from_toml(&with_benchex("think_ms = 5.0")).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "scenario `pair`: guest `reporting`: benchex.think_ms (a periodic job) runs closed \
+             loop only: rate must be 0, not 1000"
+        );
     }
 
     #[test]

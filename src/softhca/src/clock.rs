@@ -22,6 +22,11 @@ impl MonotonicClock {
             origin: Instant::now(),
         }
     }
+
+    /// When its zero was.
+    pub fn origin(&self) -> Instant {
+        self.origin
+    }
 }
 
 impl Default for MonotonicClock {

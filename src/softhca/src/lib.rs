@@ -11,6 +11,7 @@
 //! - [`hca`]: the HCA's state and one poll: fetch, transmit, execute, complete (a file each);
 //!   errors as error CQEs with flushes.
 //! - [`control`]: [`GuestPort`], one guest's control path (`HcaControl`).
+//! - [`uplink`]: a link several HCAs share (a rack's uplink), on their own clocks.
 //! - [`thread`]: the polling thread on the real clock (priority, stall counting), which waits
 //!   on the guests' doorbells (`doorbell`) and on the next completion due.
 
@@ -27,6 +28,7 @@ pub mod nic;
 pub mod objects;
 mod sched;
 pub mod thread;
+pub mod uplink;
 
 pub use clock::{Clock, MonotonicClock, VirtualClock};
 pub use control::GuestPort;
@@ -37,6 +39,7 @@ pub use objects::QpStats;
 pub use thread::{
     describe_polling, HcaThread, PollOptions, PortCost, PortSample, Priority, StallSummary,
 };
+pub use uplink::{Uplink, UplinkCount, UplinkTap};
 
 use hca::HcaState;
 use objects::Guest;
@@ -168,6 +171,11 @@ impl SoftHca {
         st.guests
             .get(&guest)
             .map(|g| st.link.limit(g.port, guest.0))
+    }
+
+    /// Sends `port`'s packets across a shared uplink (`None`: no longer).
+    pub fn set_uplink(&self, uplink: Option<(UplinkTap, PortId)>) {
+        self.lock().link.set_uplink(uplink);
     }
 
     /// What the HCA executed on a QP.

@@ -10,6 +10,7 @@
 pub use crate::flow::{Dir, Flow};
 use crate::nic::NicModel;
 use crate::sched::PortQueue;
+use crate::uplink::UplinkTap;
 use resex_common::TxLimit;
 
 /// Link parameters.
@@ -113,6 +114,8 @@ struct Port {
 pub struct Link {
     cfg: LinkConfig,
     ports: Vec<Port>,
+    /// A link shared with other HCAs that one port's packets cross ([`crate::uplink`]).
+    uplink: Option<(UplinkTap, PortId)>,
 }
 
 /// What is left of a message when one of its packets is sent, that packet included.
@@ -139,7 +142,13 @@ impl Link {
         Self {
             cfg,
             ports: vec![Port::default(); usize::from(ports.max(1))],
+            uplink: None,
         }
+    }
+
+    /// Sends `port`'s packets across a shared uplink from now on (`None`: no longer).
+    pub fn set_uplink(&mut self, uplink: Option<(UplinkTap, PortId)>) {
+        self.uplink = uplink;
     }
 
     /// Parameters.
@@ -276,10 +285,14 @@ impl Link {
             .q
             .earliest(self.ports[f].egress_free)
             .max(ready_ps);
-        let left = start + tx;
-        self.ports[f].egress_free = left;
         let header = u64::from(self.cfg.header_bytes);
         let wire_bits = (payload + header) * 8;
+        let left = match &self.uplink {
+            // Across the shared uplink: the port waits for it (lossless, as under PFC).
+            Some((tap, port)) if *port == from => tap.carry(start, wire_bits).max(start + tx),
+            _ => start + tx,
+        };
+        self.ports[f].egress_free = left;
         let rest_bits = (rest.payload + rest.packets * header) * 8;
         let bits = self.packet_bits();
         self.ports[f]
@@ -331,6 +344,40 @@ mod tests {
                 (2, 4_000_000)
             ]
         );
+    }
+
+    #[test]
+    fn hosts_on_a_shared_uplink_take_it_in_turns_and_one_alone_has_all_of_it() {
+        let mut cfg = LinkConfig::resex_testbed();
+        cfg.header_bytes = 0;
+        cfg.base_latency_ns = 0;
+        // 8 Gb/s ports, a 1 Gb/s uplink: a 1 000-byte packet holds it 8 us.
+        let up = crate::uplink::Uplink::new(1_000_000_000);
+        let origin = std::time::Instant::now();
+        let mut hosts: Vec<Link> = (0..2)
+            .map(|_| {
+                let mut l = Link::new(cfg, 2);
+                l.set_uplink(Some((up.tap(origin), PortId(0))));
+                l.activate(PortId(0), (1, Dir::Request), 1);
+                l
+            })
+            .collect();
+        let mut left = Vec::new();
+        for _ in 0..3 {
+            for h in &mut hosts {
+                let (p, _) = h.next_port(u64::MAX).unwrap();
+                left.push(h.send(p, PortId(1), 1000, 0, true).left_ps / 1_000_000);
+            }
+        }
+        assert_eq!(
+            left,
+            vec![8, 16, 24, 32, 40, 48],
+            "in turns, at the uplink's rate"
+        );
+        // The other direction does not cross it: the port's own rate.
+        let back = hosts[0].send(PortId(1), PortId(0), 1000, 0, false);
+        assert_eq!(back.left_ps, 1_000_000);
+        assert_eq!(up.count().packets, 6);
     }
 
     #[test]

@@ -251,3 +251,46 @@ fn after_lost_batches_a_verdict_stands_until_the_history_is_long_again() {
     w.feed(&none);
     assert!(w.snaps().is_empty());
 }
+
+#[test]
+fn a_period_found_stands_over_a_few_looks_that_find_none_then_goes() {
+    let mut w = watch(2048);
+    feed(&mut w, 1, 0, 3000, job);
+    assert_eq!(w.detect_due(10), 1);
+    let period = w.snaps()[&VmId(1)].found.expect("periodic").period_ms;
+    // Then random traffic (SplitMix64's finaliser: on in about half the intervals) for a
+    // whole window.
+    let noise = |_: u32, k: u64| {
+        let mut x = k.wrapping_add(1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        x ^= x >> 31;
+        if x.is_multiple_of(2) {
+            1_000_000
+        } else {
+            0
+        }
+    };
+    let mut next = 3000;
+    for look in 1..=HOLD_LOOKS {
+        feed(&mut w, 1, next, 2048, noise);
+        next += 2048;
+        assert_eq!(w.detect_due(10), 1);
+        let s = &w.snaps()[&VmId(1)];
+        if look < HOLD_LOOKS {
+            assert_eq!(s.found.map(|f| f.period_ms), Some(period), "look {look}");
+            let why = s.why_not.as_deref().unwrap_or_default();
+            assert!(
+                why.starts_with(&format!("held over {look} look(s)")),
+                "{why}"
+            );
+        } else {
+            assert!(s.found.is_none(), "dropped at look {look}: {s:?}");
+            assert!(s
+                .why_not
+                .as_deref()
+                .unwrap_or_default()
+                .contains("not periodic"));
+        }
+    }
+}

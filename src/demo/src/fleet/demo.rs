@@ -36,7 +36,7 @@ pub trait Notes {
 }
 
 /// Removes the demo's directory when the demo ends, however it ends.
-struct RemoveOnDrop(PathBuf);
+pub(crate) struct RemoveOnDrop(pub(crate) PathBuf);
 
 impl Drop for RemoveOnDrop {
     fn drop(&mut self) {

@@ -5,7 +5,7 @@ use crate::embedded::{host_config, EmbeddedDaemon};
 use crate::error::DemoError;
 use resex_daemon::DaemonHandle;
 use resex_embedded::cgroup::CapMode;
-use resex_embedded::GuestCommand;
+use resex_embedded::{GuestCommand, HostConfig};
 use resex_fleet::etcd::{unix_ms, Member, MemberState};
 use resex_fleet::{FleetConfig, HostRecord, PeriodRates};
 use resex_scenario::Scenario;
@@ -60,11 +60,23 @@ impl FleetHost {
     /// Starts host `i` (an embedded host, its daemon, its fleet member; no guest yet).
     pub fn start(i: usize, j: Join<'_>) -> Result<FleetHost, DemoError> {
         let name = format!("host{i}");
+        let sc = scenario(&format!("fleet-{name}"))?;
+        Self::start_on(name, sc, j, |_| {})
+    }
+
+    /// Starts host `name` on scenario `sc` (its first guest is the one it runs), its host
+    /// configuration changed by `edit` (an uplink, say).
+    pub fn start_on(
+        name: String,
+        sc: Scenario,
+        j: Join<'_>,
+        edit: impl FnOnce(&mut HostConfig),
+    ) -> Result<FleetHost, DemoError> {
         let run_dir = j.root.join(&name);
         let mut hc = host_config(&run_dir, CapMode::Auto, None, false, j.command.clone());
         // Several hosts share this machine's two CPUs: nobody asks for real-time priority.
         hc.realtime = false;
-        let sc = scenario(&format!("fleet-{name}"))?;
+        edit(&mut hc);
         let node = EmbeddedDaemon::start(&sc, hc, false)?;
         let member = join(&name, &node.daemon, j)?;
         Ok(FleetHost {
@@ -77,7 +89,13 @@ impl FleetHost {
 
     /// Starts the host's guest.
     pub fn start_guest(&mut self) -> Result<(), DemoError> {
+        self.start_guest_at(None)
+    }
+
+    /// Starts the host's guest, its clients' first order at Unix time `at_ms` when given.
+    pub fn start_guest_at(&mut self, at_ms: Option<u64>) -> Result<(), DemoError> {
         if let Some(n) = self.node.as_mut() {
+            n.host.start_clients_at(at_ms);
             n.host.start_guest(&self.scenario.guests[0])?;
         }
         Ok(())

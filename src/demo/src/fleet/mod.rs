@@ -8,12 +8,15 @@
 //! the fleet set.
 //!
 //! - [`demo`]: [`run`], [`FleetOptions`], [`Notes`]: the run, step by step.
+//! - [`jobs`]: [`jobs::run_jobs`], periodic jobs on two shared uplinks, fair then adaptive
+//!   (`--jobs`).
 //! - [`report`]: [`FleetReport`], what it measured.
 //! - `host`: one host of the fleet (embedded host, daemon, fleet member).
 //! - `watch`: figures across the hosts (rates, ceilings), waiting for a condition.
 
 pub mod demo;
 mod host;
+pub mod jobs;
 pub mod report;
 mod watch;
 

@@ -339,3 +339,51 @@ fn result_round_trips_through_json() {
         assert!((a - b).abs() <= 1e-12 * b.abs(), "{a} {b}");
     }
 }
+
+/// A job on a shared link as resexd counts it: replies that take longer on the wire than an
+/// interval, so its arcs are combs of posts with holes (the live demo's jobs looked so).
+fn combed(period: usize, arc: usize, periods: usize, seed: u64) -> Vec<u64> {
+    let mut rng = SplitMix64::new(seed);
+    let mut out = Vec::with_capacity(period * periods);
+    for _ in 0..periods {
+        // The arc's start wanders by up to 3 samples; its posts land in two intervals of three.
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+        let lead = (rng.unit() * 4.0) as usize;
+        for i in 0..period {
+            let sending = i >= lead && i < lead + arc;
+            out.push(if sending && rng.unit() < 0.65 {
+                16_384
+            } else {
+                0
+            });
+        }
+    }
+    out
+}
+
+#[test]
+fn arcs_with_holes_are_found_on_a_second_look() {
+    for (period, arc) in [(280, 170), (430, 400), (194, 84)] {
+        let trace = combed(period, arc, 30, period as u64);
+        let p = detect(&trace, 1_000_000, &DetectConfig::default()).unwrap();
+        let got = p.period_ns as f64 / 1e6;
+        assert!(
+            (got - period as f64).abs() <= 0.01 * period as f64,
+            "{period}: {got} ms"
+        );
+        // At most the arc's share; at least the share of intervals with posts (0.65 of it):
+        // the arc's when the second look filled its holes.
+        let want = arc as f64 / period as f64;
+        assert!(
+            p.duty <= want + 0.05 && p.duty >= 0.6 * want,
+            "{period}: duty {}",
+            p.duty
+        );
+    }
+    // Holes alone (no arcs) stay not periodic.
+    let mut rng = SplitMix64::new(9);
+    let noise: Vec<u64> = (0..8192)
+        .map(|_| if rng.unit() < 0.5 { 16_384 } else { 0 })
+        .collect();
+    assert!(detect(&noise, 1_000_000, &DetectConfig::default()).is_err());
+}

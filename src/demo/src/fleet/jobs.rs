@@ -1,0 +1,461 @@
+//! `resex fleet demo --jobs` (issue 33 item 4): periodic jobs on real processes. Four embedded
+//! hosts in this process, two on each of two shared uplinks (softhca's [`Uplink`]: their
+//! guests' packets take it in turns), one job each: a BenchEx client that asks for a burst of
+//! replies, waits for all of them, thinks, and asks again (compute, then communicate, as a
+//! data-parallel training job does). The jobs of one uplink are compatible (each on the wire
+//! under half its iteration), those of the other are not. Every job starts at the same instant
+//! (they collide). The fleet runs fair first (`[compat] adaptive = false`: DRUM and the uplink's
+//! own turns), then adaptive: each host's resexd detects its job's period live, the
+//! coordinator scores both uplinks and hands the compatible jobs' hosts their schedules.
+//!
+//! Iteration times are counted by the hosts' monitors: a job's bytes over a window divided by
+//! the bytes of one iteration (its burst of replies).
+
+use crate::error::DemoError;
+use crate::fleet::demo::Notes;
+use crate::fleet::host::{FleetHost, Join};
+use crate::fleet::watch::wait;
+use resex_api::VmSnap;
+use resex_embedded::GuestCommand;
+use resex_fleet::etcd::{unix_ms, Fleet};
+use resex_fleet::local::LocalEtcd;
+use resex_fleet::{FleetConfig, RoundReport, Topology};
+use resex_scenario::Scenario;
+use resex_softhca::Uplink;
+use serde::Serialize;
+use std::time::{Duration, Instant};
+
+/// Each uplink's rate, Mb/s.
+pub const UPLINK_MBPS: f64 = 100.0;
+
+/// Bytes of one reply: small, so that a job's communication is a run of 1 ms intervals with
+/// bytes (1.3 ms each on the uplink) that the detector sees as one arc.
+const REPLY: u64 = 16 << 10;
+
+/// One job of the demo.
+#[derive(Debug, Clone, Copy)]
+struct JobSpec {
+    name: &'static str,
+    link: &'static str,
+    /// Its compute phase, ms.
+    think_ms: f64,
+    /// Replies per iteration.
+    burst: u64,
+}
+
+/// The two pairs: `a*` on the wire 84 ms of about 194 ms alone (compatible: they interleave),
+/// `b*` 126 ms of about 156 ms (not: together they need more than the link).
+const JOBS: [JobSpec; 4] = [
+    JobSpec {
+        name: "job-a1",
+        link: "uplink-a",
+        think_ms: 110.0,
+        burst: 72,
+    },
+    JobSpec {
+        name: "job-a2",
+        link: "uplink-a",
+        think_ms: 110.0,
+        burst: 72,
+    },
+    JobSpec {
+        name: "job-b1",
+        link: "uplink-b",
+        think_ms: 30.0,
+        burst: 96,
+    },
+    JobSpec {
+        name: "job-b2",
+        link: "uplink-b",
+        think_ms: 30.0,
+        burst: 96,
+    },
+];
+
+/// How the jobs demo is set up.
+#[derive(Debug, Clone)]
+pub struct JobsOptions {
+    /// The fleet lease's TTL, seconds.
+    pub ttl: i64,
+    /// How the guests' programs are started.
+    pub command: GuestCommand,
+    /// Seconds each measurement window lasts.
+    pub window_s: f64,
+    /// Seconds the adaptive allocation has before it is measured.
+    pub settle_s: f64,
+}
+
+/// One job's figures.
+#[derive(Debug, Clone, Serialize)]
+pub struct JobReport {
+    /// Its guest's name.
+    pub name: String,
+    /// The uplink it crosses.
+    pub link: String,
+    /// Its iteration time as it ran in the fair window (the monitor's count), ms.
+    pub true_period_ms: f64,
+    /// The period resexd detected at the end of that window, ms (None: none found).
+    pub detected_period_ms: Option<f64>,
+    /// Its iteration time under the fair allocation, ms.
+    pub fair_iter_ms: f64,
+    /// Under the adaptive allocation, ms.
+    pub adaptive_iter_ms: f64,
+    /// Fair over adaptive (above 1: adaptive is faster).
+    pub speedup: f64,
+}
+
+/// One uplink's score as the coordinator published it.
+#[derive(Debug, Clone, Serialize)]
+pub struct LinkScore {
+    /// The topology link.
+    pub name: String,
+    /// Its circle score, rotated (None: not scored; see the round report).
+    pub score: Option<f64>,
+    /// Periodic jobs the coordinator saw on it.
+    pub jobs: usize,
+}
+
+/// What the jobs demo measured (`resex fleet demo --jobs --json`).
+#[derive(Debug, Clone, Serialize)]
+pub struct JobsReport {
+    /// Each uplink's rate, Mb/s.
+    pub uplink_mbps: f64,
+    /// Each measurement window, s.
+    pub window_s: f64,
+    /// The jobs.
+    pub jobs: Vec<JobReport>,
+    /// The uplinks' scores (the fair phase's last round).
+    pub links: Vec<LinkScore>,
+    /// Schedules the coordinator handed out in the adaptive phase's last round.
+    pub schedules: usize,
+}
+
+/// A job's scenario: one guest whose client runs it.
+fn scenario(host: &str, j: &JobSpec) -> Result<Scenario, DemoError> {
+    Scenario::from_toml(&format!(
+        r#"
+name = "jobs-{host}"
+[link]
+preset = "100g"
+[[guest]]
+name = "{}"
+ram = "64MiB"
+[guest.benchex]
+buffer = "{REPLY}"
+rate = 0.0
+window = 8
+think_ms = {}
+burst = {}
+polling = "adaptive"
+"#,
+        j.name, j.think_ms, j.burst
+    ))
+    .map_err(|source| DemoError::Scenario {
+        what: "the jobs demo's scenario",
+        source,
+    })
+}
+
+/// The topology: each pair's uplink; adaptive unfairness on or off.
+fn topology(ttl: i64, adaptive: bool) -> Result<Topology, DemoError> {
+    Ok(Topology::from_toml(&format!(
+        "valid_s = {}\n\
+         [[link]]\nname = \"uplink-a\"\ncapacity_mbps = {UPLINK_MBPS}\nhosts = [\"host1\", \"host2\"]\n\
+         [[link]]\nname = \"uplink-b\"\ncapacity_mbps = {UPLINK_MBPS}\nhosts = [\"host3\", \"host4\"]\n\
+         [compat]\nadaptive = {adaptive}\n",
+        ttl + 1
+    ))?)
+}
+
+/// Writes the topology (again if etcd was slow).
+fn set_topology(url: &str, t: &Topology) -> Result<(), DemoError> {
+    let mut tries = 0;
+    while let Err(e) =
+        Fleet::connect(&FleetConfig::new(vec![url.to_owned()])).and_then(|mut f| f.set_topology(t))
+    {
+        tries += 1;
+        if tries == 5 {
+            return Err(e.into());
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    Ok(())
+}
+
+/// The coordinator's last round report, if one is there.
+fn round(url: &str) -> Option<RoundReport> {
+    Fleet::connect(&FleetConfig::new(vec![url.to_owned()]))
+        .and_then(|mut f| f.round())
+        .ok()
+        .flatten()
+}
+
+/// Each job's VM on its host, now.
+fn job_vms(hosts: &[FleetHost]) -> Vec<Option<VmSnap>> {
+    hosts
+        .iter()
+        .zip(JOBS)
+        .map(|(h, j)| {
+            h.daemon()
+                .and_then(|d| d.snapshot().vms.iter().find(|v| v.name == j.name).cloned())
+        })
+        .collect()
+}
+
+/// A VM's detected period, ms.
+fn detected(v: &VmSnap) -> Option<f64> {
+    v.period
+        .as_ref()
+        .and_then(|p| p.found.as_ref())
+        .map(|f| f.period_ms)
+}
+
+/// Each job's iteration time over `window`, ms, from its monitor's exact byte count.
+#[allow(clippy::cast_precision_loss)]
+fn iteration_ms(hosts: &[FleetHost], window: Duration) -> Vec<f64> {
+    let bytes = |hosts: &[FleetHost]| -> Vec<u64> {
+        job_vms(hosts)
+            .iter()
+            .map(|v| v.as_ref().map_or(0, |v| v.tx_bytes_total))
+            .collect()
+    };
+    let (b0, t0) = (bytes(hosts), Instant::now());
+    std::thread::sleep(window);
+    let (b1, dt) = (bytes(hosts), t0.elapsed().as_secs_f64());
+    b0.iter()
+        .zip(&b1)
+        .zip(JOBS)
+        .map(|((a, b), j)| {
+            let iterations = b.saturating_sub(*a) as f64 / (j.burst * REPLY) as f64;
+            if iterations > 0.0 {
+                dt * 1000.0 / iterations
+            } else {
+                f64::INFINITY
+            }
+        })
+        .collect()
+}
+
+/// Runs the jobs demo (see the module's documentation).
+pub fn run_jobs(o: &JobsOptions, notes: &mut dyn Notes) -> Result<JobsReport, DemoError> {
+    if !resex_fleet::local::installed() {
+        return Err(DemoError::NoEtcd);
+    }
+    let etcd = LocalEtcd::start()?;
+    let url = etcd.url();
+    let root = std::env::temp_dir().join(format!("resex-fleet-jobs-{}", std::process::id()));
+    let _clean = crate::fleet::demo::RemoveOnDrop(root.clone());
+    let join = Join {
+        url: &url,
+        ttl: o.ttl,
+        root: &root,
+        command: &o.command,
+    };
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    let bps = (UPLINK_MBPS * 1e6) as u64;
+    let uplinks = [Uplink::new(bps), Uplink::new(bps)];
+    notes.progress(&format!(
+        "etcd at {url}; four hosts, two on each of two {UPLINK_MBPS} Mb/s uplinks"
+    ));
+    let mut hosts = Vec::new();
+    for (i, j) in JOBS.iter().enumerate() {
+        let name = format!("host{}", i + 1);
+        let up = uplinks[i / 2].clone();
+        let sc = scenario(&name, j)?;
+        hosts.push(FleetHost::start_on(name, sc, join, |hc| {
+            hc.uplink = Some(up);
+        })?);
+    }
+    set_topology(&url, &topology(o.ttl, false)?)?;
+    start_together(&mut hosts, notes)?;
+    let links = scored(&url, &hosts, notes)?;
+    let window = Duration::from_secs_f64(o.window_s.max(1.0));
+    let fair = iteration_ms(&hosts, window);
+    let periods: Vec<Option<f64>> = job_vms(&hosts)
+        .iter()
+        .map(|v| v.as_ref().and_then(detected))
+        .collect();
+    notes.progress(&format!("fair: {}", describe(&fair)));
+    set_topology(&url, &topology(o.ttl, true)?)?;
+    wait("the adaptive schedules", Duration::from_secs(30), || {
+        Ok(round(&url).is_some_and(|r| r.schedules > 0))
+    })?;
+    notes.progress(&format!(
+        "adaptive schedules in force; {:.0} s for the jobs to slide apart",
+        o.settle_s
+    ));
+    settle(&mut hosts, Duration::from_secs_f64(o.settle_s.max(0.0)))?;
+    let adaptive = iteration_ms(&hosts, window);
+    let schedules = round(&url).map_or(0, |r| r.schedules);
+    notes.progress(&format!("adaptive: {}", describe(&adaptive)));
+    let jobs = JOBS
+        .iter()
+        .enumerate()
+        .map(|(k, j)| JobReport {
+            name: j.name.into(),
+            link: j.link.into(),
+            true_period_ms: fair[k],
+            detected_period_ms: periods[k],
+            fair_iter_ms: fair[k],
+            adaptive_iter_ms: adaptive[k],
+            speedup: fair[k] / adaptive[k],
+        })
+        .collect();
+    for h in &mut hosts {
+        h.stop();
+    }
+    drop(etcd);
+    Ok(JobsReport {
+        uplink_mbps: UPLINK_MBPS,
+        window_s: window.as_secs_f64(),
+        jobs,
+        links,
+        schedules,
+    })
+}
+
+/// Waits for the fleet, then starts every job at one instant (3 s ahead: every client has
+/// connected by then) and waits for every monitor to see it send.
+fn start_together(hosts: &mut [FleetHost], notes: &mut dyn Notes) -> Result<(), DemoError> {
+    wait("every host in the fleet", Duration::from_secs(20), || {
+        Ok(hosts.iter().all(|h| h.state().connected) && hosts.iter().any(|h| h.state().leader))
+    })?;
+    let at = unix_ms() + 3000;
+    for h in hosts.iter_mut() {
+        h.start_guest_at(Some(at))?;
+    }
+    notes.progress("jobs started together; waiting for every period to be detected");
+    let mut said = Instant::now();
+    let r = wait(
+        "every job detected periodic",
+        Duration::from_secs(90),
+        || {
+            for h in hosts.iter_mut() {
+                h.check()?;
+            }
+            let vms = job_vms(hosts);
+            if said.elapsed() >= Duration::from_secs(10) {
+                said = Instant::now();
+                notes.progress(&states(&vms));
+            }
+            Ok(vms.iter().all(|v| v.as_ref().and_then(detected).is_some()))
+        },
+    );
+    if r.is_err() {
+        notes.warn(&format!("resex fleet demo: {}", states(&job_vms(hosts))));
+    }
+    r.map(|_| ())
+}
+
+/// Each job's rate and period verdict, for a progress line.
+#[allow(clippy::cast_precision_loss)]
+fn states(vms: &[Option<VmSnap>]) -> String {
+    JOBS.iter()
+        .zip(vms)
+        .map(|(j, v)| match v {
+            None => format!("{}: not seen", j.name),
+            Some(v) => {
+                let p = v.period.as_ref();
+                let verdict = match p.and_then(|p| p.found.as_ref()) {
+                    Some(f) => format!("period {:.1} ms", f.period_ms),
+                    None => format!(
+                        "not periodic: {}",
+                        p.and_then(|p| p.why_not.clone()).unwrap_or_default()
+                    ),
+                };
+                format!(
+                    "{}: {:.0} Mb/s, {verdict}",
+                    j.name,
+                    v.bytes_per_s * 8.0 / 1e6
+                )
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// Waits until the coordinator has scored both uplinks; their scores.
+fn scored(
+    url: &str,
+    hosts: &[FleetHost],
+    notes: &mut dyn Notes,
+) -> Result<Vec<LinkScore>, DemoError> {
+    let mut links = Vec::new();
+    wait("both uplinks scored", Duration::from_secs(60), || {
+        let Some(r) = round(url) else {
+            return Ok(false);
+        };
+        links = r
+            .links
+            .iter()
+            .map(|l| LinkScore {
+                name: l.link.clone(),
+                score: l.score,
+                jobs: l.jobs.len(),
+            })
+            .collect();
+        Ok(links.len() == 2 && links.iter().all(|l| l.score.is_some() && l.jobs == 2))
+    })?;
+    let periods: Vec<String> = job_vms(hosts)
+        .iter()
+        .zip(JOBS)
+        .map(|(v, j)| {
+            let p = v.as_ref().and_then(detected);
+            format!(
+                "{} {}",
+                j.name,
+                p.map_or("-".into(), |p| format!("{p:.1} ms"))
+            )
+        })
+        .collect();
+    let scores: Vec<String> = links
+        .iter()
+        .map(|l| format!("{} {:.2}", l.name, l.score.unwrap_or(f64::NAN)))
+        .collect();
+    notes.progress(&format!(
+        "periods {}; scores {}",
+        periods.join(", "),
+        scores.join(", ")
+    ));
+    Ok(links)
+}
+
+/// Lets `d` pass, checking every second that the guests still run.
+fn settle(hosts: &mut [FleetHost], d: Duration) -> Result<(), DemoError> {
+    let t = Instant::now();
+    while t.elapsed() < d {
+        for h in hosts.iter_mut() {
+            h.check()?;
+        }
+        std::thread::sleep(Duration::from_secs(1).min(d.saturating_sub(t.elapsed())));
+    }
+    Ok(())
+}
+
+/// Each job's iteration time, for a progress line.
+fn describe(ms: &[f64]) -> String {
+    JOBS.iter()
+        .zip(ms)
+        .map(|(j, m)| format!("{} {m:.1} ms", j.name))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_jobs_scenarios_and_topologies_are_valid() {
+        for (i, j) in JOBS.iter().enumerate() {
+            let s = scenario(&format!("host{}", i + 1), j).unwrap();
+            assert_eq!(s.guests[0].name, j.name);
+            assert_eq!(s.guests[0].benchex.burst, j.burst);
+        }
+        let fair = topology(3, false).unwrap();
+        assert!(!fair.compat.adaptive);
+        assert_eq!(fair.links.len(), 2);
+        assert!(topology(3, true).unwrap().compat.adaptive);
+        assert_eq!(describe(&[1.0; 4]).matches("1.0 ms").count(), 4);
+    }
+}
