@@ -78,8 +78,8 @@ impl Default for ClientConfig {
 /// `benchex client` options.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum PeriodicError {
-    /// The pause, ms, not a number in [0, 60000].
-    #[error("--think-ms {0} must be a number in [0, 60000]")]
+    /// The pause, ms, neither 0 nor a number in [0.001, 60000].
+    #[error("--think-ms {0} must be 0 or a number in [0.001, 60000]")]
     Think(f64),
     /// Orders per iteration outside 1..=4096.
     #[error("--burst {0} must be 1..=4096 orders per iteration")]
@@ -92,10 +92,14 @@ pub enum PeriodicError {
     BurstWithoutThink(u64),
 }
 
+/// The shortest pause of a periodic job, ms (1 us): less would round to no pause.
+pub const MIN_THINK_MS: f64 = 0.001;
+
 /// Checks a periodic job's pause (ms, as given), burst and rate.
 pub fn check_periodic(think_ms: f64, burst: u64, rate: f64) -> Result<(), PeriodicError> {
     let max_ms = MAX_THINK.as_secs_f64() * 1e3;
-    if !(think_ms.is_finite() && (0.0..=max_ms).contains(&think_ms)) {
+    // A pause under 1 us would round to nothing: refused rather than run as a plain loop.
+    if !(think_ms == 0.0 || (think_ms.is_finite() && (MIN_THINK_MS..=max_ms).contains(&think_ms))) {
         return Err(PeriodicError::Think(think_ms));
     }
     if !(1..=MAX_BURST).contains(&burst) {
@@ -368,8 +372,11 @@ impl Limits {
 
 /// Sleeps until wall-clock time `start_unix_ms` (see [`start_wait`]), or until `stop`.
 fn wait_for_start(start_unix_ms: u64, stop: &AtomicBool) {
+    // The deadline once: the cap holds however long the wait (a start an hour ahead waits the
+    // cap, not the hour).
+    let deadline = std::time::Instant::now() + start_wait(start_unix_ms, SystemTime::now());
     loop {
-        let left = start_wait(start_unix_ms, SystemTime::now());
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
         if left.is_zero() || stop.load(Ordering::Acquire) {
             return;
         }
@@ -502,6 +509,9 @@ fn send_periodic(
             break;
         };
         it.complete += 1;
+        if lim.reached(tx.sent) {
+            break;
+        }
         lim.pause_until(last.saturating_add(think));
     }
     Ok(it)
@@ -611,6 +621,10 @@ mod tests {
         assert_eq!(
             check_periodic(60_001.0, 1, 0.0),
             Err(PeriodicError::Think(60_001.0))
+        );
+        assert_eq!(
+            check_periodic(1e-12, 4, 0.0),
+            Err(PeriodicError::Think(1e-12))
         );
         assert_eq!(check_periodic(20.0, 0, 0.0), Err(PeriodicError::Burst(0)));
         assert_eq!(

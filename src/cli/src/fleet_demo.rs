@@ -10,7 +10,7 @@ use resex_demo::DemoError;
 #[derive(Debug, clap::Args)]
 pub struct DemoArgs {
     /// Hosts (2 to 6).
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 3, conflicts_with = "jobs")]
     pub hosts: usize,
     /// The fleet lease's TTL, seconds (every etcd call waits a third of it).
     #[arg(long, default_value_t = 3)]

@@ -126,8 +126,6 @@ struct Track {
 struct Verdict {
     result: Result<Periodicity, DetectError>,
     samples: usize,
-    /// When it was found.
-    at: u64,
     /// When the detector last looked (a period found stands over a few looks that find none).
     looked: u64,
     /// Looks since it was found that found no period.
@@ -251,7 +249,6 @@ impl PeriodWatch {
         t.verdict = Some(Verdict {
             result,
             samples: t.len,
-            at: self.now,
             looked: self.now,
             missed: 0,
             last_miss: None,
@@ -299,7 +296,7 @@ impl PeriodWatch {
             found,
             why_not,
             samples: v.samples as u64,
-            age_ms: ms(self.now.saturating_sub(v.at)),
+            age_ms: ms(self.now.saturating_sub(v.looked)),
         }
     }
 }

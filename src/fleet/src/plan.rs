@@ -333,7 +333,8 @@ mod tests {
 
     #[test]
     fn compatible_jobs_get_schedules_and_incompatible_ones_stay_fair() {
-        let t = topo();
+        let mut t = topo();
+        t.compat.adaptive = true;
         let job = |name: &str, share: f64, start: f64| VmSummary {
             period: Some(crate::record::JobPeriod {
                 period_ms: 200.0,
@@ -403,7 +404,8 @@ mod tests {
                 fleet.push(summary(&h, vec![v]));
             }
         }
-        let t = Topology::from_toml(&toml).unwrap();
+        let mut t = Topology::from_toml(&toml).unwrap();
+        t.compat.adaptive = true;
         let mut pl = Planner::default();
         // The first round schedules the 32 links it scored; from the second on, every link
         // (scored this round, or last time for the same jobs).

@@ -7,7 +7,7 @@
 //! alpha = 0.5                 # fairness (DRUM's x-step utility), 0.1..=10; 1 = proportional
 //! valid_s = 5                 # an allocation lapses this long after it is written
 //! [compat]                    # adaptive unfairness between compatible periodic jobs
-//! adaptive = true
+//! adaptive = true             # experimental, off by default: see docs/fleet.md
 //! threshold = 0.9             # a link's jobs are compatible from this circle score
 //! gain = 10.0                 # a job's weight: 1 + gain x its progress in its arc
 //! [[link]]
@@ -105,7 +105,8 @@ pub struct Topology {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct CompatSettings {
-    /// Shift unfairness at all.
+    /// Shift unfairness at all. Off by default: experimental (on real processes the schedules,
+    /// predicted from the hosts' period verdicts, measured slower than fair: docs/fleet.md).
     pub adaptive: bool,
     /// A link's jobs are compatible from this score (the circle's, rotated), 0..=1.
     pub threshold: f64,
@@ -122,7 +123,7 @@ impl CompatSettings {
 impl Default for CompatSettings {
     fn default() -> Self {
         Self {
-            adaptive: true,
+            adaptive: false,
             threshold: 0.9,
             gain: 10.0,
         }

@@ -152,7 +152,9 @@ pub struct Periodicity {
     /// Fraction of the intervals in which the VM sent (on), in [0, 1]. resex's monitor counts
     /// an RDMA WRITE in the interval it was posted, so for a job that posts a few large
     /// messages this is the fraction of intervals with posts, a lower bound on the share of
-    /// the period its bytes spend on the wire (see `bytes_per_period`).
+    /// the period its bytes spend on the wire (see `bytes_per_period`). When the second look
+    /// found the period (holes inside arcs filled), it is the arcs' share with the holes, and
+    /// `demand_bytes_per_s` averages over them too.
     pub duty: f64,
     /// Mean bytes per second over the on intervals (the low level's bytes taken out): the
     /// transmit rate while communicating when arcs span many intervals; for posted spikes the
@@ -254,7 +256,8 @@ pub fn detect(
     let phase = if phase < period { phase } else { 0.0 }; // rem_euclid may round up
     let background = level_of(window, &on, false).unwrap_or(levels.low);
     let demand = level_of(window, &on, true).unwrap_or(levels.high) - background;
-    let per_period = choose::bytes_per_period(window, period, est.start + 0.5 * duty * period);
+    let per_period =
+        choose::bytes_per_period(window, period, est.start + 0.5 * est.arc_duty * period);
     let period_ns = to_ns(period * interval_ns as f64);
     Ok(Periodicity {
         period_ns,
@@ -270,18 +273,26 @@ pub fn detect(
 }
 
 /// The detector's second look ([`gaps`]): the first gap length in [`CLOSE_GAPS`] whose closed
-/// signal is periodic with its arcs whole (see [`gaps::whole_arcs`]), with that signal and its
+/// signal is periodic with its arcs whole (see [`gaps::accept`]), with that signal and its
 /// duty.
 fn second_look(on: &[bool], cfg: &DetectConfig) -> Option<(Vec<bool>, f64, choose::Estimate)> {
+    if on.len() < gaps::MIN_SAMPLES {
+        return None;
+    }
     CLOSE_GAPS.iter().find_map(|&g| {
         let closed = gaps::close(on, g)?;
-        let count = closed.iter().filter(|&&b| b).count();
-        let duty = count as f64 / closed.len() as f64;
+        let duty = closed.iter().filter(|&&b| b).count() as f64 / closed.len() as f64;
         if duty > gaps::MAX_DUTY {
             return None;
         }
         let est = choose::estimate(&closed, duty, cfg).ok()?;
-        gaps::whole_arcs(&closed, est.period).then_some((closed, duty, est))
+        // Filled holes make arcs of random bursts too: only over a long history and many
+        // periods is one that repeats told from one that happens to.
+        if (closed.len() as f64) < gaps::MIN_PERIODS * est.period {
+            return None;
+        }
+        let duty = gaps::accept(&closed, g, est.period)?;
+        Some((closed, duty, est))
     })
 }
 

@@ -65,7 +65,8 @@ impl GuestSpec {
     fn periodic_problem(&self) -> Option<GuestProblem> {
         let w = &self.benchex;
         unless(
-            w.think_ms.is_finite() && (0.0..=60_000.0).contains(&w.think_ms),
+            w.think_ms == 0.0
+                || (w.think_ms.is_finite() && (0.001..=60_000.0).contains(&w.think_ms)),
             || GuestProblem::Think(w.think_ms),
         )
         .or_else(|| {

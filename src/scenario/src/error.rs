@@ -89,7 +89,7 @@ pub enum GuestProblem {
     #[error("clients = {0} must be 1..=64")]
     Clients(u32),
     /// `benchex.think_ms`, a periodic job's pause.
-    #[error("benchex.think_ms = {0} must be in [0, 60000]")]
+    #[error("benchex.think_ms = {0} must be 0 or in [0.001, 60000]")]
     Think(f64),
     /// `benchex.burst`, a periodic job's orders per iteration.
     #[error("benchex.burst = {0} must be 1..=4096")]

@@ -598,6 +598,7 @@ rate = 0
             ),
             ("think_ms = 5.0", GuestProblem::ThinkOpenLoop(1000.0)),
             ("rate = 0\nburst = 2", GuestProblem::BurstWithoutThink(2)),
+            ("rate = 0\nthink_ms = 1e-9", GuestProblem::Think(1e-9)),
         ];
         for (settings, want) in cases {
             match Scenario::from_toml(&with_benchex(settings)).unwrap_err() {
@@ -615,7 +616,7 @@ rate = 0
         let nan = Scenario::from_toml(&with_benchex("rate = 0\nthink_ms = nan")).unwrap_err();
         assert!(
             nan.to_string()
-                .contains("benchex.think_ms = NaN must be in [0, 60000]"),
+                .contains("benchex.think_ms = NaN must be 0 or in [0.001, 60000]"),
             "{nan}"
         );
         let e = Scenario::from_toml(&with_benchex("think_ms = 5.0")).unwrap_err();

@@ -289,8 +289,10 @@ impl Link {
         let wire_bits = (payload + header) * 8;
         let left = match &self.uplink {
             // Across the shared uplink: the port waits for it (lossless, as under PFC).
-            Some((tap, port)) if *port == from => tap.carry(start, wire_bits).max(start + tx),
-            _ => start + tx,
+            Some((tap, port)) if *port == from => {
+                tap.carry(start, wire_bits).max(start.saturating_add(tx))
+            }
+            _ => start.saturating_add(tx),
         };
         self.ports[f].egress_free = left;
         let rest_bits = (rest.payload + rest.packets * header) * 8;
@@ -300,11 +302,12 @@ impl Link {
             .sent(start, (wire_bits, rest_bits.max(wire_bits)), more, bits);
         // Store and forward through the receiving port's ingress (the switch's egress to it).
         let in_start = self.ports[t].ingress_free.max(left);
-        let in_end = in_start + tx;
+        // Saturating: an uplink held for ever (`carry` at u64::MAX) must not overflow.
+        let in_end = in_start.saturating_add(tx);
         self.ports[t].ingress_free = in_end;
         Sent {
             left_ps: left,
-            arrived_ps: in_end + base,
+            arrived_ps: in_end.saturating_add(base),
         }
     }
 }

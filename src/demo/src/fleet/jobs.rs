@@ -92,7 +92,9 @@ pub struct JobReport {
     pub name: String,
     /// The uplink it crosses.
     pub link: String,
-    /// Its iteration time as it ran in the fair window (the monitor's count), ms.
+    /// Its iteration time as it ran in the fair window, ms: the monitor's exact byte count over
+    /// the window divided by one iteration's bytes (the same figure as `fair_iter_ms`; the
+    /// truth the detected period is compared with).
     pub true_period_ms: f64,
     /// The period resexd detected at the end of that window, ms (None: none found).
     pub detected_period_ms: Option<f64>,
@@ -269,7 +271,7 @@ pub fn run_jobs(o: &JobsOptions, notes: &mut dyn Notes) -> Result<JobsReport, De
     set_topology(&url, &topology(o.ttl, false)?)?;
     start_together(&mut hosts, notes)?;
     let links = scored(&url, &hosts, notes)?;
-    let window = Duration::from_secs_f64(o.window_s.max(1.0));
+    let window = seconds(o.window_s, 1.0);
     let fair = iteration_ms(&hosts, window);
     let periods: Vec<Option<f64>> = job_vms(&hosts)
         .iter()
@@ -284,7 +286,7 @@ pub fn run_jobs(o: &JobsOptions, notes: &mut dyn Notes) -> Result<JobsReport, De
         "adaptive schedules in force; {:.0} s for the jobs to slide apart",
         o.settle_s
     ));
-    settle(&mut hosts, Duration::from_secs_f64(o.settle_s.max(0.0)))?;
+    settle(&mut hosts, seconds(o.settle_s, 0.0))?;
     let adaptive = iteration_ms(&hosts, window);
     let schedules = round(&url).map_or(0, |r| r.schedules);
     notes.progress(&format!("adaptive: {}", describe(&adaptive)));
@@ -432,6 +434,11 @@ fn settle(hosts: &mut [FleetHost], d: Duration) -> Result<(), DemoError> {
     Ok(())
 }
 
+/// `s` seconds, at least `min` and at most 600 (NaN: `min`).
+fn seconds(s: f64, min: f64) -> Duration {
+    Duration::from_secs_f64(if s.is_nan() { min } else { s.clamp(min, 600.0) })
+}
+
 /// Each job's iteration time, for a progress line.
 fn describe(ms: &[f64]) -> String {
     JOBS.iter()
@@ -457,5 +464,8 @@ mod tests {
         assert_eq!(fair.links.len(), 2);
         assert!(topology(3, true).unwrap().compat.adaptive);
         assert_eq!(describe(&[1.0; 4]).matches("1.0 ms").count(), 4);
+        assert_eq!(seconds(f64::INFINITY, 1.0), Duration::from_secs(600));
+        assert_eq!(seconds(f64::NAN, 1.0), Duration::from_secs(1));
+        assert_eq!(seconds(-3.0, 0.0), Duration::ZERO);
     }
 }

@@ -7,7 +7,7 @@
 //! Whichever goes first, the other is the fallback when the first does not reach
 //! `min_confidence` or sees too few periods.
 
-use super::{acf, events, phase, DetectConfig};
+use super::{acf, events, gaps, phase, DetectConfig};
 use crate::error::DetectError;
 
 /// Bursts this long or shorter (median, in samples) are timed by the event estimator first.
@@ -23,6 +23,9 @@ pub(super) struct Estimate {
     pub start: f64,
     /// In [0, 1].
     pub confidence: f64,
+    /// The share of the period its arc spans: the duty, or for arcs with holes (posts in some
+    /// of their intervals only) the share with the holes filled.
+    pub arc_duty: f64,
 }
 
 /// The period of the on/off signal `on` (`duty` of it on), by the estimator suited to its
@@ -47,6 +50,7 @@ pub(super) fn estimate(
             period: fit.period,
             start: fit.start,
             confidence: fit.score,
+            arc_duty: duty,
         })
     };
     let by_correlation = || -> Result<Estimate, DetectError> {
@@ -54,11 +58,13 @@ pub(super) fn estimate(
         // Lags 1..=max_lag are candidates; r has n entries, so max_lag + 1 < n.
         let fundamental = acf::fundamental(&r, max_lag(n, cfg), cfg)?;
         let arc = phase::fit(on, fundamental.lag);
+        // The arc spans its duty, holes filled: it starts half of that before its centre.
+        let arc_duty = gaps::arc_duty(on, arc.period).unwrap_or(duty);
         Ok(Estimate {
             period: arc.period,
-            // The arc starts half the duty before its centre.
-            start: arc.centre - 0.5 * duty * arc.period,
+            start: arc.centre - 0.5 * arc_duty * arc.period,
             confidence: fundamental.correlation,
+            arc_duty,
         })
     };
     let not_periodic = |err: DetectError, score: f64| match err {

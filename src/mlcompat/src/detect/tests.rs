@@ -387,3 +387,41 @@ fn arcs_with_holes_are_found_on_a_second_look() {
         .collect();
     assert!(detect(&noise, 1_000_000, &DetectConfig::default()).is_err());
 }
+
+#[test]
+fn random_bursts_with_holes_are_not_periodic_on_a_short_history() {
+    // Random on/off bursts (mean runs of 50-150 samples), posts in 65% of the on intervals:
+    // the review's case, where filling holes found periods in 5-9 of 40 at 2 048 samples (the
+    // second look now needs 4 096), and none at 4 096.
+    for (on_mean, off_mean, n) in [
+        (100.0, 100.0, 2048),
+        (50.0, 200.0, 2048),
+        (150.0, 50.0, 2048),
+        (100.0, 100.0, 4096),
+        (150.0, 50.0, 4096),
+    ] {
+        let mut found = 0;
+        for seed in 0..40u64 {
+            let mut rng = SplitMix64::new(seed * 7919 + 1);
+            let mut on = false;
+            let trace: Vec<u64> = (0..n)
+                .map(|_| {
+                    let mean: f64 = if on { on_mean } else { off_mean };
+                    if rng.unit() < 1.0 / mean {
+                        on = !on;
+                    }
+                    if on && rng.unit() < 0.65 {
+                        16_384
+                    } else {
+                        0
+                    }
+                })
+                .collect();
+            found += usize::from(detect(&trace, 1_000_000, &DetectConfig::default()).is_ok());
+        }
+        assert_eq!(
+            found, 0,
+            "{on_mean}/{off_mean}: {found} of 40 called periodic"
+        );
+    }
+}
