@@ -103,9 +103,7 @@ pub fn run(o: &FleetOptions, notes: &mut dyn Notes) -> Result<FleetReport, DemoE
 /// Waits for the fleet, starts the guests and measures them alone: their rate together,
 /// Mb/s.
 fn alone(hosts: &mut [FleetHost], notes: &mut dyn Notes) -> Result<f64, DemoError> {
-    wait("every host in the fleet", Duration::from_secs(20), || {
-        Ok(hosts.iter().all(|h| h.state().connected) && hosts.iter().any(|h| h.state().leader))
-    })?;
+    fleet_up(hosts)?;
     for h in hosts.iter_mut() {
         h.start_guest()?;
     }
@@ -141,7 +139,7 @@ fn alone(hosts: &mut [FleetHost], notes: &mut dyn Notes) -> Result<f64, DemoErro
 }
 
 /// The admin's write of a shared uplink of `uplink` Mb/s over every host, as `resex fleet
-/// topology set` does it (again if etcd was slow).
+/// topology set` does it.
 fn set_uplink(hosts: &[FleetHost], url: &str, ttl: i64, uplink: f64) -> Result<(), DemoError> {
     let names: Vec<String> = hosts.iter().map(|h| format!("{:?}", h.name)).collect();
     let topo = Topology::from_toml(&format!(
@@ -149,9 +147,14 @@ fn set_uplink(hosts: &[FleetHost], url: &str, ttl: i64, uplink: f64) -> Result<(
         ttl + 1,
         names.join(", ")
     ))?;
+    set_topology(url, &topo)
+}
+
+/// Writes topology `t` into the fleet at `url` (again, up to five times, if etcd was slow).
+pub(crate) fn set_topology(url: &str, t: &Topology) -> Result<(), DemoError> {
     let mut tries = 0;
-    while let Err(e) = Fleet::connect(&FleetConfig::new(vec![url.to_owned()]))
-        .and_then(|mut f| f.set_topology(&topo))
+    while let Err(e) =
+        Fleet::connect(&FleetConfig::new(vec![url.to_owned()])).and_then(|mut f| f.set_topology(t))
     {
         tries += 1;
         if tries == 5 {
@@ -159,6 +162,14 @@ fn set_uplink(hosts: &[FleetHost], url: &str, ttl: i64, uplink: f64) -> Result<(
         }
         std::thread::sleep(Duration::from_millis(500));
     }
+    Ok(())
+}
+
+/// Waits until every host is in the fleet and one of them coordinates.
+pub(crate) fn fleet_up(hosts: &[FleetHost]) -> Result<(), DemoError> {
+    wait("every host in the fleet", Duration::from_secs(20), || {
+        Ok(hosts.iter().all(|h| h.state().connected) && hosts.iter().any(|h| h.state().leader))
+    })?;
     Ok(())
 }
 

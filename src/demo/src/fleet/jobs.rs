@@ -12,7 +12,7 @@
 //! the bytes of one iteration (its burst of replies).
 
 use crate::error::DemoError;
-use crate::fleet::demo::Notes;
+use crate::fleet::demo::{fleet_up, set_topology, Notes};
 use crate::fleet::host::{FleetHost, Join};
 use crate::fleet::watch::wait;
 use resex_api::VmSnap;
@@ -169,21 +169,6 @@ fn topology(ttl: i64, adaptive: bool) -> Result<Topology, DemoError> {
     ))?)
 }
 
-/// Writes the topology (again if etcd was slow).
-fn set_topology(url: &str, t: &Topology) -> Result<(), DemoError> {
-    let mut tries = 0;
-    while let Err(e) =
-        Fleet::connect(&FleetConfig::new(vec![url.to_owned()])).and_then(|mut f| f.set_topology(t))
-    {
-        tries += 1;
-        if tries == 5 {
-            return Err(e.into());
-        }
-        std::thread::sleep(Duration::from_millis(500));
-    }
-    Ok(())
-}
-
 /// The coordinator's last round report, if one is there.
 fn round(url: &str) -> Option<RoundReport> {
     Fleet::connect(&FleetConfig::new(vec![url.to_owned()]))
@@ -319,9 +304,7 @@ pub fn run_jobs(o: &JobsOptions, notes: &mut dyn Notes) -> Result<JobsReport, De
 /// Waits for the fleet, then starts every job at one instant (3 s ahead: every client has
 /// connected by then) and waits for every monitor to see it send.
 fn start_together(hosts: &mut [FleetHost], notes: &mut dyn Notes) -> Result<(), DemoError> {
-    wait("every host in the fleet", Duration::from_secs(20), || {
-        Ok(hosts.iter().all(|h| h.state().connected) && hosts.iter().any(|h| h.state().leader))
-    })?;
+    fleet_up(hosts)?;
     let at = unix_ms() + 3000;
     for h in hosts.iter_mut() {
         h.start_guest_at(Some(at))?;
