@@ -286,8 +286,28 @@ fn arc(p: &JobPeriod, capacity_mbps: f64) -> JobArc {
 /// `reference_unix_ms` (the jobs of one circle share one reference, near their latest arcs:
 /// a period's error then moves a phase by that error times a few periods only).
 pub(crate) fn job_on(p: &JobPeriod, capacity_mbps: f64, reference_unix_ms: f64) -> Job {
+    let p = alone(p, capacity_mbps);
     let phase_ms = (p.last_start_unix_ms - reference_unix_ms).rem_euclid(p.period_ms);
-    Job::from_periodicity(&periodicity(p, phase_ms), capacity_mbps * 1e6 / 8.0)
+    Job::from_periodicity(&periodicity(&p, phase_ms), capacity_mbps * 1e6 / 8.0)
+}
+
+/// The job as it would run alone on a link of `capacity_mbps`: jobs that collide are measured
+/// at a stretched period (their arcs take longer while they share), in which two arcs at the
+/// link's rate always fit. Its time off the wire (the period less its measured arc) plus its
+/// bytes at the link's rate is its period alone (measured live: 307 ms stretched, 156 ms
+/// alone). A job measured at no more than its wire time is taken as measured.
+fn alone(p: &JobPeriod, capacity_mbps: f64) -> JobPeriod {
+    let wire_ms = p.bytes_per_period * 8.0 / (capacity_mbps * 1e3);
+    let measured_arc = p.duty * p.period_ms;
+    if !(wire_ms.is_finite() && wire_ms > 0.0) || measured_arc <= wire_ms {
+        return *p;
+    }
+    let period_ms = (p.period_ms - (measured_arc - wire_ms)).max(wire_ms);
+    JobPeriod {
+        period_ms,
+        duty: (wire_ms / period_ms).min(1.0),
+        ..*p
+    }
 }
 
 /// What the detector said, as the circle takes it (the summary keeps no demand: it is the

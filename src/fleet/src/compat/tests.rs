@@ -151,3 +151,51 @@ fn the_report_is_bounded_rotates_the_links_scored_and_clips_names() {
     };
     assert!(serde_json::to_vec(&report).unwrap().len() < crate::alloc::MAX_ALLOC_BYTES);
 }
+
+/// A job measured as `resex fleet demo --jobs` measured its jobs on a 100 Mb/s uplink: its
+/// period stretched by a collision, its arc (`duty`) as long as it took while sharing.
+fn stretched(name: &str, period_ms: f64, duty: f64, bytes: f64) -> VmSummary {
+    VmSummary {
+        name: name.into(),
+        period: Some(JobPeriod {
+            period_ms,
+            last_start_unix_ms: 1_790_000_000_000.0,
+            bytes_per_period: bytes,
+            duty,
+            confidence: 0.8,
+        }),
+        ..VmSummary::default()
+    }
+}
+
+#[test]
+fn colliding_jobs_are_scored_by_their_periods_alone() {
+    let t = Topology::from_toml(
+        "[[link]]\nname = \"up\"\ncapacity_mbps = 100\nhosts = [\"a\", \"b\"]\n",
+    )
+    .unwrap();
+    let score = |j: VmSummary| {
+        let s = [
+            summary("a", vec![j.clone()]),
+            summary(
+                "b",
+                vec![VmSummary {
+                    name: "other".into(),
+                    ..j
+                }],
+            ),
+        ];
+        let refs: Vec<&HostSummary> = s.iter().collect();
+        score_links(&t, &refs, 0).0[0].score.unwrap()
+    };
+    // Pair b: 307 ms with an arc of 0.89 of it while colliding; 1.5 MiB is 126 ms at 100 Mb/s:
+    // 156 ms alone, and two 126 ms arcs do not fit (measured as it ran, they did: 1.00).
+    let b = score(stretched("jb", 307.0, 0.89, 1.5 * 1_048_576.0));
+    assert!(b < 0.9, "the incompatible pair scores {b}");
+    // Pair a: 264 ms, 0.6 of it on, 1.1 MiB (92 ms): 198 ms alone, two arcs fit.
+    let a = score(stretched("ja", 264.0, 0.6, 1.1 * 1_048_576.0));
+    assert!(a >= 0.9, "the compatible pair scores {a}");
+    // Measured at its wire time or less (posted at once), a job is taken as measured.
+    let p = stretched("x", 200.0, 0.01, 1e6).period.unwrap();
+    assert_eq!(alone(&p, 100.0), p);
+}
