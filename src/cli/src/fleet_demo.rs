@@ -29,6 +29,10 @@ pub struct DemoArgs {
     /// With --jobs: seconds the adaptive allocation has before it is measured.
     #[arg(long, default_value_t = 15.0, requires = "jobs")]
     pub settle: f64,
+    /// With --jobs: the second window fair as well (a control: how far the jobs drift apart
+    /// without the adaptive allocation); its iteration times stay under `adaptive_iter_ms`.
+    #[arg(long, requires = "jobs")]
+    pub fair_only: bool,
 }
 
 /// The demo's lines on stderr (progress only without `--json`).
@@ -83,6 +87,7 @@ fn jobs(a: &DemoArgs) -> Result<()> {
         command: crate::host::guest_command()?,
         window_s: a.window,
         settle_s: a.settle,
+        adaptive: !a.fair_only,
     };
     let r = resex_demo::fleet::jobs::run_jobs(&o, &mut Stderr { json: a.json }).map_err(
         |e| match e {

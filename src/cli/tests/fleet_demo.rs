@@ -56,7 +56,7 @@ fn the_fleet_demo_allocates_fails_over_and_leaves_no_stale_throttle() {
 /// times are printed, not asserted (see docs/fleet.md: the adaptive schedules do not yet beat
 /// fair on real processes).
 #[test]
-fn the_jobs_demo_detects_every_period_and_scores_both_uplinks() {
+fn the_jobs_demo_detects_every_period_and_tells_the_compatible_uplink_from_the_other() {
     if !resex_fleet::local::installed_or_skip() {
         return;
     }
@@ -82,4 +82,10 @@ fn the_jobs_demo_detects_every_period_and_scores_both_uplinks() {
         let s = l["score"].as_f64().unwrap();
         assert!((0.0..=1.0).contains(&s) && l["jobs"] == 2, "{l}");
     }
+    // Scored by each job's period alone: pair a fits the link in turns (1.00 measured), pair
+    // b does not (0.63), whatever their stretched periods while they collide.
+    let score = |k: usize| links[k]["score"].as_f64().unwrap();
+    assert!(score(0) >= 0.9, "the compatible pair: {v}");
+    assert!(score(1) < 0.8, "the incompatible pair: {v}");
+    assert_eq!(v["adaptive"], true, "{v}");
 }

@@ -12,6 +12,14 @@
 //! weights of itself and the jobs predicted to send now. Every host computes every job's
 //! weight from the same figures, so the ceilings of the jobs predicted to send add up to the
 //! pool. Pure: times are the core's (ns), the driver converts the fleet's Unix times.
+//!
+//! **Its own job, seen.** Predictions age: the coordinator's figures are up to a few seconds
+//! old, and periods change as colliding jobs slide apart, so a job whose communication outlasts
+//! its predicted arc would be held to a base share just when it is furthest in. A host does not
+//! need to predict its own job: its monitor counts every byte the VM sends ([`ArcWatch`]). While
+//! the job is seen sending, its progress is the bytes it sent since its arc began over its bytes
+//! per period (time over the predicted arc when that is unknown); the other jobs, on other
+//! hosts, are predicted.
 
 /// One job's timing on the core's clock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,6 +32,24 @@ pub struct JobTiming {
     /// How long its arc lasts, ns (at most the period).
     pub arc_ns: u64,
 }
+
+/// What a host saw of its own job's current arc, from its monitor's exact counts: when the job
+/// began sending after a pause, and how much it has sent since.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ArcWatch {
+    /// Seen sending, the pause since its last bytes not yet long enough to end the arc.
+    sending: bool,
+    /// When the arc began, ns.
+    started_ns: u64,
+    /// When it last sent, ns.
+    last_ns: u64,
+    /// Bytes sent since the arc began.
+    sent: u64,
+}
+
+/// The shortest pause that ends an arc, ns (a job paced by a low ceiling sends a message every
+/// few ms).
+pub const MIN_PAUSE_NS: u64 = 5_000_000;
 
 impl JobTiming {
     /// How far into its arc it is at `now_ns`, in [0, 1), or None when it is not predicted to
@@ -53,6 +79,9 @@ pub struct Schedule {
     pub me: JobTiming,
     /// The other compatible jobs on the link.
     pub others: Vec<JobTiming>,
+    /// This VM's job's bytes per period, as its detector measured them (0: unknown; progress
+    /// is then time over the predicted arc).
+    pub me_bytes: u64,
 }
 
 /// The most other jobs a schedule takes into account.
@@ -63,18 +92,79 @@ pub const MAX_OTHERS: usize = 15;
 pub const STEPS: u64 = 20;
 
 impl Schedule {
+    /// The pause that ends an arc of this job: a third of its predicted time off the wire, at
+    /// least [`MIN_PAUSE_NS`].
+    fn pause_ns(&self) -> u64 {
+        let off = self.me.period_ns.saturating_sub(self.me.arc_ns);
+        (off / 3).max(MIN_PAUSE_NS)
+    }
+
+    /// Records what the job sent in the interval ending at `now_ns` (bounded work: a few
+    /// comparisons). An arc that runs on past twice its bytes per period starts again (the
+    /// figure was wrong, or the job changed).
+    pub fn observe(&self, w: &mut ArcWatch, now_ns: u64, bytes: u64) {
+        if w.sending && now_ns.saturating_sub(w.last_ns) > self.pause_ns() {
+            w.sending = false;
+        }
+        if bytes == 0 {
+            return;
+        }
+        let overrun = self.me_bytes > 0 && w.sent >= self.me_bytes.saturating_mul(2);
+        if !w.sending || overrun {
+            *w = ArcWatch {
+                sending: true,
+                started_ns: now_ns,
+                last_ns: now_ns,
+                sent: 0,
+            };
+        }
+        w.sent = w.sent.saturating_add(bytes);
+        w.last_ns = now_ns;
+    }
+
+    /// How far into its arc the job is seen at `now_ns`, in [0, 1], or None when it is not
+    /// seen sending.
+    #[must_use]
+    pub fn seen_progress(&self, w: &ArcWatch, now_ns: u64) -> Option<f64> {
+        if !w.sending || now_ns.saturating_sub(w.last_ns) > self.pause_ns() {
+            return None;
+        }
+        #[allow(clippy::cast_precision_loss)]
+        let p = if self.me_bytes > 0 {
+            w.sent as f64 / self.me_bytes as f64
+        } else {
+            now_ns.saturating_sub(w.started_ns) as f64 / self.me.arc_ns.max(1) as f64
+        };
+        Some(p.clamp(0.0, 1.0))
+    }
+
+    /// This VM's transmit ceiling at `now_ns` with its own job as seen (`w`): its progress is
+    /// the one seen while it sends, the predicted one otherwise.
+    #[must_use]
+    pub fn ceiling_seen(&self, w: &ArcWatch, now_ns: u64) -> u64 {
+        let mine = self
+            .seen_progress(w, now_ns)
+            .or_else(|| self.me.progress(now_ns));
+        self.ceiling_with(mine, now_ns)
+    }
+
     /// This VM's transmit ceiling at `now_ns`, bits per second: the pool times its weight over
     /// the weights of itself and the other jobs predicted to send now, rounded down to a
     /// twentieth of the pool (at least one twentieth).
     #[must_use]
     pub fn ceiling_at(&self, now_ns: u64) -> u64 {
+        self.ceiling_with(self.me.progress(now_ns), now_ns)
+    }
+
+    /// The ceiling with this job's progress `mine` (None: not sending).
+    fn ceiling_with(&self, mine: Option<f64>, now_ns: u64) -> u64 {
         let gain = if self.gain.is_finite() {
             self.gain.clamp(0.0, 100.0)
         } else {
             0.0
         };
         let weight = |p: Option<f64>| 1.0 + gain * p.unwrap_or(0.0);
-        let mine = weight(self.me.progress(now_ns));
+        let mine = weight(mine);
         let others: f64 = self
             .others
             .iter()
@@ -110,6 +200,7 @@ mod tests {
             gain: 10.0,
             me,
             others,
+            me_bytes: 0,
         }
     }
 
@@ -163,5 +254,54 @@ mod tests {
         assert_eq!(s.ceiling_at(1000 * MS), 500_000_000, "NaN gain: fair");
         s.pool_bps = 0;
         assert_eq!(s.ceiling_at(1000 * MS), 10, "a zero pool: 1 bit/s steps");
+    }
+
+    #[test]
+    fn a_job_seen_sending_past_its_predicted_arc_keeps_the_larger_share() {
+        // a's predicted arc (50 ms from 1 000 ms) is over at 1 060 ms, but its host sees it
+        // still sending: 80% of its 1 MB sent; b is predicted 54% in (weight 6.4).
+        let (a, b) = (job(1000), job(1025));
+        let mut s = schedule(a, vec![b]);
+        s.me_bytes = 1_000_000;
+        let mut w = ArcWatch::default();
+        s.observe(&mut w, 1010 * MS, 400_000);
+        s.observe(&mut w, 1040 * MS, 400_000);
+        assert_eq!(s.seen_progress(&w, 1042 * MS), Some(0.8));
+        let t = 1052 * MS;
+        assert_eq!(
+            s.ceiling_at(t),
+            100_000_000,
+            "predicted: over, a base share"
+        );
+        // Seen: weight 9 against 6.4: 58%, 11 twentieths.
+        assert_eq!(s.ceiling_seen(&w, t), 550_000_000);
+        // A pause of a third of its time off the wire (150 ms / 3) ends the arc; then the
+        // prediction speaks again.
+        assert_eq!(s.seen_progress(&w, 1091 * MS), None);
+        assert_eq!(s.ceiling_seen(&w, 1091 * MS), s.ceiling_at(1091 * MS));
+        // The next bytes begin a new arc, at progress 0.
+        s.observe(&mut w, 1200 * MS, 100_000);
+        assert_eq!(s.seen_progress(&w, 1200 * MS), Some(0.1));
+        // Bytes unknown: time over the predicted arc.
+        s.me_bytes = 0;
+        assert_eq!(s.seen_progress(&w, 1225 * MS), Some(0.5));
+    }
+
+    #[test]
+    fn an_arc_that_runs_past_twice_its_bytes_starts_again() {
+        let mut s = schedule(job(0), Vec::new());
+        s.me_bytes = 1000;
+        let mut w = ArcWatch::default();
+        for k in 0..25 {
+            s.observe(&mut w, k * MS, 100);
+        }
+        // 2 000 bytes by the 20th ms, then a new arc: 500 bytes in.
+        assert_eq!(s.seen_progress(&w, 24 * MS), Some(0.5));
+        s.observe(&mut w, 30 * MS, u64::MAX);
+        assert_eq!(
+            s.seen_progress(&w, 30 * MS),
+            Some(1.0),
+            "saturates, no panic"
+        );
     }
 }

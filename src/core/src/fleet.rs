@@ -9,11 +9,12 @@
 //! change is an intent like any other (the journal records it, with
 //! [`crate::lever::Cause::Fleet`] or [`crate::lever::Cause::FleetLifted`]).
 
-use crate::adaptive::Schedule;
+use crate::adaptive::{ArcWatch, Schedule};
 use crate::host::HostCore;
 pub use crate::lever::combine;
 use crate::lever::{tx_ceiling, LeverKind, Tx};
 use crate::output::Intents;
+use resex_common::VmId;
 use std::collections::HashMap;
 
 /// The fleet's ceilings for this host's VMs, by name, valid until `until_ns`.
@@ -30,6 +31,29 @@ pub struct FleetCeilings {
 
 /// The most scheduled VMs a host takes.
 pub const MAX_SCHEDULED: usize = 64;
+
+/// A VM whose fleet ceiling follows a schedule.
+#[derive(Debug, Clone)]
+pub(crate) struct Scheduled {
+    pub(crate) vm: VmId,
+    pub(crate) schedule: Schedule,
+    /// What its host saw of its job's arc (kept across allocations).
+    pub(crate) watch: ArcWatch,
+    /// Its lowest ceiling: the admin's explicit entitlement, at most the pool (0: none).
+    pub(crate) floor_bps: u64,
+    /// The ceiling set last.
+    pub(crate) last_bps: u64,
+}
+
+impl Scheduled {
+    /// Its ceiling at `now_ns`: the schedule's with its own job as seen, never below its floor.
+    fn ceiling(&self, now_ns: u64) -> u64 {
+        self.schedule
+            .ceiling_seen(&self.watch, now_ns)
+            .max(self.floor_bps)
+            .max(1)
+    }
+}
 
 /// What [`HostCore::set_fleet`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -55,19 +79,34 @@ impl HostCore {
             })
             .unwrap_or_default();
         // A scheduled VM's first ceiling is its schedule's at the allocation's arrival; the
-        // steps move it from there.
-        self.fleet_adaptive.clear();
+        // steps move it from there. What its host saw of its job stays.
+        let before = std::mem::take(&mut self.fleet_adaptive);
         let now = self.last_now_ns;
         for (name, s) in c.iter().flat_map(|c| &c.adaptive).take(MAX_SCHEDULED) {
             let Some(id) = self.find(name) else { continue };
-            let has_lever = self.vm(id).is_some_and(|v| Tx::has(v.info()));
+            let Some(info) = self.vm(id).map(|v| v.info()) else {
+                continue;
+            };
             // Once per VM, and only where a rate lever exists.
-            if !has_lever || self.fleet_adaptive.iter().any(|(v, _, _)| *v == id) {
+            if !Tx::has(info) || self.fleet_adaptive.iter().any(|k| k.vm == id) {
                 continue;
             }
-            let bps = s.ceiling_at(now).max(1);
-            want.insert(name.as_str(), bps);
-            self.fleet_adaptive.push((id, s.clone(), bps));
+            let floor_bps = info.entitlement.tx_bps.unwrap_or(0).min(s.pool_bps);
+            let watch = before
+                .iter()
+                .find(|k| k.vm == id)
+                .map(|k| k.watch)
+                .unwrap_or_default();
+            let mut k = Scheduled {
+                vm: id,
+                schedule: s.clone(),
+                watch,
+                floor_bps,
+                last_bps: 0,
+            };
+            k.last_bps = k.ceiling(now);
+            want.insert(name.as_str(), k.last_bps);
+            self.fleet_adaptive.push(k);
         }
         let named = want.len();
         self.fleet_until_ns = c.as_ref().map(|c| c.until_ns);
@@ -106,12 +145,12 @@ impl HostCore {
     pub(crate) fn follow_schedules(&mut self, now_ns: u64) -> Intents {
         let mut intents = Intents::default();
         for k in 0..self.fleet_adaptive.len() {
-            let (id, s, last) = &self.fleet_adaptive[k];
-            let (id, bps) = (*id, s.ceiling_at(now_ns).max(1));
-            if bps == *last {
+            let s = &mut self.fleet_adaptive[k];
+            let (id, bps) = (s.vm, s.ceiling(now_ns));
+            if bps == s.last_bps {
                 continue;
             }
-            self.fleet_adaptive[k].2 = bps;
+            s.last_bps = bps;
             let Some(i) = self.index(id) else { continue };
             let account = self.engine.as_ref().and_then(|e| e.account(id));
             let vm = &mut self.vms[i];
@@ -131,6 +170,19 @@ impl HostCore {
             .retain(|p| !intents.tx.iter().any(|i| i.vm == p.vm));
         self.pending.tx.extend_from_slice(&intents.tx);
         intents
+    }
+
+    /// Records what a scheduled VM sent in the interval ending at `now_ns` (its job's arc, as
+    /// its host sees it); called from the step's scan for VMs that sent.
+    pub(crate) fn observe_scheduled(
+        scheduled: &mut [Scheduled],
+        vm: VmId,
+        now_ns: u64,
+        bytes: u64,
+    ) {
+        if let Some(k) = scheduled.iter_mut().find(|k| k.vm == vm) {
+            k.schedule.observe(&mut k.watch, now_ns, bytes);
+        }
     }
 
     /// Lifts the fleet's ceilings once they lapse; called at each step.

@@ -62,6 +62,7 @@ impl HostCore {
             self.out.rows.clear();
         }
         let (rows, usage) = (&mut self.out.rows, &mut self.usage);
+        let scheduled = &mut self.fleet_adaptive;
         let mut i = 0;
         // One pass of ibmon's pipeline over every VM's rings; the rest of a VM's interval
         // (mailbox, CPU, NIC times) right after its scan.
@@ -70,6 +71,9 @@ impl HostCore {
             let report = vm.drain_mailbox(interval);
             if !delta.is_zero() {
                 bits += link.bits(&delta);
+                if !scheduled.is_empty() {
+                    Self::observe_scheduled(scheduled, vm.id, now_ns, delta.tx_bytes);
+                }
             }
             let nic = vm.nic.take_interval();
             if priced {

@@ -121,6 +121,7 @@ fn scheduled_ceilings_follow_the_jobs_progress_and_lapse() {
         gain: 10.0,
         me,
         others: vec![other],
+        me_bytes: 0,
     };
     let alloc = FleetCeilings {
         vms: Vec::new(),
@@ -180,6 +181,7 @@ fn schedules_only_where_a_lever_exists_once_per_vm_and_the_row_has_the_latest() 
         gain,
         me: t,
         others: vec![other],
+        me_bytes: 0,
     };
     let (i, done) = core.set_fleet(Some(FleetCeilings {
         vms: Vec::new(),
@@ -204,4 +206,74 @@ fn schedules_only_where_a_lever_exists_once_per_vm_and_the_row_has_the_latest() 
         "the row records the latest ceiling"
     );
     assert!(out.rows[1].tx_set.is_none());
+}
+
+/// The host sees its own job: a job still sending after its predicted arc ended keeps the
+/// share its progress earns (its bytes over its bytes per period), not a base share; what it
+/// saw survives a new allocation; and an explicit entitlement is the lowest ceiling a schedule
+/// sets.
+#[test]
+fn a_job_seen_sending_keeps_its_share_and_an_entitlement_is_the_floor() {
+    use resex_core::adaptive::{JobTiming, Schedule};
+    let (mut core, mut guests) = two_jobs(51, false);
+    for (k, g) in guests.iter().enumerate() {
+        let id = VmId(k as u32 + 1);
+        core.register(id, &g.registration(), g.layout()).unwrap();
+    }
+    core.step(900 * MS).unwrap();
+    // job1 predicted to send from 1 000 ms for 50 ms; the other job from 1 020 ms.
+    let me = JobTiming {
+        period_ns: 200 * MS,
+        start_ns: 1000 * MS,
+        arc_ns: 50 * MS,
+    };
+    let other = JobTiming {
+        start_ns: 1020 * MS,
+        ..me
+    };
+    let alloc = |me_bytes| FleetCeilings {
+        vms: Vec::new(),
+        until_ns: 9000 * MS,
+        adaptive: vec![(
+            "job1".into(),
+            Schedule {
+                pool_bps: 1_000_000_000,
+                gain: 10.0,
+                me,
+                others: vec![other],
+                me_bytes,
+            },
+        )],
+    };
+    core.set_fleet(Some(alloc(1_000_000)));
+    let max = |core: &HostCore| core.vm(VmId(1)).unwrap().tx().max_bps.unwrap();
+    // It sends 800 kB from 1 000 ms to 1 040 ms, 100 kB a step every 5 ms.
+    let mut t = 1000;
+    for _ in 0..8 {
+        guests[0].work(0, 2, 50_000);
+        core.step(t * MS).unwrap();
+        t += 5;
+    }
+    // A new allocation (the same schedule) keeps what the host saw.
+    core.set_fleet(Some(alloc(1_000_000)));
+    // At 1 055 ms its predicted arc is over; the other is 70% in (weight 8). Seen 80% in
+    // (weight 9): 9 / 17 of the pool, 10 twentieths. Predicted, it would get 1 / 9: 2.
+    core.step(1055 * MS).unwrap();
+    assert_eq!(max(&core), 500_000_000);
+    // Its pause of 50 ms ends the arc: the prediction again (nobody is predicted to send
+    // at 1 095 ms: the pool).
+    core.step(1095 * MS).unwrap();
+    assert_eq!(max(&core), 1_000_000_000);
+    // An explicit entitlement of 300 Mb/s: never below it.
+    let (mut core, _g) = two_jobs(61, false);
+    core.remove_vm(VmId(1)).unwrap();
+    let mut info = VmInfo::new("job1", 1, RAM);
+    info.tx_lever = Some("softhca port 0".into());
+    info.entitlement.tx_bps = Some(300_000_000);
+    core.add_vm(VmId(1), info).unwrap();
+    core.step(1059 * MS).unwrap();
+    core.set_fleet(Some(alloc(0)));
+    // At 1 060 ms it is predicted idle, the other 80% in: 1 / 10 of the pool, but 300 Mb/s.
+    core.step(1060 * MS).unwrap();
+    assert_eq!(max(&core), 300_000_000);
 }

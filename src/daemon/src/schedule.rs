@@ -34,11 +34,14 @@ fn timing(a: &JobArc, zero_ns: u64) -> JobTiming {
 pub fn of(s: &VmSchedule, zero_ns: u64) -> Schedule {
     #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
     let pool_bps = (s.pool_mbps * 1e6).round().clamp(1.0, u64::MAX as f64) as u64;
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    let me_bytes = s.me.bytes.round().clamp(0.0, u64::MAX as f64) as u64;
     Schedule {
         pool_bps,
         gain: s.gain,
         me: timing(&s.me, zero_ns),
         others: s.others.iter().map(|a| timing(a, zero_ns)).collect(),
+        me_bytes,
     }
 }
 
@@ -52,6 +55,7 @@ mod tests {
             period_ms: 200.0,
             last_start_unix_ms: start,
             arc_ms: 50.0,
+            bytes: 1e6,
         };
         let zero = 1_790_000_000_000_000_000; // ns
         let s = of(
@@ -66,6 +70,7 @@ mod tests {
             zero,
         );
         assert_eq!(s.pool_bps, 1_000_000_000);
+        assert_eq!(s.me_bytes, 1_000_000);
         assert_eq!(s.me.start_ns, 30_000_000);
         assert_eq!(s.me.arc_ns, 50_000_000);
         // 70 ms before the zero: 130 ms into the loop's first period.

@@ -51,6 +51,9 @@ pub struct JobArc {
     pub last_start_unix_ms: f64,
     /// How long its arc lasts on the link, ms.
     pub arc_ms: f64,
+    /// What it sends per period, bytes (0: not given, as by an older coordinator).
+    #[serde(default)]
+    pub bytes: f64,
 }
 
 impl JobArc {
@@ -61,6 +64,8 @@ impl JobArc {
             && (0.0..=1e14).contains(&self.last_start_unix_ms)
             && self.arc_ms.is_finite()
             && (0.0..=self.period_ms).contains(&self.arc_ms)
+            && self.bytes.is_finite()
+            && (0.0..=1e15).contains(&self.bytes)
     }
 }
 

@@ -7,6 +7,8 @@
 //! (they collide). The fleet runs fair first (`[compat] adaptive = false`: DRUM and the uplink's
 //! own turns), then adaptive: each host's resexd detects its job's period live, the
 //! coordinator scores both uplinks and hands the compatible jobs' hosts their schedules.
+//! With `--fair-only` the second window is fair as well: a control for how far the jobs drift
+//! apart on their own between the two windows.
 //!
 //! Iteration times are counted by the hosts' monitors: a job's bytes over a window divided by
 //! the bytes of one iteration (its burst of replies).
@@ -43,19 +45,20 @@ struct JobSpec {
     burst: u64,
 }
 
-/// The two pairs: `a*` on the wire 84 ms of about 194 ms alone (compatible: they interleave),
+/// The two pairs: `a*` on the wire 84 ms of about 234 ms alone (compatible: they interleave,
+/// with 28% of the period to spare),
 /// `b*` 126 ms of about 156 ms (not: together they need more than the link).
 const JOBS: [JobSpec; 4] = [
     JobSpec {
         name: "job-a1",
         link: "uplink-a",
-        think_ms: 110.0,
+        think_ms: 150.0,
         burst: 72,
     },
     JobSpec {
         name: "job-a2",
         link: "uplink-a",
-        think_ms: 110.0,
+        think_ms: 150.0,
         burst: 72,
     },
     JobSpec {
@@ -83,6 +86,9 @@ pub struct JobsOptions {
     pub window_s: f64,
     /// Seconds the adaptive allocation has before it is measured.
     pub settle_s: f64,
+    /// Whether the second window runs the adaptive allocation (false: fair again, a control
+    /// for how far the jobs drift apart on their own).
+    pub adaptive: bool,
 }
 
 /// One job's figures.
@@ -96,7 +102,8 @@ pub struct JobReport {
     /// the window divided by one iteration's bytes (the same figure as `fair_iter_ms`; the
     /// truth the detected period is compared with).
     pub true_period_ms: f64,
-    /// The period resexd detected at the end of that window, ms (None: none found).
+    /// The period resexd detected in that window, ms: the median of its verdicts read every
+    /// half second in the window's last third (None: none found).
     pub detected_period_ms: Option<f64>,
     /// Its iteration time under the fair allocation, ms.
     pub fair_iter_ms: f64,
@@ -130,6 +137,13 @@ pub struct JobsReport {
     pub links: Vec<LinkScore>,
     /// Schedules the coordinator handed out in the adaptive phase's last round.
     pub schedules: usize,
+    /// The coordinator's rounds in the second window, and how many handed out schedules (a
+    /// round hands none while the link's score is under the threshold or a job's period is
+    /// not found).
+    pub rounds: Rounds,
+    /// Whether the second window ran the adaptive allocation (false: `--fair-only`, the
+    /// control; its `adaptive_iter_ms` are then fair too).
+    pub adaptive: bool,
 }
 
 /// A job's scenario: one guest whose client runs it.
@@ -199,7 +213,11 @@ fn detected(v: &VmSnap) -> Option<f64> {
 
 /// Each job's iteration time over `window`, ms, from its monitor's exact byte count.
 #[allow(clippy::cast_precision_loss)]
-fn iteration_ms(hosts: &[FleetHost], window: Duration) -> Vec<f64> {
+fn iteration_ms(
+    hosts: &[FleetHost],
+    window: Duration,
+    url: &str,
+) -> (Vec<f64>, Rounds, Vec<Option<f64>>) {
     let bytes = |hosts: &[FleetHost]| -> Vec<u64> {
         job_vms(hosts)
             .iter()
@@ -207,9 +225,10 @@ fn iteration_ms(hosts: &[FleetHost], window: Duration) -> Vec<f64> {
             .collect()
     };
     let (b0, t0) = (bytes(hosts), Instant::now());
-    std::thread::sleep(window);
+    let (rounds, periods) = watch(hosts, url, window);
     let (b1, dt) = (bytes(hosts), t0.elapsed().as_secs_f64());
-    b0.iter()
+    let ms = b0
+        .iter()
         .zip(&b1)
         .zip(JOBS)
         .map(|((a, b), j)| {
@@ -220,7 +239,56 @@ fn iteration_ms(hosts: &[FleetHost], window: Duration) -> Vec<f64> {
                 f64::INFINITY
             }
         })
-        .collect()
+        .collect();
+    (ms, rounds, periods)
+}
+
+/// The coordinator's rounds seen in a window.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct Rounds {
+    /// Rounds seen (the round report read every half second).
+    pub seen: u64,
+    /// Of those, rounds that handed out schedules.
+    pub with_schedules: u64,
+}
+
+/// Reads the round report and the jobs' detected periods every half second for `window`:
+/// the rounds (each counted once) and each job's detected period, the median of the readings
+/// in the window's last third (the detector's verdicts over the stretch the window counts; a
+/// look that takes a multiple of the period, as the detector does now and then when two jobs
+/// take turns being ahead, is one reading of several).
+fn watch(hosts: &[FleetHost], url: &str, window: Duration) -> (Rounds, Vec<Option<f64>>) {
+    let t = Instant::now();
+    let mut r = Rounds::default();
+    let mut last = None;
+    let mut readings: Vec<Vec<f64>> = vec![Vec::new(); JOBS.len()];
+    while t.elapsed() < window {
+        std::thread::sleep(Duration::from_millis(500).min(window.saturating_sub(t.elapsed())));
+        if let Some(rep) = round(url).filter(|rep| Some(rep.round) != last) {
+            last = Some(rep.round);
+            r.seen += 1;
+            r.with_schedules += u64::from(rep.schedules > 0);
+        }
+        if t.elapsed() * 3 >= window * 2 {
+            for (k, v) in job_vms(hosts).iter().enumerate() {
+                if let Some(p) = v.as_ref().and_then(detected) {
+                    readings[k].push(p);
+                }
+            }
+        }
+    }
+    (r, readings.into_iter().map(median).collect())
+}
+
+/// The median of `v` (None when empty).
+fn median(mut v: Vec<f64>) -> Option<f64> {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(v[n / 2]),
+        _ => Some(0.5 * (v[n / 2 - 1] + v[n / 2])),
+    }
 }
 
 /// Runs the jobs demo (see the module's documentation).
@@ -257,24 +325,28 @@ pub fn run_jobs(o: &JobsOptions, notes: &mut dyn Notes) -> Result<JobsReport, De
     start_together(&mut hosts, notes)?;
     let links = scored(&url, &hosts, notes)?;
     let window = seconds(o.window_s, 1.0);
-    let fair = iteration_ms(&hosts, window);
-    let periods: Vec<Option<f64>> = job_vms(&hosts)
-        .iter()
-        .map(|v| v.as_ref().and_then(detected))
-        .collect();
+    let (fair, _, periods) = iteration_ms(&hosts, window, &url);
     notes.progress(&format!("fair: {}", describe(&fair)));
-    set_topology(&url, &topology(o.ttl, true)?)?;
-    wait("the adaptive schedules", Duration::from_secs(30), || {
-        Ok(round(&url).is_some_and(|r| r.schedules > 0))
-    })?;
-    notes.progress(&format!(
-        "adaptive schedules in force; {:.0} s for the jobs to slide apart",
-        o.settle_s
-    ));
+    if o.adaptive {
+        set_topology(&url, &topology(o.ttl, true)?)?;
+        wait("the adaptive schedules", Duration::from_secs(30), || {
+            Ok(round(&url).is_some_and(|r| r.schedules > 0))
+        })?;
+        notes.progress(&format!(
+            "adaptive schedules in force; {:.0} s for the jobs to slide apart",
+            o.settle_s
+        ));
+    } else {
+        notes.progress(&format!(
+            "the control: fair again for {:.0} s, then measured as the adaptive window is",
+            o.settle_s
+        ));
+    }
     settle(&mut hosts, seconds(o.settle_s, 0.0))?;
-    let adaptive = iteration_ms(&hosts, window);
+    let (adaptive, rounds, _) = iteration_ms(&hosts, window, &url);
     let schedules = round(&url).map_or(0, |r| r.schedules);
-    notes.progress(&format!("adaptive: {}", describe(&adaptive)));
+    let second = if o.adaptive { "adaptive" } else { "fair again" };
+    notes.progress(&format!("{second}: {}", describe(&adaptive)));
     let jobs = JOBS
         .iter()
         .enumerate()
@@ -298,6 +370,8 @@ pub fn run_jobs(o: &JobsOptions, notes: &mut dyn Notes) -> Result<JobsReport, De
         jobs,
         links,
         schedules,
+        rounds,
+        adaptive: o.adaptive,
     })
 }
 

@@ -199,3 +199,36 @@ fn colliding_jobs_are_scored_by_their_periods_alone() {
     let p = stretched("x", 200.0, 0.01, 1e6).period.unwrap();
     assert_eq!(alone(&p, 100.0), p);
 }
+
+#[test]
+fn periods_a_few_percent_apart_are_one_period() {
+    let t = Topology::from_toml(
+        "[[link]]\nname = \"up\"\ncapacity_mbps = 100\nhosts = [\"a\", \"b\"]\n",
+    )
+    .unwrap();
+    // One job run twice, measured 343 and 355 ms (3.5% apart), 94 ms on the wire each: they
+    // fit in turns.
+    let bytes = 1_179_648.0;
+    let s = [
+        summary("a", vec![stretched("a1", 343.0, 0.28, bytes)]),
+        summary("b", vec![stretched("a2", 355.0, 0.27, bytes)]),
+    ];
+    let refs: Vec<&HostSummary> = s.iter().collect();
+    let score = score_links(&t, &refs, 0).0[0].score.unwrap();
+    assert!(score >= 0.99, "scored {score}");
+    // The grouping: within 5% of the group's shortest, the mean; arcs keep their length.
+    let p = |period_ms: f64| JobPeriod {
+        period_ms,
+        last_start_unix_ms: 0.0,
+        bytes_per_period: 1.0,
+        duty: 50.0 / period_ms,
+        confidence: 1.0,
+    };
+    let mut ps = [p(210.0), p(100.0), p(104.0), p(200.0), p(300.0)];
+    same_periods(&mut ps);
+    let got: Vec<f64> = ps.iter().map(|p| p.period_ms).collect();
+    assert_eq!(got, [205.0, 102.0, 102.0, 205.0, 300.0]);
+    assert!(ps
+        .iter()
+        .all(|p| (p.duty * p.period_ms - 50.0).abs() < 1e-9));
+}
