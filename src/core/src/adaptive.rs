@@ -6,12 +6,12 @@
 //! The fleet's coordinator finds the links whose periodic jobs are compatible and hands each
 //! job's host a [`Schedule`]: the link's pool for those jobs and every job's timing (period,
 //! when its latest arc began, how long its arc is), all measured by the hosts' own monitors.
-//! Each host evaluates the same rule for its own job at every step ([`Schedule::ceiling_at`]):
-//! a job's progress is how far into its predicted arc it is, its weight `1 + gain x progress`
-//! (1 when it is not predicted to send), and its ceiling the pool times its weight over the
-//! weights of itself and the jobs predicted to send now. Every host computes every job's
-//! weight from the same figures, so the ceilings of the jobs predicted to send add up to the
-//! pool. Pure: times are the core's (ns), the driver converts the fleet's Unix times.
+//! Each host evaluates the rule for its own job at every step ([`Schedule::ceiling_seen`]):
+//! a job's progress is how far into its arc it is, its weight `1 + gain x progress` (1 when it
+//! is not sending), and its ceiling the pool times its weight over the weights of itself and
+//! the jobs predicted to send now. Each host sees its own job and predicts the others, so the
+//! ceilings need not add up to the pool (the link's own order serves what they allow). Pure:
+//! times are the core's (ns), the driver converts the fleet's Unix times.
 //!
 //! **Its own job, seen.** Predictions age: the coordinator's figures are up to a few seconds
 //! old, and periods change as colliding jobs slide apart, so a job whose communication outlasts
@@ -99,17 +99,26 @@ impl Schedule {
         (off / 3).max(MIN_PAUSE_NS)
     }
 
+    /// The fewest bytes an interval must carry to count as the job sending: a tenth of its
+    /// arc's mean per millisecond (0 when its bytes are unknown), so that a trickle between
+    /// arcs (acknowledgements, heartbeats) neither holds an arc open nor adds to it.
+    fn trickle(&self) -> u64 {
+        self.me_bytes / (self.me.arc_ns / 1_000_000).max(1) / 10
+    }
+
     /// Records what the job sent in the interval ending at `now_ns` (bounded work: a few
-    /// comparisons). An arc that runs on past twice its bytes per period starts again (the
-    /// figure was wrong, or the job changed).
+    /// comparisons). An arc that runs on past twice its bytes per period or past its period
+    /// starts again (the figure was wrong, or the job changed: a job that never pauses is not
+    /// held at the top weight).
     pub fn observe(&self, w: &mut ArcWatch, now_ns: u64, bytes: u64) {
         if w.sending && now_ns.saturating_sub(w.last_ns) > self.pause_ns() {
             w.sending = false;
         }
-        if bytes == 0 {
+        if bytes == 0 || bytes < self.trickle() {
             return;
         }
-        let overrun = self.me_bytes > 0 && w.sent >= self.me_bytes.saturating_mul(2);
+        let overrun = (self.me_bytes > 0 && w.sent >= self.me_bytes.saturating_mul(2))
+            || now_ns.saturating_sub(w.started_ns) > self.me.period_ns.max(1);
         if !w.sending || overrun {
             *w = ArcWatch {
                 sending: true,
@@ -285,6 +294,30 @@ mod tests {
         // Bytes unknown: time over the predicted arc.
         s.me_bytes = 0;
         assert_eq!(s.seen_progress(&w, 1225 * MS), Some(0.5));
+    }
+
+    #[test]
+    fn a_trickle_between_arcs_neither_holds_an_arc_open_nor_counts_and_a_job_that_never_pauses_restarts(
+    ) {
+        let mut s = schedule(job(0), Vec::new());
+        // 1 MB over a 50 ms arc: 20 kB a millisecond; under 2 kB is a trickle.
+        s.me_bytes = 1_000_000;
+        let mut w = ArcWatch::default();
+        s.observe(&mut w, 0, 500_000);
+        for k in 1..100 {
+            s.observe(&mut w, k * 10 * MS, 1_000);
+        }
+        assert_eq!(s.seen_progress(&w, 990 * MS), None, "the arc ended");
+        s.observe(&mut w, 1000 * MS, 100_000);
+        assert_eq!(s.seen_progress(&w, 1000 * MS), Some(0.1), "a new arc");
+        // Bytes unknown: a job sending without pause starts a new arc every period.
+        s.me_bytes = 0;
+        let mut w = ArcWatch::default();
+        for k in 0..=250 {
+            s.observe(&mut w, k * MS, 10);
+        }
+        // Restarted at 201 ms: 49 ms into a 50 ms arc.
+        assert_eq!(s.seen_progress(&w, 250 * MS), Some(0.98));
     }
 
     #[test]

@@ -43,6 +43,10 @@ pub(crate) struct Scheduled {
     pub(crate) floor_bps: u64,
     /// The ceiling set last.
     pub(crate) last_bps: u64,
+    /// Whether the allocation in force schedules it (a VM a round leaves out is kept, its
+    /// job still watched, while the fleet's allocations last: the next round that schedules
+    /// it again finds its arc where it is).
+    pub(crate) active: bool,
 }
 
 impl Scheduled {
@@ -79,8 +83,12 @@ impl HostCore {
             })
             .unwrap_or_default();
         // A scheduled VM's first ceiling is its schedule's at the allocation's arrival; the
-        // steps move it from there. What its host saw of its job stays.
-        let before = std::mem::take(&mut self.fleet_adaptive);
+        // steps move it from there. What its host saw of its job stays while the fleet's
+        // allocations last (a lost or lapsed fleet forgets it).
+        let mut before = std::mem::take(&mut self.fleet_adaptive);
+        if c.is_none() {
+            before.clear();
+        }
         let now = self.last_now_ns;
         for (name, s) in c.iter().flat_map(|c| &c.adaptive).take(MAX_SCHEDULED) {
             let Some(id) = self.find(name) else { continue };
@@ -94,8 +102,8 @@ impl HostCore {
             let floor_bps = info.entitlement.tx_bps.unwrap_or(0).min(s.pool_bps);
             let watch = before
                 .iter()
-                .find(|k| k.vm == id)
-                .map(|k| k.watch)
+                .position(|k| k.vm == id)
+                .map(|p| before.swap_remove(p).watch)
                 .unwrap_or_default();
             let mut k = Scheduled {
                 vm: id,
@@ -103,11 +111,23 @@ impl HostCore {
                 watch,
                 floor_bps,
                 last_bps: 0,
+                active: true,
             };
             k.last_bps = k.ceiling(now);
             want.insert(name.as_str(), k.last_bps);
             self.fleet_adaptive.push(k);
         }
+        // The VMs this round left out, still watched, in the room left (bounded).
+        let room = MAX_SCHEDULED.saturating_sub(self.fleet_adaptive.len());
+        let kept: Vec<Scheduled> = before
+            .into_iter()
+            .filter(|k| self.index(k.vm).is_some())
+            .take(room)
+            .map(|k| Scheduled { active: false, ..k })
+            .collect();
+        self.fleet_adaptive.extend(kept);
+        // In VM id order: the step's scan, also in id order, walks both together.
+        self.fleet_adaptive.sort_unstable_by_key(|k| k.vm);
         let named = want.len();
         self.fleet_until_ns = c.as_ref().map(|c| c.until_ns);
         for i in 0..self.vms.len() {
@@ -146,6 +166,9 @@ impl HostCore {
         let mut intents = Intents::default();
         for k in 0..self.fleet_adaptive.len() {
             let s = &mut self.fleet_adaptive[k];
+            if !s.active {
+                continue;
+            }
             let (id, bps) = (s.vm, s.ceiling(now_ns));
             if bps == s.last_bps {
                 continue;
@@ -173,14 +196,19 @@ impl HostCore {
     }
 
     /// Records what a scheduled VM sent in the interval ending at `now_ns` (its job's arc, as
-    /// its host sees it); called from the step's scan for VMs that sent.
+    /// its host sees it); called from the step's scan, in VM id order, for VMs that sent:
+    /// `cursor` walks `scheduled` (in id order too) alongside, so a step costs one pass.
     pub(crate) fn observe_scheduled(
         scheduled: &mut [Scheduled],
+        cursor: &mut usize,
         vm: VmId,
         now_ns: u64,
         bytes: u64,
     ) {
-        if let Some(k) = scheduled.iter_mut().find(|k| k.vm == vm) {
+        while scheduled.get(*cursor).is_some_and(|k| k.vm < vm) {
+            *cursor += 1;
+        }
+        if let Some(k) = scheduled.get_mut(*cursor).filter(|k| k.vm == vm) {
             k.schedule.observe(&mut k.watch, now_ns, bytes);
         }
     }

@@ -174,6 +174,7 @@ impl HostCore {
     pub fn remove_vm(&mut self, id: VmId) -> Option<VmInfo> {
         let i = self.index(id)?;
         let vm = self.vms.remove(i);
+        self.fleet_adaptive.retain(|k| k.vm != id);
         self.rows_stale = true;
         if let Some(e) = &mut self.engine {
             e.remove_vm(id);

@@ -63,6 +63,7 @@ impl HostCore {
         }
         let (rows, usage) = (&mut self.out.rows, &mut self.usage);
         let scheduled = &mut self.fleet_adaptive;
+        let mut cursor = 0;
         let mut i = 0;
         // One pass of ibmon's pipeline over every VM's rings; the rest of a VM's interval
         // (mailbox, CPU, NIC times) right after its scan.
@@ -72,7 +73,7 @@ impl HostCore {
             if !delta.is_zero() {
                 bits += link.bits(&delta);
                 if !scheduled.is_empty() {
-                    Self::observe_scheduled(scheduled, vm.id, now_ns, delta.tx_bytes);
+                    Self::observe_scheduled(scheduled, &mut cursor, vm.id, now_ns, delta.tx_bytes);
                 }
             }
             let nic = vm.nic.take_interval();

@@ -254,7 +254,11 @@ fn a_job_seen_sending_keeps_its_share_and_an_entitlement_is_the_floor() {
         core.step(t * MS).unwrap();
         t += 5;
     }
-    // A new allocation (the same schedule) keeps what the host saw.
+    // A round that leaves it out, then one that schedules it again: what the host saw stays.
+    core.set_fleet(Some(FleetCeilings {
+        adaptive: Vec::new(),
+        ..alloc(0)
+    }));
     core.set_fleet(Some(alloc(1_000_000)));
     // At 1 055 ms its predicted arc is over; the other is 70% in (weight 8). Seen 80% in
     // (weight 9): 9 / 17 of the pool, 10 twentieths. Predicted, it would get 1 / 9: 2.

@@ -45,8 +45,8 @@ struct JobSpec {
     burst: u64,
 }
 
-/// The two pairs: `a*` on the wire 84 ms of about 234 ms alone (compatible: they interleave,
-/// with 28% of the period to spare),
+/// The two pairs: `a*` on the wire 94 ms of about 244 ms alone (compatible: they interleave,
+/// with 23% of the period to spare),
 /// `b*` 126 ms of about 156 ms (not: together they need more than the link).
 const JOBS: [JobSpec; 4] = [
     JobSpec {
