@@ -189,6 +189,33 @@ impl Schedule {
     }
 }
 
+/// A VM whose fleet ceiling follows a schedule.
+#[derive(Debug, Clone)]
+pub(crate) struct Scheduled {
+    pub(crate) vm: resex_common::VmId,
+    pub(crate) schedule: Schedule,
+    /// What its host saw of its job's arc (kept across allocations).
+    pub(crate) watch: ArcWatch,
+    /// Its lowest ceiling: the admin's explicit entitlement, at most the pool (0: none).
+    pub(crate) floor_bps: u64,
+    /// The ceiling set last.
+    pub(crate) last_bps: u64,
+    /// Whether the allocation in force schedules it (a VM a round leaves out is kept, its
+    /// job still watched, while the fleet's allocations last: the next round that schedules
+    /// it again finds its arc where it is).
+    pub(crate) active: bool,
+}
+
+impl Scheduled {
+    /// Its ceiling at `now_ns`: the schedule's with its own job as seen, never below its floor.
+    pub(crate) fn ceiling(&self, now_ns: u64) -> u64 {
+        self.schedule
+            .ceiling_seen(&self.watch, now_ns)
+            .max(self.floor_bps)
+            .max(1)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -9,7 +9,7 @@
 //! change is an intent like any other (the journal records it, with
 //! [`crate::lever::Cause::Fleet`] or [`crate::lever::Cause::FleetLifted`]).
 
-use crate::adaptive::{ArcWatch, Schedule};
+use crate::adaptive::{Schedule, Scheduled};
 use crate::host::HostCore;
 pub use crate::lever::combine;
 use crate::lever::{tx_ceiling, LeverKind, Tx};
@@ -31,33 +31,6 @@ pub struct FleetCeilings {
 
 /// The most scheduled VMs a host takes.
 pub const MAX_SCHEDULED: usize = 64;
-
-/// A VM whose fleet ceiling follows a schedule.
-#[derive(Debug, Clone)]
-pub(crate) struct Scheduled {
-    pub(crate) vm: VmId,
-    pub(crate) schedule: Schedule,
-    /// What its host saw of its job's arc (kept across allocations).
-    pub(crate) watch: ArcWatch,
-    /// Its lowest ceiling: the admin's explicit entitlement, at most the pool (0: none).
-    pub(crate) floor_bps: u64,
-    /// The ceiling set last.
-    pub(crate) last_bps: u64,
-    /// Whether the allocation in force schedules it (a VM a round leaves out is kept, its
-    /// job still watched, while the fleet's allocations last: the next round that schedules
-    /// it again finds its arc where it is).
-    pub(crate) active: bool,
-}
-
-impl Scheduled {
-    /// Its ceiling at `now_ns`: the schedule's with its own job as seen, never below its floor.
-    fn ceiling(&self, now_ns: u64) -> u64 {
-        self.schedule
-            .ceiling_seen(&self.watch, now_ns)
-            .max(self.floor_bps)
-            .max(1)
-    }
-}
 
 /// What [`HostCore::set_fleet`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

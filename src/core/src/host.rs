@@ -42,7 +42,7 @@ pub struct HostCore {
     /// The time of the last step, ns on the driver's clock.
     pub(crate) last_now_ns: u64,
     /// VMs whose fleet ceiling follows a schedule (adaptive unfairness).
-    pub(crate) fleet_adaptive: Vec<crate::fleet::Scheduled>,
+    pub(crate) fleet_adaptive: Vec<crate::adaptive::Scheduled>,
     /// Levers changed between steps (the fleet's), for the next step's rows (the journal).
     pub(crate) pending: Intents,
     /// The VM set changed since the last step: its rows are built afresh.
