@@ -37,7 +37,8 @@ fn tree(krate: &str, depth: Option<&str>) -> BTreeMap<String, String> {
     for line in String::from_utf8_lossy(&out.stdout).lines() {
         let (pkg, features) = line.split_once('|').unwrap_or((line, ""));
         let name = pkg.split_whitespace().next().unwrap_or("");
-        if name.starts_with("resex") || name == "benchex" {
+        // Ours, and the third-party crates a rule names (etcd's client: the fleet's feature).
+        if name.starts_with("resex") || name == "benchex" || name == "etcd-client" {
             let f = features.trim_end_matches(" (*)").to_owned();
             let e = m.entry(name.to_owned()).or_insert_with(String::new);
             if e.is_empty() {
