@@ -113,3 +113,47 @@ fn fabric_on_lab_hosts_runs_a_policy_on_every_host_and_finds_periods_in_the_moni
     ]);
     assert!(!bad.status.success());
 }
+
+/// `--fleet`: the fabric's lab hosts under the coordinator's round, fair and adaptive side by
+/// side (the topology turns adaptive unfairness on), the links' scores in the JSON.
+#[test]
+fn the_fleet_on_lab_hosts_scores_the_links_and_runs_its_fair_control() {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+    let fabric = format!("{root}/tools/scenarios/fabric/fleet-jobs.toml");
+    let topo = format!("{root}/tools/scenarios/fabric/fleet-jobs.topology.toml");
+    let args = [
+        "lab",
+        "fabric",
+        &fabric,
+        "--lab-hosts",
+        "--fleet",
+        &topo,
+        "--duration",
+        "9",
+        "--json",
+    ];
+    let out = stdout(&resex(&args));
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    let f = &v["fleet"];
+    assert_eq!(f["rounds"], 9, "{f}");
+    let score = |name: &str| {
+        f["links"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|l| l["name"] == name)
+            .and_then(|l| l["score"].as_f64())
+            .unwrap_or_else(|| panic!("{name}: {f}"))
+    };
+    assert!(score("uplink-a") >= 0.9 && score("uplink-b") < 0.8, "{f}");
+    let jobs = f["jobs"].as_array().unwrap();
+    assert_eq!(jobs.len(), 4, "{f}");
+    for j in jobs {
+        for k in ["fair_iter_ms", "adaptive_iter_ms", "speedup"] {
+            assert!(j[k].as_f64().is_some_and(|x| x > 0.0), "{k}: {j}");
+        }
+    }
+    // Without --lab-hosts the fleet has no hosts to run on: refused by clap.
+    let out = resex(&["lab", "fabric", &fabric, "--fleet", &topo]);
+    assert!(!out.status.success());
+}

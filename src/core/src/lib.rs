@@ -18,6 +18,8 @@
 //! - [`fleet`]: the fleet coordinator's transmit ceilings over the local policy, with expiry;
 //!   [`adaptive`]: a ceiling that follows a schedule (adaptive unfairness between compatible
 //!   periodic jobs on a shared link).
+//! - [`grant`]: a host's allocation from the fleet's coordinator as the core takes it
+//!   ([`grant::FleetGrant`]; its conversion from the coordinator's record with feature `fleet`).
 //! - [`lever`]: one type for every lever the core turns (a VM's CPU cap, its transmit limit):
 //!   the value in force, the admin's pin, the fleet's ceiling, why; one [`Intent`] type.
 //! - [`periods`]: each VM's transmitted bytes per interval and the period detector's verdicts
@@ -36,6 +38,7 @@ pub mod config;
 pub mod cpu;
 pub mod error;
 pub mod fleet;
+pub mod grant;
 pub mod host;
 pub mod info;
 pub mod lever;

@@ -18,6 +18,9 @@ use std::ops::Bound;
 
 use crate::output::VmRow;
 
+mod inline;
+pub use inline::{interval_start_unix_ns, InlineDetector, BATCH_TICKS};
+
 /// Settings of a [`PeriodWatch`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct PeriodConfig {

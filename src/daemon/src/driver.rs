@@ -19,7 +19,6 @@ use resex_core::{
 use std::collections::HashMap;
 use std::sync::mpsc::{Receiver, Sender};
 use std::sync::Arc;
-use std::time::Duration;
 
 /// What the admin asks of the loop.
 pub enum Command {
@@ -32,35 +31,7 @@ pub enum Command {
     Fleet(Option<FleetGrant>),
 }
 
-/// The fleet's ceilings for this host as the loop takes them: (VM name, bits per second), and
-/// how long they hold from when the loop applies them (the core's `FleetCeilings` carry the
-/// deadline on the loop's clock).
-#[derive(Debug, Clone, PartialEq)]
-pub struct FleetGrant {
-    /// (VM name, ceiling in bits per second).
-    pub vms: Vec<(String, u64)>,
-    /// How long they hold unless renewed.
-    pub valid: Duration,
-    /// VMs whose ceiling follows a schedule (on the loop's clock).
-    pub adaptive: Vec<(String, resex_core::adaptive::Schedule)>,
-}
-
-#[cfg(feature = "fleet")]
-impl FleetGrant {
-    /// The grant in a host's allocation from the coordinator; its schedules' Unix times moved
-    /// onto the loop's clock, whose zero is `unix_at_zero_ns`.
-    pub fn of(a: &resex_fleet::Allocation, unix_at_zero_ns: u64) -> Self {
-        Self {
-            vms: a.ceilings_bps(),
-            valid: Duration::from_millis(a.valid_ms),
-            adaptive: a
-                .adaptive
-                .iter()
-                .map(|s| (s.vm.clone(), crate::schedule::of(s, unix_at_zero_ns)))
-                .collect(),
-        }
-    }
-}
+pub use resex_core::grant::FleetGrant;
 
 /// Where the driver's inputs come from.
 pub struct Inputs {
@@ -228,12 +199,7 @@ impl Driver {
                     let _ = reply.send(r.map_err(AdminError::from));
                 }
                 Command::Fleet(f) => {
-                    let c = f.map(|g| resex_core::FleetCeilings {
-                        vms: g.vms,
-                        adaptive: g.adaptive,
-                        until_ns: now_ns
-                            .saturating_add(u64::try_from(g.valid.as_nanos()).unwrap_or(u64::MAX)),
-                    });
+                    let c = f.map(|g| g.at(now_ns));
                     let lifting = c.is_none();
                     let (intents, done) = self.core.set_fleet(c);
                     if !intents.is_empty() || lifting {

@@ -25,8 +25,6 @@ pub mod periods;
 pub mod registrar;
 pub mod runloop;
 pub mod sampler;
-#[cfg(feature = "fleet")]
-pub mod schedule;
 pub mod store;
 
 pub use control::{start, DaemonHandle, Settings};

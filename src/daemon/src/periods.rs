@@ -14,7 +14,7 @@
 use crate::config::PeriodsConfig;
 use resex_api::PeriodSnap;
 use resex_common::{LogLimiter, VmId};
-use resex_core::periods::{Batch, PeriodConfig, PeriodWatch};
+use resex_core::periods::{interval_start_unix_ns, Batch, PeriodConfig, PeriodWatch};
 use resex_core::StepOutput;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -23,8 +23,7 @@ use std::sync::{Arc, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-/// Ticks per batch (100 ms at 1 ms).
-pub const BATCH_TICKS: usize = 100;
+pub use resex_core::periods::BATCH_TICKS;
 
 /// Batches in flight at most.
 const IN_FLIGHT: usize = 4;
@@ -61,11 +60,7 @@ impl PeriodFeed {
             self.flush();
         }
         // The counted interval's start, on its boundary (a late tick does not move it).
-        let boundary = now_ns - now_ns % self.interval_ns;
-        let start = self
-            .unix_at_zero
-            .saturating_add(boundary)
-            .saturating_sub(self.interval_ns);
+        let start = interval_start_unix_ns(now_ns, self.interval_ns, self.unix_at_zero);
         self.batch.push(out.interval, start, &out.rows);
         if self.batch.ticks() >= BATCH_TICKS {
             self.flush();

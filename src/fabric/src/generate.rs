@@ -74,5 +74,6 @@ pub fn leaf_spine(hosts: usize, vms: usize, per_tor: usize, seed: u64) -> Fabric
         links: Vec::new(),
         routes: Vec::new(),
         jobs,
+        chunk_kib: None,
     }
 }

@@ -202,6 +202,7 @@ pub fn group_spec(
         links: vec![link("l1", true), link("l1r", false)],
         routes,
         jobs: job_specs,
+        chunk_kib: None,
     })
 }
 

@@ -76,6 +76,11 @@ pub struct FabricSpec {
     /// The jobs.
     #[serde(default, rename = "job")]
     pub jobs: Vec<JobSpec>,
+    /// On lab hosts (`--lab-hosts`): each worker's WRITEs, KiB (default 256). Smaller WRITEs
+    /// keep a sender's bytes in every 1 ms interval at low rates, as the live jobs demo's
+    /// replies do; the fluid model has no WRITEs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chunk_kib: Option<u64>,
 }
 
 impl FabricSpec {

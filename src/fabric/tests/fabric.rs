@@ -48,6 +48,7 @@ fn shared(jobs: &[(f64, f64)], prio: bool) -> FabricSpec {
         ],
         routes: Vec::new(),
         jobs: Vec::new(),
+        chunk_kib: None,
     };
     for (i, &(c, mb)) in jobs.iter().enumerate() {
         let (a, b) = (format!("a{i}"), format!("b{i}"));

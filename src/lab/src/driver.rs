@@ -4,8 +4,12 @@
 //! nothing to what the core decides: the same trace through resexd's driver gives the same
 //! decisions (a test holds the two to that).
 
+use resex_api::Snapshot;
 use resex_common::{TxLimit, VmId};
-use resex_core::{CoreConfig, CpuSample, HostCore, NamedPolicy, StepOutput, VmInfo};
+use resex_core::{
+    CoreConfig, CpuSample, FleetApplied, FleetCeilings, HostCore, Intents, NamedPolicy, StepOutput,
+    VmInfo,
+};
 use resex_guestmem::GuestMemory;
 use resex_ibmon::registry::validate;
 use resex_proto::Registration;
@@ -118,14 +122,22 @@ impl LabDriver {
             self.core.cpu_sample(id, s)?;
         }
         let out = self.core.step(now_ns)?;
-        let at = now_ns + self.delay_ns;
-        for i in &out.intents.caps {
-            self.pending.push_back((at, i.vm, Action::Cap(i.value)));
-        }
-        for i in &out.intents.tx {
-            self.pending.push_back((at, i.vm, Action::Tx(i.value)));
-        }
+        queue(&mut self.pending, now_ns + self.delay_ns, &out.intents);
         Ok(self.core.last_output())
+    }
+
+    /// The fleet's ceilings from `now_ns` (`None`: lifted), as resexd's driver takes them; the
+    /// transmit limits they change are queued like a step's.
+    pub fn set_fleet(&mut self, c: Option<FleetCeilings>, now_ns: u64) -> FleetApplied {
+        let (intents, done) = self.core.set_fleet(c);
+        queue(&mut self.pending, now_ns + self.delay_ns, &intents);
+        done
+    }
+
+    /// The API's snapshot of the core at `now_ns` (what resexd publishes; the fleet's summary
+    /// is made from it).
+    pub fn snapshot(&mut self, now_ns: u64) -> Snapshot {
+        self.core.snapshot(now_ns)
     }
 
     /// When the next queued action takes effect.
@@ -140,5 +152,15 @@ impl LabDriver {
         } else {
             None
         }
+    }
+}
+
+/// Intents into the pending actions, due `at`.
+fn queue(pending: &mut VecDeque<(u64, VmId, Action)>, at: u64, intents: &Intents) {
+    for i in &intents.caps {
+        pending.push_back((at, i.vm, Action::Cap(i.value)));
+    }
+    for i in &intents.tx {
+        pending.push_back((at, i.vm, Action::Tx(i.value)));
     }
 }

@@ -7,6 +7,8 @@ use crate::driver::{Action, LabDriver};
 pub use crate::error::LabError;
 use crate::guest::{Build, Guest, HEAP};
 use crate::result::{HostResult, LabResult, Series, VmResult, VmSeries, VmTraffic};
+use resex_api::Snapshot;
+use resex_core::periods::{InlineDetector, PeriodConfig};
 use resex_core::{CoreConfig, HostLink};
 use resex_guestmem::{GuestMemory, VecMemory};
 use resex_pricing::PolicyConfig;
@@ -85,6 +87,8 @@ pub struct LabHost {
     /// The core's link utilisation summed over the intervals, and the intervals.
     link_sum: f64,
     stepped: u64,
+    /// The period detector, fed every interval (only on a fabric whose hosts are in a fleet).
+    periods: Option<Box<InlineDetector>>,
 }
 
 impl std::fmt::Debug for LabHost {
@@ -269,6 +273,7 @@ impl LabHost {
             series: None,
             link_sum: 0.0,
             stepped: 0,
+            periods: None,
         })
     }
 
@@ -333,6 +338,9 @@ impl LabHost {
                 .filter(|g| g.started)
                 .map(|g| (g.id, g.cpu_total_ns)),
         )?;
+        if let Some(p) = &mut self.periods {
+            p.tick(now, out);
+        }
         self.link_sum += out.link_util;
         self.stepped += 1;
         // Rows are in id order, and guest k has id k + 1: a merge walk.
@@ -402,6 +410,29 @@ impl LabHost {
         } else {
             self.hca.set_tx_limit(g.vport, tx, now);
         }
+    }
+
+    /// Detects its guests' periods from now on, on a clock whose zero is Unix
+    /// `unix_at_zero_ns` (resexd's settings: an 8 192-interval window, a verdict redone every
+    /// 2 s).
+    pub(crate) fn detect_periods(&mut self, unix_at_zero_ns: u64) {
+        let iv = self.cfg.interval_ns;
+        let cfg = PeriodConfig::new(8192, iv, 2_000_000_000 / iv.max(1));
+        self.periods = Some(Box::new(InlineDetector::new(cfg, unix_at_zero_ns)));
+    }
+
+    /// The API's snapshot at `now` as resexd publishes it: the core's, each VM's period
+    /// verdict, the uptime.
+    pub(crate) fn snapshot(&mut self, now: u64) -> Snapshot {
+        let mut s = self.driver.snapshot(now);
+        if let Some(p) = &mut self.periods {
+            let verdicts = p.verdicts();
+            for v in &mut s.vms {
+                v.period = verdicts.get(&v.id).cloned();
+            }
+        }
+        s.uptime_ms = now / 1_000_000;
+        s
     }
 
     /// The result of a run moved by hand ([`crate::fabric`]).

@@ -5,17 +5,21 @@
 //!
 //! With `--lab-hosts` every host is a whole lab host (`resex_lab::fabric`): the workers post
 //! real WRITEs, softhca sends them under each flow's DCQCN rate, and the per-VM bytes are what
-//! each host's monitor counted; `--policy` runs a pricing policy on every host's core.
+//! each host's monitor counted; `--policy` runs a pricing policy on every host's core;
+//! `--fleet TOPOLOGY` makes the hosts one fleet under the coordinator's round
+//! (`fabric_fleet`).
 
 use anyhow::{Context, Result};
 use clap::Args;
 use resex_fabric::sim::run_with_progress;
 use resex_fabric::{FabricResult, FabricSpec, RunOptions};
-use resex_lab::fabric::{run_on_hosts, HostsOptions};
+use resex_lab::fabric::{run_on_hosts, FleetOptions, FleetRound, HostsOptions};
 use resex_mlcompat::{detect, DetectConfig};
 use serde::Serialize;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
+
+use super::fabric_fleet::{self, FleetReport};
 
 /// Per-VM traffic is recorded and analysed for fabrics of at most this many VMs.
 pub const DETECT_MAX_VMS: usize = 256;
@@ -45,6 +49,15 @@ pub struct FabricArgs {
     /// Directory of policy files.
     #[arg(long, default_value = "policies")]
     pub policies: PathBuf,
+    /// With --lab-hosts: the hosts are one fleet under this topology (the file `resex fleet
+    /// topology set` takes; its hosts are the fabric's host names), the coordinator's round
+    /// every --fleet-round-ms of virtual time. With `[compat] adaptive = true` the fabric also
+    /// runs fair, as a control, and each job's iterations are shown fair and adaptive.
+    #[arg(long, requires = "lab_hosts", value_name = "TOPOLOGY")]
+    pub fleet: Option<PathBuf>,
+    /// With --fleet: a round (and every host's summary) every this many virtual ms.
+    #[arg(long, default_value_t = 1000, requires = "fleet")]
+    pub fleet_round_ms: u64,
 }
 
 /// One worker's period as found in its traffic.
@@ -64,6 +77,16 @@ struct Report<'a> {
     /// With --lab-hosts: each host's lab result.
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     hosts: &'a [resex_lab::LabResult],
+    /// With --fleet: the fleet's rounds, scores and (adaptive) each job fair and adaptive.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fleet: Option<FleetReport>,
+}
+
+/// What a run gave.
+struct Ran {
+    fabric: FabricResult,
+    hosts: Vec<resex_lab::LabResult>,
+    rounds: Vec<FleetRound>,
 }
 
 fn median(v: &[f64]) -> Option<f64> {
@@ -84,7 +107,27 @@ pub fn run(a: &FabricArgs) -> Result<()> {
         traffic: vms <= DETECT_MAX_VMS,
         ..RunOptions::default()
     };
-    let (r, hosts) = simulate(a, &spec, &opts)?;
+    let fleet = a
+        .fleet
+        .as_deref()
+        .map(|p| fabric_fleet::options(p, a.fleet_round_ms))
+        .transpose()?;
+    let ran = simulate(a, &spec, &opts, fleet.clone())?;
+    let fleet = match fleet {
+        Some(f) => {
+            let fair = match fabric_fleet::fair_control(&f) {
+                Some(c) => Some(simulate(a, &spec, &opts, Some(c))?.fabric),
+                None => None,
+            };
+            Some(fabric_fleet::report(
+                &ran.fabric,
+                &ran.rounds,
+                fair.as_ref(),
+            ))
+        }
+        None => None,
+    };
+    let (r, hosts) = (ran.fabric, ran.hosts);
     let detected = periods(&r);
     if let Some(path) = &a.svg {
         let runs = vec![(spec.name.clone(), &r)];
@@ -98,6 +141,7 @@ pub fn run(a: &FabricArgs) -> Result<()> {
                 result: &r,
                 detected,
                 hosts: &hosts,
+                fleet,
             })?
         );
         return Ok(());
@@ -106,6 +150,9 @@ pub fn run(a: &FabricArgs) -> Result<()> {
     print_jobs(&mut out, a, &r)?;
     print_hosts(&mut out, &hosts)?;
     print_periods(&mut out, a, &r, &detected, vms)?;
+    if let Some(f) = &fleet {
+        fabric_fleet::print(&mut out, f)?;
+    }
     if let Some(p) = &a.svg {
         writeln!(out, "wrote {}", p.display())?;
     }
@@ -118,7 +165,8 @@ fn simulate(
     a: &FabricArgs,
     spec: &FabricSpec,
     opts: &RunOptions,
-) -> Result<(FabricResult, Vec<resex_lab::LabResult>)> {
+    fleet: Option<FleetOptions>,
+) -> Result<Ran> {
     let tty = std::io::stderr().is_terminal();
     let started = std::time::Instant::now();
     let show = |now: u64, end: u64| {
@@ -137,10 +185,18 @@ fn simulate(
             .filter(|p| *p != "none")
             .map(|p| super::compare::load_policy(p, &a.policies, None))
             .transpose()?;
-        let h = run_on_hosts(spec, opts, &HostsOptions { policy }, show)?;
-        (h.fabric, h.hosts)
+        let h = run_on_hosts(spec, opts, &HostsOptions { policy, fleet }, show)?;
+        Ran {
+            fabric: h.fabric,
+            hosts: h.hosts,
+            rounds: h.fleet,
+        }
     } else {
-        (run_with_progress(spec, opts, show)?, Vec::new())
+        Ran {
+            fabric: run_with_progress(spec, opts, show)?,
+            hosts: Vec::new(),
+            rounds: Vec::new(),
+        }
     };
     if tty {
         eprintln!(

@@ -9,6 +9,7 @@ mod drum;
 mod drum_plot;
 mod emit;
 mod fabric;
+mod fabric_fleet;
 mod mlcompat;
 mod mlcompat_paper;
 mod mlcompat_place;

@@ -34,10 +34,12 @@ use resex_fabric::{FabricError, FabricResult, FabricSpec, RunOptions};
 use resex_pricing::PolicyConfig;
 use resex_scenario::Scenario;
 
+mod fleet;
 mod sim;
+pub use fleet::{replay, FleetOptions, FleetRound, COORDINATOR, EPOCH_UNIX_MS};
 use sim::Sim;
 
-/// Bytes of each WRITE a worker posts.
+/// Bytes of each WRITE a worker posts, unless its fabric says (`chunk_kib`).
 pub const CHUNK: u64 = 256 << 10;
 
 /// The most workers (guests) a fabric on lab hosts may have: each is a whole guest.
@@ -48,6 +50,8 @@ pub const MAX_WORKERS: usize = 4096;
 pub struct HostsOptions {
     /// Every host's policy (name, configuration); `None`: monitor only.
     pub policy: Option<(String, PolicyConfig)>,
+    /// The hosts as one fleet under the coordinator's round (`None`: no fleet).
+    pub fleet: Option<FleetOptions>,
 }
 
 /// A run on lab hosts: the fabric's figures and every host's own.
@@ -57,6 +61,8 @@ pub struct HostsResult {
     pub fabric: FabricResult,
     /// Each host's lab result (its guests are the workers, named `wN` by flow).
     pub hosts: Vec<LabResult>,
+    /// The fleet's rounds, in order (empty without a fleet).
+    pub fleet: Vec<FleetRound>,
 }
 
 /// Why a fabric could not run on lab hosts.
@@ -80,6 +86,14 @@ pub enum HostsError {
         host: String,
         /// Why.
         source: serde_json::Error,
+    },
+    /// The fleet's values could not cross as JSON, or were refused when read back.
+    #[error("fleet, host {host}: {reason}")]
+    Fleet {
+        /// Which host.
+        host: String,
+        /// Why.
+        reason: String,
     },
     /// A fabric the fluid run takes but whole lab hosts do not.
     #[error(transparent)]
@@ -216,12 +230,13 @@ fn nodes(
             continue;
         }
         let hs = &spec.hosts[h];
+        let chunk = spec.chunk_kib.map_or(CHUNK, |k| k.clamp(1, 1 << 20) << 10);
         let guests: Vec<serde_json::Value> = flows
             .iter()
             .map(|f| {
                 serde_json::json!({
                     "name": format!("w{f}"),
-                    "benchex": {"buffer": CHUNK, "chunk": CHUNK, "rate": 0.0, "compute": 0},
+                    "benchex": {"buffer": chunk, "chunk": chunk, "rate": 0.0, "compute": 0},
                 })
             })
             .collect();
@@ -309,9 +324,14 @@ pub fn run_on_hosts(
             push_iteration(&mut b, &mut nodes, &mut workers, j, start, t0 - start, dt);
         }
     }
+    let fleet = opts
+        .fleet
+        .clone()
+        .map(|f| fleet::LabFleet::new(f, &mut nodes));
     let mut sim = Sim {
         b,
         nodes,
+        fleet,
         workers,
         rec,
         active: Vec::new(),
@@ -337,7 +357,10 @@ pub fn run_on_hosts(
         n.host.advance_events(&mut n.ev, end).map_err(host_err(n))?;
     }
     progress(end, end);
-    finish(spec, sim.b, sim.nodes, sim.rec, run, (duration, steps))
+    let rounds = sim.fleet.map(fleet::LabFleet::into_rounds);
+    let mut r = finish(spec, sim.b, sim.nodes, sim.rec, run, (duration, steps))?;
+    r.fleet = rounds.unwrap_or_default();
+    Ok(r)
 }
 
 /// The run's length (seconds) and step (ns), checked: what whole lab hosts can run.
@@ -442,7 +465,11 @@ fn finish(
         interval_ms: 1.0,
         traffic: traffic.into_iter().flatten().collect(),
     };
-    Ok(HostsResult { fabric, hosts })
+    Ok(HostsResult {
+        fabric,
+        hosts,
+        fleet: Vec::new(),
+    })
 }
 
 #[cfg(test)]

@@ -11,6 +11,8 @@ use resex_fabric::DcqcnParams;
 pub(super) struct Sim {
     pub(super) b: Built,
     pub(super) nodes: Vec<Node>,
+    /// The hosts' fleet, when they are one.
+    pub(super) fleet: Option<super::fleet::LabFleet>,
     pub(super) workers: Vec<Worker>,
     pub(super) rec: Recorder,
     /// The flows sending.
@@ -32,6 +34,9 @@ impl Sim {
         .clamp(now + self.dt, end);
         self.serve_links(now, t - now);
         self.move_hosts(t)?;
+        if let Some(f) = &mut self.fleet {
+            f.at(&mut self.nodes, t)?;
+        }
         self.account(now, t);
         self.start_senders(t);
         Ok(t)
