@@ -206,6 +206,12 @@ pub struct PeriodFound {
     pub last_start_unix_ms: f64,
     /// How sure the detector is, in [0, 1].
     pub confidence: f64,
+    /// The time between its two latest arc starts as its host saw them in its bytes, ms (None:
+    /// fewer than two seen in the last three periods). `last_start_unix_ms` is then the
+    /// latest seen: a job whose iterations have just sped up or slowed down is timed by its
+    /// latest ones, not by the window's mean.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latest_period_ms: Option<f64>,
 }
 
 /// A queue pair counted from the present position instead of from its start.

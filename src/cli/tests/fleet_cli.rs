@@ -37,6 +37,7 @@ fn member(e: &LocalEtcd, host: &str, share: Option<f64>) -> Member {
             bytes_per_period: s * 25e6,
             duty: 0.02,
             confidence: 0.9,
+            latest_period_ms: None,
         }),
         ..VmSummary::default()
     };

@@ -56,7 +56,8 @@ fn the_fleet_demo_allocates_fails_over_and_leaves_no_stale_throttle() {
 /// times are printed, not asserted (see docs/fleet.md: the adaptive schedules do not yet beat
 /// fair on real processes).
 #[test]
-fn the_jobs_demo_detects_every_period_and_tells_the_compatible_uplink_from_the_other() {
+fn the_jobs_demo_detects_every_period_tells_the_uplinks_apart_and_the_compatible_pair_runs_faster()
+{
     if !resex_fleet::local::installed_or_skip() {
         return;
     }
@@ -69,11 +70,20 @@ fn the_jobs_demo_detects_every_period_and_tells_the_compatible_uplink_from_the_o
         let truth = j["true_period_ms"].as_f64().unwrap();
         let found = j["detected_period_ms"].as_f64();
         assert!(
-            found.is_some_and(|p| (p - truth).abs() <= 0.10 * truth),
+            found.is_some_and(|p| (p - truth).abs() <= 0.05 * truth),
             "{}: detected {found:?} against {truth} ms",
             j["name"]
         );
         assert!(j["adaptive_iter_ms"].as_f64().unwrap() > 0.0, "{j}");
+        // On its link's grid the compatible pair takes the uplink in turns: faster than fair
+        // (1.19-1.29x measured with the default settle, 1.16-1.19x with this test's 4 s; the
+        // issue's 1.15x is for a settled run), and the other pair no more than 5% slower.
+        let speedup = j["speedup"].as_f64().unwrap();
+        if j["link"] == "uplink-a" {
+            assert!(speedup >= 1.05, "the compatible pair: {j}");
+        } else {
+            assert!(speedup >= 0.95, "the incompatible pair: {j}");
+        }
     }
     let links = v["links"].as_array().unwrap();
     let names: Vec<&str> = links.iter().map(|l| l["name"].as_str().unwrap()).collect();

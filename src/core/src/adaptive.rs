@@ -20,6 +20,13 @@
 //! the job is seen sending, its progress is the bytes it sent since its arc began over its bytes
 //! per period (time over the predicted arc when that is unknown); the other jobs, on other
 //! hosts, are predicted.
+//!
+//! **On a grid.** When the link's jobs share one period the coordinator hands out target arcs
+//! on a grid it keeps (`resex_fleet`'s `compat::grid`) and [`Schedule::grid`] is set: a job
+//! weighs `1 + gain` in its target arc and 1 outside it, its own job too, whatever it is seen
+//! doing. Every host then computes the same split while the jobs keep to the grid, and a job
+//! sending in another's arc yields to it and slides to its own (measured: a compatible pair
+//! 1.19-1.29x faster than fair on real processes, where the predictions gave 0.92-1.18x).
 
 /// One job's timing on the core's clock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,6 +89,10 @@ pub struct Schedule {
     /// This VM's job's bytes per period, as its detector measured them (0: unknown; progress
     /// is then time over the predicted arc).
     pub me_bytes: u64,
+    /// The timings are targets on the link's grid: a job weighs `1 + gain` in its target arc
+    /// and 1 outside it (its own too: a job sending in another's arc yields to it, and slides
+    /// to its own); false: weights by progress, its own as seen.
+    pub grid: bool,
 }
 
 /// The most other jobs a schedule takes into account.
@@ -151,6 +162,9 @@ impl Schedule {
     /// the one seen while it sends, the predicted one otherwise.
     #[must_use]
     pub fn ceiling_seen(&self, w: &ArcWatch, now_ns: u64) -> u64 {
+        if self.grid {
+            return self.ceiling_at(now_ns);
+        }
         let mine = self
             .seen_progress(w, now_ns)
             .or_else(|| self.me.progress(now_ns));
@@ -172,7 +186,12 @@ impl Schedule {
         } else {
             0.0
         };
-        let weight = |p: Option<f64>| 1.0 + gain * p.unwrap_or(0.0);
+        // On a grid a job in its target arc weighs as one at its arc's end.
+        let grid = self.grid;
+        let weight = |p: Option<f64>| match p {
+            Some(_) if grid => 1.0 + gain,
+            p => 1.0 + gain * p.unwrap_or(0.0),
+        };
         let mine = weight(mine);
         let others: f64 = self
             .others
@@ -237,6 +256,7 @@ mod tests {
             me,
             others,
             me_bytes: 0,
+            grid: false,
         }
     }
 

@@ -98,6 +98,7 @@ mod of {
             me: timing(&s.me, zero_ns),
             others: s.others.iter().map(|a| timing(a, zero_ns)).collect(),
             me_bytes,
+            grid: s.grid,
         }
     }
 }
@@ -143,6 +144,7 @@ mod tests {
                 gain: 10.0,
                 me: arc(1_790_000_000_030.0),
                 others: vec![arc(1_789_999_999_930.0)],
+                grid: false,
             },
             zero,
         );

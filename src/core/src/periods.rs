@@ -291,7 +291,12 @@ impl PeriodWatch {
                         v.missed
                     )
                 });
-                (Some(found(p, v.oldest_unix_ns, end_ns)), held)
+                let mut f = found(p, v.oldest_unix_ns, end_ns);
+                if let Some((start_ns, between_ns)) = t.seen_arcs(p, self.cfg.interval_ns) {
+                    f.last_start_unix_ms = start_ns as f64 / 1e6;
+                    f.latest_period_ms = between_ns.map(|b| b as f64 / 1e6);
+                }
+                (Some(f), held)
             }
             Err(e) => (None, Some(e.to_string())),
         };
@@ -317,6 +322,7 @@ fn found(p: &Periodicity, oldest_unix_ns: u64, end_ns: f64) -> PeriodFound {
         bytes_per_period: p.bytes_per_period,
         last_start_unix_ms: (first + k * period) / 1e6,
         confidence: p.confidence,
+        latest_period_ms: None,
     }
 }
 
@@ -349,6 +355,36 @@ impl Track {
             }
         }
         self.push_one(u32::try_from(bytes).unwrap_or(u32::MAX), iv);
+    }
+
+    /// The latest arc start seen in the last three periods of its bytes (Unix ns) and the
+    /// time since the one before, if there was one. An arc starts at an interval that carries
+    /// at least a tenth of the job's mean rate on the wire after a pause of at least a third of
+    /// its time off the wire (at least 5 intervals): acknowledgements between arcs are no
+    /// start, nor a short lull within one.
+    fn seen_arcs(&self, p: &Periodicity, iv: u64) -> Option<(u64, Option<u64>)> {
+        let w = self.ring.len();
+        let period = (p.period_ns / iv.max(1)).max(1);
+        let on = (p.duty * period as f64).max(1.0);
+        let busy = (p.bytes_per_period / on / 10.0).max(1.0);
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+        let gap = ((((1.0 - p.duty) * period as f64) / 3.0) as usize).max(5);
+        let span = usize::try_from(period.saturating_mul(3)).unwrap_or(usize::MAX);
+        let from = self.len.saturating_sub(span);
+        let (mut idle, mut starts) = (0usize, [None::<usize>; 2]);
+        for i in from..self.len {
+            if f64::from(self.ring[(self.head + i) % w]) >= busy {
+                if idle >= gap {
+                    starts = [starts[1], Some(i)];
+                }
+                idle = 0;
+            } else {
+                idle += 1;
+            }
+        }
+        let at = |i: usize| self.oldest_unix_ns + i as u64 * iv;
+        let last = starts[1]?;
+        Some((at(last), starts[0].map(|s| (last - s) as u64 * iv)))
     }
 
     fn push_one(&mut self, v: u32, iv: u64) {

@@ -122,6 +122,7 @@ fn scheduled_ceilings_follow_the_jobs_progress_and_lapse() {
         me,
         others: vec![other],
         me_bytes: 0,
+        grid: false,
     };
     let alloc = FleetCeilings {
         vms: Vec::new(),
@@ -182,6 +183,7 @@ fn schedules_only_where_a_lever_exists_once_per_vm_and_the_row_has_the_latest() 
         me: t,
         others: vec![other],
         me_bytes: 0,
+        grid: false,
     };
     let (i, done) = core.set_fleet(Some(FleetCeilings {
         vms: Vec::new(),
@@ -242,6 +244,7 @@ fn a_job_seen_sending_keeps_its_share_and_an_entitlement_is_the_floor() {
                 me,
                 others: vec![other],
                 me_bytes,
+                grid: false,
             },
         )],
     };

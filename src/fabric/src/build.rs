@@ -304,7 +304,12 @@ impl<'s> Jobs<'s> {
         let first = self.flows.len();
         let n = hs.len();
         let mut slowest = f64::INFINITY;
-        for i in 0..n {
+        let senders = if js.pattern == Pattern::Pipeline {
+            n - 1
+        } else {
+            n
+        };
+        for i in 0..senders {
             let path = paths.path(hs[i], hs[(i + 1) % n]);
             let line = links[path[0] as usize].cap;
             let narrow = path
@@ -388,7 +393,7 @@ fn check_job(
     let bytes = match js.pattern {
         #[allow(clippy::cast_precision_loss)]
         Pattern::Ring => comm * 2.0 * (n - 1) as f64 / n as f64,
-        Pattern::Send => comm,
+        Pattern::Send | Pattern::Pipeline => comm,
     };
     Ok((compute_ns, bytes, t_us))
 }

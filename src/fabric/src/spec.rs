@@ -291,6 +291,9 @@ pub enum Pattern {
     Ring,
     /// Worker i sends the bytes to worker i+1 (mod n), once.
     Send,
+    /// Worker i sends the bytes to worker i+1, the last worker none: one way, as a
+    /// pipeline's stages pass activations (or a server its replies: the live jobs demo).
+    Pipeline,
 }
 
 /// `[[job]]`: a periodic training job.

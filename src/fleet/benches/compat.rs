@@ -38,6 +38,7 @@ fn summary(h: usize, periodic: bool) -> HostSummary {
                     bytes_per_period: 1e6 * ((h + v) % 50 + 1) as f64,
                     duty: 0.05,
                     confidence: 0.9,
+                    latest_period_ms: None,
                 }),
             })
             .collect(),
@@ -137,6 +138,7 @@ fn worst_cases() -> Vec<(f64, f64)> {
                         bytes_per_period: share * 25e6,
                         duty: 0.02,
                         confidence: 0.9,
+                        latest_period_ms: None,
                     });
                     h
                 })

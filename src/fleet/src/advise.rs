@@ -286,6 +286,7 @@ pub fn advise(
                         bytes_per_period: bytes,
                         duty: (comm_ms(bytes, cap) / period_ms).min(1.0),
                         confidence: 1.0,
+                        latest_period_ms: None,
                     });
                 }
                 *per_host.entry(h).or_default() += 1;

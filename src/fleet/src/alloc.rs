@@ -43,7 +43,7 @@ pub struct Allocation {
 }
 
 /// One periodic job's timing, as its host's detector measured it.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct JobArc {
     /// Its period, ms.
     pub period_ms: f64,
@@ -88,6 +88,11 @@ pub struct VmSchedule {
     pub me: JobArc,
     /// The link's other compatible jobs.
     pub others: Vec<JobArc>,
+    /// The arcs are targets on the link's grid (`crate::compat`'s grid: one period, arcs end
+    /// to end): a job's weight is `1 + gain` in its target arc and 1 outside it, whatever its
+    /// progress. False: the arcs are as measured, weights by progress.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub grid: bool,
 }
 
 impl VmSchedule {

@@ -13,6 +13,10 @@ use crate::topology::Topology;
 use resex_mlcompat::{compatibility, CircleConfig, Job, Periodicity};
 use std::collections::HashMap;
 
+mod grid;
+pub(crate) use grid::Grid;
+pub use grid::{GRID_BEHIND, GRID_PROBE, GRID_SLACK, SAME_BYTES};
+
 /// The most links scored per round (the rest say so; a round starts where the last stopped).
 pub const MAX_SCORED_LINKS: usize = 32;
 
@@ -163,10 +167,11 @@ fn score(c: &mut LinkCompat, jobs: &[Candidate<'_>], capacity_mbps: f64, cfg: &C
         .iter()
         .map(|j| j.period.last_start_unix_ms)
         .fold(f64::MIN, f64::max);
-    let mut alone: Vec<JobPeriod> = jobs
-        .iter()
-        .map(|j| alone(&j.period, capacity_mbps))
-        .collect();
+    // Jobs measured at one period stay at one period alone: their periods alone differ by
+    // their measured arcs, whose noise (a few intervals) would otherwise split them.
+    let measured: Vec<JobPeriod> = jobs.iter().map(|j| j.period).collect();
+    let mut alone: Vec<JobPeriod> = measured.iter().map(|p| alone(p, capacity_mbps)).collect();
+    pool_periods(&mut alone, &period_groups(&measured));
     same_periods(&mut alone);
     let circle: Vec<Job> = alone
         .iter()
@@ -192,12 +197,14 @@ fn score(c: &mut LinkCompat, jobs: &[Candidate<'_>], capacity_mbps: f64, cfg: &C
 /// the pool's rate. A job on several compatible links gets the first's. One pass over the
 /// summaries along each host's path.
 #[must_use]
-pub fn schedules(
+pub(crate) fn schedules(
     t: &Topology,
     links: &[LinkCompat],
     scores: &HashMap<String, f64>,
     summaries: &[&HostSummary],
     x: &[Vec<f64>],
+    grids: &mut HashMap<String, Grid>,
+    now_unix_ms: f64,
 ) -> HashMap<String, Vec<VmSchedule>> {
     let index: HashMap<&str, usize> = t
         .links
@@ -216,6 +223,7 @@ pub fn schedules(
         }
     }
     if compatible.is_empty() {
+        grids.clear();
         return HashMap::new();
     }
     let paths = t.paths();
@@ -240,6 +248,7 @@ pub fn schedules(
         }
     }
     let mut out: HashMap<String, Vec<VmSchedule>> = HashMap::new();
+    let mut next_grids = HashMap::new();
     let mut scheduled = std::collections::HashSet::new();
     let mut order: Vec<usize> = arcs.keys().copied().collect();
     order.sort_unstable();
@@ -250,7 +259,30 @@ pub fn schedules(
         }
         let link = &t.links[l];
         let pool = (link.capacity_mbps - taken[l]).max(0.1 * link.capacity_mbps);
-        let timing: Vec<JobArc> = jobs.iter().map(|(_, _, p)| arc(p, pool)).collect();
+        // One period: every job at its target on the link's grid (kept while it holds);
+        // otherwise each as measured.
+        // One period: every job at its target on the link's grid, kept while the link's jobs
+        // are the same (it follows their periods itself); otherwise each job as measured.
+        let measured: Vec<JobPeriod> = jobs.iter().map(|j| j.2).collect();
+        let held = grids
+            .remove(&link.name)
+            .filter(|g| g.serves(jobs.iter().map(|(h, v, _)| (*h, *v))));
+        let fresh = Grid::draw(jobs, pool);
+        let grid = match (held, fresh) {
+            (Some(mut g), f) if f.as_ref().is_none_or(|f| g.holds_for(f)) => {
+                g.follow(&measured, now_unix_ms);
+                Some(g)
+            }
+            (_, f) => f,
+        };
+        let timing: Vec<JobArc> = match &grid {
+            Some(g) => g.arcs(),
+            None => jobs.iter().map(|(_, _, p)| arc(p, pool)).collect(),
+        };
+        let on_grid = grid.is_some();
+        if let Some(g) = grid {
+            next_grids.insert(link.name.clone(), g);
+        }
         for (i, (host, vm, _)) in jobs.iter().enumerate() {
             if !scheduled.insert((*host, *vm)) {
                 continue;
@@ -269,20 +301,24 @@ pub fn schedules(
                 gain: t.compat.gain,
                 me: timing[i],
                 others,
+                grid: on_grid,
             });
         }
     }
+    *grids = next_grids;
     out
 }
 
-/// A job's timing on a link of `capacity_mbps`: its arc as long as its bytes need there (at
-/// least its duty of the period, at most the period).
+/// A job's timing on a link of `capacity_mbps`: its latest period as its host saw it (see
+/// `JobPeriod::timing_period_ms`), its arc as long as its bytes need there (at least its duty
+/// of the period, at most the period).
 fn arc(p: &JobPeriod, capacity_mbps: f64) -> JobArc {
     let wire_ms = p.bytes_per_period * 8.0 / (capacity_mbps * 1e3);
+    let period_ms = p.timing_period_ms();
     JobArc {
-        period_ms: p.period_ms,
+        period_ms,
         last_start_unix_ms: p.last_start_unix_ms,
-        arc_ms: wire_ms.max(p.duty * p.period_ms).min(p.period_ms),
+        arc_ms: wire_ms.max(p.duty * p.period_ms).min(period_ms),
         bytes: p.bytes_per_period,
     }
 }
@@ -311,8 +347,16 @@ pub const SAME_PERIOD: f64 = 0.05;
 /// group's mean period, each keeping its arc's length (groups in order of period; bounded:
 /// a sort and one pass).
 pub(crate) fn same_periods(ps: &mut [JobPeriod]) {
+    let groups = period_groups(ps);
+    pool_periods(ps, &groups);
+}
+
+/// The groups of jobs whose periods are within [`SAME_PERIOD`] of the shortest of their
+/// group, in order of period.
+fn period_groups(ps: &[JobPeriod]) -> Vec<Vec<usize>> {
     let mut order: Vec<usize> = (0..ps.len()).collect();
     order.sort_by(|a, b| ps[*a].period_ms.total_cmp(&ps[*b].period_ms));
+    let mut groups = Vec::new();
     let mut k = 0;
     while k < order.len() {
         let lo = ps[order[k]].period_ms;
@@ -320,14 +364,22 @@ pub(crate) fn same_periods(ps: &mut [JobPeriod]) {
         while e < order.len() && ps[order[e]].period_ms <= lo * (1.0 + SAME_PERIOD) {
             e += 1;
         }
+        groups.push(order[k..e].to_vec());
+        k = e;
+    }
+    groups
+}
+
+/// Each group's jobs take its mean period, each keeping its arc's length.
+fn pool_periods(ps: &mut [JobPeriod], groups: &[Vec<usize>]) {
+    for g in groups.iter().filter(|g| g.len() > 1) {
         #[allow(clippy::cast_precision_loss)]
-        let mean = order[k..e].iter().map(|&i| ps[i].period_ms).sum::<f64>() / (e - k) as f64;
-        for &i in &order[k..e] {
+        let mean = g.iter().map(|&i| ps[i].period_ms).sum::<f64>() / g.len() as f64;
+        for &i in g {
             let arc_ms = ps[i].duty * ps[i].period_ms;
             ps[i].period_ms = mean;
             ps[i].duty = (arc_ms / mean).min(1.0);
         }
-        k = e;
     }
 }
 

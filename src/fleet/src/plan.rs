@@ -48,6 +48,9 @@ pub struct Planner {
     /// schedules hold in between while its jobs are the same).
     #[serde(skip)]
     scored: HashMap<String, (Vec<(String, String)>, f64)>,
+    /// Each compatible link's grid of target arcs (kept while it holds).
+    #[serde(skip)]
+    grids: HashMap<String, crate::compat::Grid>,
 }
 
 fn demand(t: &Topology, tx_mbps: f64, ceiling: Option<f64>) -> f64 {
@@ -169,7 +172,9 @@ impl Planner {
         let (links, links_left_out) = crate::compat::score_links(t, &who, first);
         let scores = self.remember(&links);
         let mut schedules = if t.compat.adaptive {
-            crate::compat::schedules(t, &links, &scores, &who, &sol.x)
+            #[allow(clippy::cast_precision_loss)]
+            let now = at_unix_ms as f64;
+            crate::compat::schedules(t, &links, &scores, &who, &sol.x, &mut self.grids, now)
         } else {
             Default::default()
         };
@@ -342,6 +347,7 @@ mod tests {
                 bytes_per_period: share * 25e6,
                 duty: 0.02,
                 confidence: 0.9,
+                latest_period_ms: None,
             }),
             ..vm(name, share * 1000.0, false, None)
         };
@@ -365,7 +371,17 @@ mod tests {
         // 6.25 MB at the pool's 940 Mb/s.
         assert!((s.me.arc_ms - 53.19).abs() < 0.01, "{s:?}");
         assert_eq!(s.others.len(), 1);
-        assert!((s.others[0].last_start_unix_ms - (1.79e12 + 10.0)).abs() < 1e-3);
+        // One period (200 ms): both at their targets on the link's grid, 3% longer, the
+        // spare time split between them, in the order they run (ja 10 ms ahead of jb).
+        let period = 200.0 * (1.0 + crate::compat::GRID_SLACK);
+        let spare = (period - 2.0 * s.me.arc_ms) / 2.0;
+        assert!((s.me.period_ms - period).abs() < 1e-9, "{s:?}");
+        assert!((s.me.last_start_unix_ms - 1.79e12).abs() < 1e-3, "{s:?}");
+        let want = 1.79e12 + s.me.arc_ms + spare;
+        assert!(
+            (s.others[0].last_start_unix_ms - want).abs() < 1e-3,
+            "{s:?}"
+        );
         assert_eq!(allocs[1].adaptive[0].vm, "jb");
         // 60% each: 0.83 rotated, under the 0.9 threshold: no schedule, DRUM's split alone.
         let (allocs, rep) = Planner::default().round(&t, &fleet(0.6), "a", 1).unwrap();
@@ -398,6 +414,7 @@ mod tests {
                         bytes_per_period: 0.25 * 25e6,
                         duty: 0.02,
                         confidence: 0.9,
+                        latest_period_ms: None,
                     }),
                     ..vm(name, 250.0, false, None)
                 };

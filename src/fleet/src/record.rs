@@ -90,6 +90,10 @@ pub struct JobPeriod {
     pub duty: f64,
     /// How sure the host's detector is, 0 to 1.
     pub confidence: f64,
+    /// The time between its two latest arc starts as its host saw them, ms (see
+    /// `resex_api::PeriodFound`); the schedules time a job by it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latest_period_ms: Option<f64>,
 }
 
 impl JobPeriod {
@@ -112,6 +116,19 @@ impl JobPeriod {
             && (0.0..=1e15).contains(&self.bytes_per_period)
             && unit(self.duty)
             && unit(self.confidence)
+            && self
+                .latest_period_ms
+                .is_none_or(|l| l.is_finite() && (0.001..=Self::MAX_PERIOD_MS).contains(&l))
+    }
+
+    /// The period a schedule times the job by: the latest one its host saw when it is within
+    /// a quarter of the detector's (a job whose iterations have just changed), else the
+    /// detector's.
+    #[must_use]
+    pub fn timing_period_ms(&self) -> f64 {
+        self.latest_period_ms
+            .filter(|l| (l / self.period_ms - 1.0).abs() <= 0.25)
+            .unwrap_or(self.period_ms)
     }
 }
 
@@ -123,6 +140,7 @@ impl From<&resex_api::PeriodFound> for JobPeriod {
             bytes_per_period: p.bytes_per_period,
             duty: p.duty,
             confidence: p.confidence,
+            latest_period_ms: p.latest_period_ms,
         }
     }
 }
@@ -331,6 +349,7 @@ mod tests {
             bytes_per_period: 5e6,
             last_start_unix_ms: 1_790_000_000_012.5,
             confidence: 0.9,
+            latest_period_ms: None,
         };
         let mut s = Snapshot::default();
         for (name, period) in [("job", Some(found)), ("steady", None)] {

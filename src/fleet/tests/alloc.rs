@@ -296,6 +296,7 @@ fn periodic_jobs_on_a_shared_link_are_scored_and_the_score_published() {
             bytes_per_period: 0.25 * 125e6 * 0.2,
             duty: 0.02,
             confidence: 0.9,
+            latest_period_ms: None,
         }),
         ..vm(name, 250.0, false)
     };

@@ -33,6 +33,22 @@ fn run(adaptive: bool, seconds: f64) -> HostsResult {
     run_on_hosts(&spec, &run, &opts, |_, _| {}).unwrap()
 }
 
+/// A job's mean iteration once settled: over the iterations that began after the run's first
+/// third, ms (as `resex lab fabric --fleet` reports it).
+fn settled(r: &HostsResult, job: &str) -> f64 {
+    let j = r.fabric.jobs.iter().find(|j| j.name == job).unwrap();
+    let from = r.fabric.duration_s * 1e3 / 3.0;
+    let (mut at, mut sum, mut n) = (0.0, 0.0, 0.0);
+    for t in &j.iter_ms {
+        if at >= from {
+            sum += t;
+            n += 1.0;
+        }
+        at += t;
+    }
+    sum / n
+}
+
 /// A job's mean iteration over its last `n`, ms.
 fn tail_mean(r: &HostsResult, job: &str, n: usize) -> f64 {
     let j = r.fabric.jobs.iter().find(|j| j.name == job).unwrap();
@@ -81,8 +97,15 @@ fn the_lab_fleet_detects_the_periods_and_scores_the_compatible_uplink_apart_from
 }
 
 #[test]
-fn schedules_go_to_the_compatible_pair_alone_and_the_other_pair_runs_as_fair() {
+fn the_compatible_pair_runs_faster_on_its_grid_and_the_other_pair_as_fair() {
     let (fair, adaptive) = (run(false, 16.0), run(true, 16.0));
+    // Pair a takes the uplink in turns on its grid: at least 1.15x faster than fair (the
+    // issue's figure; measured 1.22x), and never slower than its time alone by much.
+    for job in ["job-a1", "job-a2"] {
+        let (f, a) = (settled(&fair, job), settled(&adaptive, job));
+        assert!(f / a >= 1.15, "{job}: fair {f} ms, adaptive {a} ms");
+        assert!(a < 244.0 * 1.1, "{job}: {a} ms against 244 ms alone");
+    }
     let scheduled: Vec<&str> = adaptive
         .fleet
         .iter()

@@ -56,6 +56,7 @@ mod tests {
                     bytes_per_period: 40e6,
                     last_start_unix_ms: 1_790_000_000_000.0,
                     confidence: 0.97,
+                    latest_period_ms: None,
                 }),
                 why_not: None,
                 samples: 2048,

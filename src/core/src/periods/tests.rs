@@ -294,3 +294,32 @@ fn a_period_found_stands_over_a_few_looks_that_find_none_then_goes() {
         }
     }
 }
+
+#[test]
+fn the_latest_arc_start_and_period_are_the_ones_seen_not_the_windows_fit() {
+    // On for 40 ms every 200 ms, then (from interval 7 000) every 160 ms: the window's fit
+    // says about 200 ms; the host saw the last two arcs begin 160 ms apart, the latest at
+    // interval 7 640, with trickles (a tenth of a percent of the arc's rate) between them.
+    let arcs = |_: u32, k: u64| {
+        let on = if k < 7000 {
+            k % 200 < 40
+        } else {
+            (k - 7000) % 160 < 40
+        };
+        match (on, k % 7) {
+            (true, _) => 1_000_000,
+            (false, 0) => 1_000,
+            _ => 0,
+        }
+    };
+    let mut w = watch(4096);
+    feed(&mut w, 1, 4000, 3700, arcs);
+    w.detect_due(1);
+    let p = w.snaps()[&VmId(1)].found.expect("periodic");
+    assert_eq!(p.latest_period_ms, Some(160.0), "{p:?}");
+    let want = (UNIX0 + (7640 - 4000) * MS) as f64 / 1e6;
+    assert!(
+        (p.last_start_unix_ms - want).abs() < 1e-6,
+        "{p:?} against {want}"
+    );
+}

@@ -101,6 +101,7 @@ fn rich_snapshot() -> Snapshot {
                 bytes_per_period: 4e8,
                 last_start_unix_ms: 1_790_000_000_125.0,
                 confidence: 0.875,
+                latest_period_ms: None,
             }),
             why_not: None,
             samples: 8192,

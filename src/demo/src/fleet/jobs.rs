@@ -103,7 +103,7 @@ pub struct JobReport {
     /// truth the detected period is compared with).
     pub true_period_ms: f64,
     /// The period resexd detected in that window, ms: the median of its verdicts read every
-    /// half second in the window's last third (None: none found).
+    /// half second in the window's last two thirds (None: none found).
     pub detected_period_ms: Option<f64>,
     /// Its iteration time under the fair allocation, ms.
     pub fair_iter_ms: f64,
@@ -254,9 +254,10 @@ pub struct Rounds {
 
 /// Reads the round report and the jobs' detected periods every half second for `window`:
 /// the rounds (each counted once) and each job's detected period, the median of the readings
-/// in the window's last third (the detector's verdicts over the stretch the window counts; a
-/// look that takes a multiple of the period, as the detector does now and then when two jobs
-/// take turns being ahead, is one reading of several).
+/// in the window's last two thirds (the detector's verdicts over the stretch the window
+/// counts; a look that takes a multiple of the period, as the detector does now and then when
+/// two jobs take turns being ahead, or finds none for a few seconds, as it does now and then
+/// for an incompatible pair that all but fills its link, is a few readings of many).
 fn watch(hosts: &[FleetHost], url: &str, window: Duration) -> (Rounds, Vec<Option<f64>>) {
     let t = Instant::now();
     let mut r = Rounds::default();
@@ -269,7 +270,7 @@ fn watch(hosts: &[FleetHost], url: &str, window: Duration) -> (Rounds, Vec<Optio
             r.seen += 1;
             r.with_schedules += u64::from(rep.schedules > 0);
         }
-        if t.elapsed() * 3 >= window * 2 {
+        if t.elapsed() * 3 >= window {
             for (k, v) in job_vms(hosts).iter().enumerate() {
                 if let Some(p) = v.as_ref().and_then(detected) {
                     readings[k].push(p);

@@ -13,6 +13,7 @@ fn vm(name: &str, period: Option<(f64, f64)>) -> VmSummary {
             bytes_per_period: share * MB_PER_200MS,
             duty: 0.02,
             confidence: 0.9,
+            latest_period_ms: None,
         }),
         ..VmSummary::default()
     }

@@ -1,0 +1,269 @@
+//! Target arcs for the jobs of a compatible link whose jobs share one period: a grid the
+//! coordinator draws once and keeps, so that every host predicts the others the same way.
+//!
+//! Predicting each other job from its measured timing (its latest arc start and period, up to a
+//! round old) goes wrong while the schedules move the jobs: their periods change iteration by
+//! iteration as they slide apart, and each host's picture of the others is its own, so two
+//! hosts may both yield (neither sends) or both take the link (the pair stays fair). Measured
+//! on the lab fabric, that made a compatible pair anywhere from 0.91x to 1.27x of fair with the
+//! second job's start moved by a few ms.
+//!
+//! On a grid every host predicts every job at its target arc: the grid's period is the
+//! longest of the jobs' periods alone (their time off the wire plus their bytes at the pool's
+//! rate) with [`GRID_SLACK`] to spare, each job's target arc its bytes at the pool's rate, the
+//! arcs laid end to end in the order the jobs run now, the period's spare time split evenly
+//! between them. Each host sees its own job (its progress is the bytes it sent in its arc) and
+//! takes the others at their targets, so two hosts' shares agree while the jobs keep to the
+//! grid, and a job that sends in another's target arc is held back as that arc progresses:
+//! it slides to its own. A job's period alone is no longer than the grid's, so a job on time
+//! waits (held back) rather than falls behind. The grid is kept while the link's jobs are the
+//! same and their periods within [`SAME_PERIOD`] of the grid's (a new one otherwise).
+
+use super::{alone, SAME_PERIOD};
+use crate::alloc::JobArc;
+use crate::record::JobPeriod;
+
+/// The grid's period is the longest period alone times `1 + GRID_SLACK`: room for a period
+/// measured a little short.
+pub const GRID_SLACK: f64 = 0.03;
+
+/// A link's grid: its jobs (host, VM) and each one's target arc.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Grid {
+    pub(crate) jobs: Vec<(String, String)>,
+    pub(crate) period_ms: f64,
+    /// When the first job's arc starts (any cycle), Unix ms.
+    anchor_ms: f64,
+    /// The jobs in the order their arcs follow each other.
+    order: Vec<usize>,
+    /// Each job's bytes per period and time on the wire at the pool's rate, ms.
+    bytes: Vec<f64>,
+    wire: Vec<f64>,
+    /// The jobs' period when one last fell behind the grid (None: none has): it probes no
+    /// lower than [`GRID_BEHIND`] above it.
+    floor_ms: Option<f64>,
+    /// The longest latest period of a job that was longer than the grid in the last round.
+    late: Option<f64>,
+}
+
+/// A grid shorter than a job's period measured under it by more than this is shorter than
+/// the job can keep: it takes that period, and this much more; one they all keep shrinks by
+/// [`GRID_PROBE`].
+pub const GRID_BEHIND: f64 = 0.01;
+
+/// A job whose bytes per period moved by more than this is another job: its link gets a new
+/// grid (live, a job's measured bytes per period move by a few percent as its periods do).
+pub const SAME_BYTES: f64 = 0.25;
+
+/// How much a grid the jobs keep shrinks each round: the period alone is measured while the
+/// jobs collide, long; under the grid they wait for their arcs, so the grid probes down
+/// towards their periods alone until one falls behind.
+pub const GRID_PROBE: f64 = 0.01;
+
+impl Grid {
+    /// The grid for `jobs` (host, VM, as measured) on a pool of `pool_mbps`: None when their
+    /// periods alone are not one period, or their arcs do not fit it.
+    pub(crate) fn draw(jobs: &[(&str, &str, JobPeriod)], pool_mbps: f64) -> Option<Self> {
+        let alone: Vec<JobPeriod> = jobs.iter().map(|(_, _, p)| alone(p, pool_mbps)).collect();
+        let shortest = alone.iter().map(|p| p.period_ms).fold(f64::MAX, f64::min);
+        let longest = alone.iter().map(|p| p.period_ms).fold(0.0, f64::max);
+        if !(shortest > 0.0 && longest <= shortest * (1.0 + SAME_PERIOD)) {
+            return None;
+        }
+        let period_ms = longest * (1.0 + GRID_SLACK);
+        let wire: Vec<f64> = jobs
+            .iter()
+            .map(|(_, _, p)| (p.bytes_per_period * 8.0 / (pool_mbps * 1e3)).max(0.001))
+            .collect();
+        let busy: f64 = wire.iter().sum();
+        if !(busy.is_finite() && busy <= period_ms) {
+            return None;
+        }
+        // In the order they run now, from the first job's latest arc.
+        let first = jobs[0].2.last_start_unix_ms;
+        let phase = |i: usize| (jobs[i].2.last_start_unix_ms - first).rem_euclid(period_ms);
+        let mut order: Vec<usize> = (0..jobs.len()).collect();
+        order.sort_by(|a, b| phase(*a).total_cmp(&phase(*b)));
+        Some(Self {
+            jobs: jobs
+                .iter()
+                .map(|(h, v, _)| ((*h).to_owned(), (*v).to_owned()))
+                .collect(),
+            period_ms,
+            anchor_ms: first,
+            order,
+            bytes: jobs.iter().map(|(_, _, p)| p.bytes_per_period).collect(),
+            wire,
+            floor_ms: None,
+            late: None,
+        })
+    }
+
+    /// Every job's target arc: end to end in the grid's order from the anchor, the spare time
+    /// split evenly.
+    pub(crate) fn arcs(&self) -> Vec<JobArc> {
+        let busy: f64 = self.wire.iter().sum();
+        #[allow(clippy::cast_precision_loss)]
+        let spare = ((self.period_ms - busy) / self.jobs.len() as f64).max(0.0);
+        let mut arcs = vec![JobArc::default(); self.jobs.len()];
+        let mut at = self.anchor_ms;
+        for &i in &self.order {
+            arcs[i] = JobArc {
+                period_ms: self.period_ms,
+                last_start_unix_ms: at,
+                arc_ms: self.wire[i],
+                bytes: self.bytes[i],
+            };
+            at += self.wire[i] + spare;
+        }
+        arcs
+    }
+
+    /// Whether it is the grid of these jobs (host, VM), in this order.
+    pub(crate) fn serves<'a>(&self, jobs: impl Iterator<Item = (&'a str, &'a str)>) -> bool {
+        let mut n = 0;
+        for (k, (h, v)) in jobs.enumerate() {
+            n += 1;
+            if self.jobs.get(k).is_none_or(|(gh, gv)| gh != h || gv != v) {
+                return false;
+            }
+        }
+        n == self.jobs.len()
+    }
+
+    /// Whether it still serves the jobs a new grid `fresh` would: each job's bytes per period
+    /// within [`SAME_BYTES`] of the grid's. (Its period is its own: the jobs' periods measured
+    /// under it are the grid's, and [`Self::follow`] moves it.)
+    pub(crate) fn holds_for(&self, fresh: &Self) -> bool {
+        self.jobs == fresh.jobs
+            && self
+                .bytes
+                .iter()
+                .zip(&fresh.bytes)
+                .all(|(a, b)| (a / b - 1.0).abs() <= SAME_BYTES)
+    }
+
+    /// One round on: the anchor moved to the latest cycle that began by `now_ms`; then, when
+    /// a job's latest period (`measured`, in the grid's job order: the time between its two
+    /// latest arcs as its host saw them) was longer than the grid by more than
+    /// [`GRID_BEHIND`] in this round and the last (it cannot keep the grid: a job sliding to
+    /// its arc takes one long iteration, one that cannot keep up every one), the period grows
+    /// by [`GRID_SLACK`] and the grid probes no lower than the period it left (and
+    /// [`GRID_BEHIND`]) again; otherwise it shrinks by [`GRID_PROBE`] (never below that floor
+    /// nor the jobs' busy time). Growth is a step, not the periods measured: the jobs' periods
+    /// under a grid that does not fit them are its own doing (measured live: a jump to them
+    /// held a pair at 404 ms that runs 268 ms).
+    pub(crate) fn follow(&mut self, measured: &[JobPeriod], now_ms: f64) {
+        let p = self.period_ms;
+        if now_ms > self.anchor_ms {
+            self.anchor_ms += ((now_ms - self.anchor_ms) / p).floor() * p;
+        }
+        let longest = measured.iter().map(seen_period).fold(0.0, f64::max);
+        let busy: f64 = self.wire.iter().sum();
+        let late = (longest > p * (1.0 + GRID_BEHIND)).then_some(longest);
+        if late.is_some() && self.late.is_some() {
+            self.floor_ms = Some(self.floor_ms.map_or(p, |f| f.max(p)));
+            self.period_ms = (p * (1.0 + GRID_SLACK)).max(busy);
+            self.late = None;
+        } else {
+            let floor = self.floor_ms.map_or(0.0, |f| f * (1.0 + GRID_BEHIND));
+            self.period_ms = (p * (1.0 - GRID_PROBE)).max(floor).max(busy);
+            self.late = late;
+        }
+    }
+}
+
+/// The time between a job's two latest arcs as its host saw them, else its detector's period.
+fn seen_period(m: &JobPeriod) -> f64 {
+    m.latest_period_ms
+        .filter(|l| l.is_finite() && *l > 0.0)
+        .unwrap_or(m.period_ms)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(start: f64, period_ms: f64, duty: f64, bytes: f64) -> JobPeriod {
+        JobPeriod {
+            period_ms,
+            last_start_unix_ms: start,
+            bytes_per_period: bytes,
+            duty,
+            confidence: 0.8,
+            latest_period_ms: None,
+        }
+    }
+
+    #[test]
+    fn two_colliding_jobs_get_arcs_end_to_end_with_the_spare_time_split() {
+        // 11.75 MB at 1 Gb/s: 94 ms on the wire; measured 308 ms with 154 ms arcs while they
+        // collide (alone: 248 ms).
+        let jobs = [
+            ("h1", "a1", job(1000.0, 308.0, 0.5, 11.75e6)),
+            ("h2", "a2", job(1010.0, 308.0, 0.5, 11.75e6)),
+        ];
+        let mut g = Grid::draw(&jobs, 1000.0).unwrap();
+        let p = 248.0 * 1.03;
+        assert!((g.period_ms - p).abs() < 1e-9, "{}", g.period_ms);
+        let spare = (p - 188.0) / 2.0;
+        let arcs = g.arcs();
+        assert_eq!(arcs[0].last_start_unix_ms, 1000.0);
+        assert!((arcs[1].last_start_unix_ms - (1000.0 + 94.0 + spare)).abs() < 1e-9);
+        assert!(arcs.iter().all(|a| (a.arc_ms - 94.0).abs() < 1e-9));
+        // The same jobs: the grid holds; other bytes: a new one.
+        assert!(g.holds_for(&Grid::draw(&jobs, 1000.0).unwrap()));
+        let bigger = [
+            ("h1", "a1", job(1000.0, 308.0, 0.5, 16e6)),
+            ("h2", "a2", job(1010.0, 308.0, 0.5, 16e6)),
+        ];
+        assert!(!g.holds_for(&Grid::draw(&bigger, 1000.0).unwrap()));
+        // Jobs that keep it: it shrinks a step, anchored at the cycle under way.
+        let kept = [job(0.0, p, 0.4, 11.75e6), job(0.0, p, 0.4, 11.75e6)];
+        g.follow(&kept, 1000.0 + 10.5 * p);
+        assert!((g.period_ms - p * 0.99).abs() < 1e-9);
+        assert!((g.arcs()[0].last_start_unix_ms - (1000.0 + 10.0 * p)).abs() < 1e-6);
+        // One that falls behind once (sliding to its arc): it still shrinks; twice in a row
+        // (it cannot keep it): the grid takes the shorter of its two periods and a little, and
+        // probes no lower again.
+        let q = g.period_ms;
+        let behind = |l: f64| [job(0.0, q * 0.9, 0.4, 11.75e6), job(0.0, l, 0.4, 11.75e6)];
+        let seen = |mut j: [JobPeriod; 2], l: f64| {
+            j[1].latest_period_ms = Some(l);
+            j
+        };
+        g.follow(&seen(behind(q * 1.05), q * 1.05), 1000.0 + 11.0 * p);
+        assert!((g.period_ms - q * 0.99).abs() < 1e-9);
+        let r = g.period_ms;
+        g.follow(&seen(behind(q * 1.04), q * 1.04), 1000.0 + 12.0 * p);
+        assert!((g.period_ms - r * 1.03).abs() < 1e-9, "{}", g.period_ms);
+        let kept = [job(0.0, r, 0.4, 11.75e6); 2];
+        g.follow(&kept, 1000.0 + 13.0 * p);
+        assert!((g.period_ms - r * 1.03 * 0.99).abs() < 1e-9);
+        for k in 0..10 {
+            g.follow(&kept, 1000.0 + f64::from(14 + k) * p);
+        }
+        assert!(
+            (g.period_ms - r * 1.01).abs() < 1e-9,
+            "at its floor: {}",
+            g.period_ms
+        );
+        assert!(g.serves([("h1", "a1"), ("h2", "a2")].into_iter()));
+        assert!(!g.serves([("h2", "a2"), ("h1", "a1")].into_iter()));
+        assert!(!g.serves([("h1", "a1")].into_iter()));
+    }
+
+    #[test]
+    fn jobs_that_do_not_share_a_period_or_do_not_fit_get_no_grid() {
+        let two = [
+            ("h1", "a", job(0.0, 200.0, 0.2, 5e6)),
+            ("h2", "b", job(0.0, 300.0, 0.2, 5e6)),
+        ];
+        assert_eq!(Grid::draw(&two, 1000.0), None);
+        let full = [
+            ("h1", "a", job(0.0, 100.0, 0.7, 8.75e6)),
+            ("h2", "b", job(0.0, 100.0, 0.7, 8.75e6)),
+        ];
+        assert_eq!(Grid::draw(&full, 1000.0), None, "140 ms of arcs in 100 ms");
+    }
+}
