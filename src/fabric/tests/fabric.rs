@@ -94,6 +94,24 @@ fn a_job_alone_takes_compute_plus_wire_time() {
 }
 
 #[test]
+fn a_pipeline_job_sends_one_way_only() {
+    // The same job one way: one flow (a to b), its iterations as the ring's alone, and the
+    // link back carries nothing.
+    let mut s = shared(&[(20.0, 62.5)], false);
+    s.jobs[0].pattern = resex_fabric::spec::Pattern::Pipeline;
+    let r = run(&s, &RunOptions::default()).unwrap();
+    assert_eq!(r.flows, 1);
+    let j = &r.jobs[0];
+    assert_eq!(j.vms, ["j0/w0@a0"]);
+    assert_eq!(j.alone_ms, 30.0);
+    assert!(
+        j.iter_ms.iter().all(|t| (t - 30.0).abs() < 0.01),
+        "{:?}",
+        j.iter_ms
+    );
+}
+
+#[test]
 fn two_equal_jobs_started_together_share_fairly_and_slow_down() {
     let r = run(
         &shared(&[(20.0, 62.5), (20.0, 62.5)], false),
