@@ -382,9 +382,15 @@ impl Track {
                 idle += 1;
             }
         }
-        let at = |i: usize| self.oldest_unix_ns + i as u64 * iv;
+        let at = |i: usize| {
+            self.oldest_unix_ns
+                .saturating_add((i as u64).saturating_mul(iv))
+        };
         let last = starts[1]?;
-        Some((at(last), starts[0].map(|s| (last - s) as u64 * iv)))
+        Some((
+            at(last),
+            starts[0].map(|s| ((last - s) as u64).saturating_mul(iv)),
+        ))
     }
 
     fn push_one(&mut self, v: u32, iv: u64) {

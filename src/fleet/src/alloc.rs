@@ -42,7 +42,8 @@ pub struct Allocation {
     pub adaptive: Vec<VmSchedule>,
 }
 
-/// One periodic job's timing, as its host's detector measured it.
+/// One periodic job's timing: its target arc on its link's grid (`VmSchedule::grid`), else as
+/// its host's detector measured it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct JobArc {
     /// Its period, ms.
@@ -72,8 +73,9 @@ impl JobArc {
 /// The most other jobs a schedule lists.
 pub const MAX_SCHEDULE_OTHERS: usize = MAX_LINK_JOBS - 1;
 
-/// A VM's ceiling as a schedule: the job further into its arc gets the larger share of `pool`
-/// (each host evaluates it every step; `resex_core::adaptive`).
+/// A VM's ceiling as a schedule: on a grid the job in its target arc gets the larger share of
+/// `pool`, else the job further into its arc (each host evaluates it every step;
+/// `resex_core::adaptive`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct VmSchedule {
     /// The VM.
@@ -96,7 +98,9 @@ pub struct VmSchedule {
 }
 
 impl VmSchedule {
-    fn plausible(&self) -> bool {
+    /// Whether a reader takes it (`Allocation::parse` refuses an allocation with one that is
+    /// not; the coordinator hands out none).
+    pub(crate) fn plausible(&self) -> bool {
         self.pool_mbps.is_finite()
             && self.pool_mbps > 0.0
             && self.pool_mbps < 1e9

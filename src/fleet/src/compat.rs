@@ -191,7 +191,8 @@ fn score(c: &mut LinkCompat, jobs: &[Candidate<'_>], capacity_mbps: f64, cfg: &C
 
 /// The schedules of the jobs on compatible links (a score, this round's or the last one
 /// computed for the same jobs, at least `[compat] threshold`), by host: each job's ceiling
-/// follows its progress against the others' (`resex_core::adaptive`) within the link's pool,
+/// follows its target arc on the link's grid when the jobs share one period (`grid`), its
+/// progress against the others' otherwise (`resex_core::adaptive`), within the link's pool,
 /// its capacity less the DRUM allocations `x` (per host, per VM, in the order of
 /// `summaries`) of the VMs on it that are not among the jobs (at least a tenth of it); arcs at
 /// the pool's rate. A job on several compatible links gets the first's. One pass over the
@@ -259,21 +260,19 @@ pub(crate) fn schedules(
         }
         let link = &t.links[l];
         let pool = (link.capacity_mbps - taken[l]).max(0.1 * link.capacity_mbps);
-        // One period: every job at its target on the link's grid (kept while it holds);
-        // otherwise each as measured.
-        // One period: every job at its target on the link's grid, kept while the link's jobs
-        // are the same (it follows their periods itself); otherwise each job as measured.
+        // One period: every job at its target on the link's grid, kept while the link stays
+        // compatible with the same jobs sending the same bytes (it follows their periods
+        // itself); otherwise each job as measured.
         let measured: Vec<JobPeriod> = jobs.iter().map(|j| j.2).collect();
-        let held = grids
+        let grid = match grids
             .remove(&link.name)
-            .filter(|g| g.serves(jobs.iter().map(|(h, v, _)| (*h, *v))));
-        let fresh = Grid::draw(jobs, pool);
-        let grid = match (held, fresh) {
-            (Some(mut g), f) if f.as_ref().is_none_or(|f| g.holds_for(f)) => {
+            .filter(|g| g.serves(jobs.iter().map(|(h, v, _)| (*h, *v))) && g.holds_for(&measured))
+        {
+            Some(mut g) => {
                 g.follow(&measured, now_unix_ms);
                 Some(g)
             }
-            (_, f) => f,
+            None => Grid::draw(jobs, pool, now_unix_ms),
         };
         let timing: Vec<JobArc> = match &grid {
             Some(g) => g.arcs(),
@@ -294,7 +293,7 @@ pub(crate) fn schedules(
                 .map(|(_, a)| *a)
                 .take(crate::alloc::MAX_SCHEDULE_OTHERS)
                 .collect();
-            out.entry((*host).to_owned()).or_default().push(VmSchedule {
+            let s = VmSchedule {
                 vm: (*vm).to_owned(),
                 link: link.name.clone(),
                 pool_mbps: pool,
@@ -302,7 +301,12 @@ pub(crate) fn schedules(
                 me: timing[i],
                 others,
                 grid: on_grid,
-            });
+            };
+            // Never one its host would refuse (with the whole allocation): a hostile summary's
+            // figures stay out.
+            if s.plausible() {
+                out.entry((*host).to_owned()).or_default().push(s);
+            }
         }
     }
     *grids = next_grids;

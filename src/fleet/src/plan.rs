@@ -360,7 +360,11 @@ mod tests {
                 summary("b", vec![job("jb", share, 10.0)]),
             ]
         };
-        let (allocs, rep) = Planner::default().round(&t, &fleet(0.25), "a", 1).unwrap();
+        // Now: half a second after the jobs' latest arcs.
+        let now = 1_790_000_000_500;
+        let (allocs, rep) = Planner::default()
+            .round(&t, &fleet(0.25), "a", now)
+            .unwrap();
         assert_eq!(rep.schedules, 2, "{rep:?}");
         let a = &allocs[0].adaptive;
         assert_eq!(a.len(), 1, "the web VM is not periodic: {a:?}");
@@ -427,7 +431,8 @@ mod tests {
         // The first round schedules the 32 links it scored; from the second on, every link
         // (scored this round, or last time for the same jobs).
         for round in 1..=4 {
-            let (allocs, rep) = pl.round(&t, &fleet, "a0", round).unwrap();
+            let at = 1_790_000_000_000 + 1000 * round;
+            let (allocs, rep) = pl.round(&t, &fleet, "a0", at).unwrap();
             let want = if round == 1 { 64 } else { 80 };
             assert_eq!(rep.schedules, want, "round {round}");
             let s = &allocs[0].adaptive[0];

@@ -407,9 +407,29 @@ mod tests {
                 ..p
             },
             JobPeriod { duty: 2.0, ..p },
+            JobPeriod {
+                latest_period_ms: Some(f64::NAN),
+                ..p
+            },
+            JobPeriod {
+                latest_period_ms: Some(0.0),
+                ..p
+            },
+            JobPeriod {
+                latest_period_ms: Some(1e9),
+                ..p
+            },
         ] {
             assert!(!bad.plausible(), "{bad:?}");
         }
+        // The latest period times the job only within a quarter of the detector's.
+        let seen = |l| JobPeriod {
+            latest_period_ms: Some(l),
+            ..p
+        };
+        assert!(seen(160.0).plausible());
+        assert_eq!(seen(180.0).timing_period_ms(), 180.0);
+        assert_eq!(seen(100.0).timing_period_ms(), p.period_ms);
     }
 
     #[test]

@@ -141,6 +141,18 @@ fn the_compatible_pair_runs_faster_on_its_grid_and_the_other_pair_as_fair() {
 #[test]
 fn a_fresh_coordinator_decides_the_same_from_the_recorded_summaries() {
     let r = run(true, 8.0);
+    // Rounds that handed out schedules on the link's grid, so that the replay carries the
+    // grid the planner keeps from round to round.
+    let grids = r
+        .fleet
+        .iter()
+        .filter(|rd| {
+            rd.allocations
+                .iter()
+                .any(|a| a.adaptive.iter().any(|s| s.grid))
+        })
+        .count();
+    assert!(grids >= 3, "{grids} rounds with grid schedules");
     let again = replay(&topology(true), &r.fleet).unwrap();
     assert_eq!(again.len(), r.fleet.len());
     for (k, (got, rd)) in again.iter().zip(&r.fleet).enumerate() {

@@ -16,8 +16,10 @@
 //! takes the others at their targets, so two hosts' shares agree while the jobs keep to the
 //! grid, and a job that sends in another's target arc is held back as that arc progresses:
 //! it slides to its own. A job's period alone is no longer than the grid's, so a job on time
-//! waits (held back) rather than falls behind. The grid is kept while the link's jobs are the
-//! same and their periods within [`SAME_PERIOD`] of the grid's (a new one otherwise).
+//! waits (held back) rather than falls behind. The grid is kept while the link stays
+//! compatible with the same jobs, each sending within [`SAME_BYTES`] of the bytes it was drawn
+//! with (a new one otherwise); its period follows the jobs ([`Grid::follow`]), within
+//! [`GRID_MAX_GROWTH`] of the one it was drawn with.
 
 use super::{alone, SAME_PERIOD};
 use crate::alloc::JobArc;
@@ -39,17 +41,24 @@ pub(crate) struct Grid {
     /// Each job's bytes per period and time on the wire at the pool's rate, ms.
     bytes: Vec<f64>,
     wire: Vec<f64>,
-    /// The jobs' period when one last fell behind the grid (None: none has): it probes no
+    /// The grid's period when a job last fell behind it (None: none has): it probes no
     /// lower than [`GRID_BEHIND`] above it.
     floor_ms: Option<f64>,
-    /// The longest latest period of a job that was longer than the grid in the last round.
-    late: Option<f64>,
+    /// A job's latest period was longer than the grid in the last round.
+    late: bool,
+    /// The period it was drawn with: it grows to at most [`GRID_MAX_GROWTH`] times that.
+    drawn_ms: f64,
 }
 
-/// A grid shorter than a job's period measured under it by more than this is shorter than
-/// the job can keep: it takes that period, and this much more; one they all keep shrinks by
+/// A grid shorter than a job's latest period by more than this, two rounds in a row, is
+/// shorter than the job can keep: it grows by [`GRID_SLACK`]; one they all keep shrinks by
 /// [`GRID_PROBE`].
 pub const GRID_BEHIND: f64 = 0.01;
+
+/// A grid grows to at most this many times the period it was drawn with (a hostile or noisy
+/// period cannot raise it for good; a job that slows more is out of step with it until the
+/// link is drawn again).
+pub const GRID_MAX_GROWTH: f64 = 1.25;
 
 /// A job whose bytes per period moved by more than this is another job: its link gets a new
 /// grid (live, a job's measured bytes per period move by a few percent as its periods do).
@@ -63,14 +72,23 @@ pub const GRID_PROBE: f64 = 0.01;
 impl Grid {
     /// The grid for `jobs` (host, VM, as measured) on a pool of `pool_mbps`: None when their
     /// periods alone are not one period, or their arcs do not fit it.
-    pub(crate) fn draw(jobs: &[(&str, &str, JobPeriod)], pool_mbps: f64) -> Option<Self> {
+    pub(crate) fn draw(
+        jobs: &[(&str, &str, JobPeriod)],
+        pool_mbps: f64,
+        now_ms: f64,
+    ) -> Option<Self> {
+        let first = jobs.first()?.2.last_start_unix_ms;
         let alone: Vec<JobPeriod> = jobs.iter().map(|(_, _, p)| alone(p, pool_mbps)).collect();
         let shortest = alone.iter().map(|p| p.period_ms).fold(f64::MAX, f64::min);
         let longest = alone.iter().map(|p| p.period_ms).fold(0.0, f64::max);
         if !(shortest > 0.0 && longest <= shortest * (1.0 + SAME_PERIOD)) {
             return None;
         }
+        // Room to grow within what a reader takes (`JobPeriod::MAX_PERIOD_MS`).
         let period_ms = longest * (1.0 + GRID_SLACK);
+        if !(period_ms.is_finite() && period_ms * GRID_MAX_GROWTH <= JobPeriod::MAX_PERIOD_MS) {
+            return None;
+        }
         let wire: Vec<f64> = jobs
             .iter()
             .map(|(_, _, p)| (p.bytes_per_period * 8.0 / (pool_mbps * 1e3)).max(0.001))
@@ -79,9 +97,20 @@ impl Grid {
         if !(busy.is_finite() && busy <= period_ms) {
             return None;
         }
-        // In the order they run now, from the first job's latest arc.
-        let first = jobs[0].2.last_start_unix_ms;
+        // In the order they run now, from the first job's latest arc (one more than a period
+        // ahead of `now_ms`, a hostile start, moved back whole periods to it: every target start
+        // is then one a reader takes).
         let phase = |i: usize| (jobs[i].2.last_start_unix_ms - first).rem_euclid(period_ms);
+        let anchor_ms = if first > now_ms + period_ms {
+            let back = first - ((first - now_ms) / period_ms).ceil() * period_ms;
+            if back < 0.0 {
+                back + period_ms
+            } else {
+                back
+            }
+        } else {
+            first
+        };
         let mut order: Vec<usize> = (0..jobs.len()).collect();
         order.sort_by(|a, b| phase(*a).total_cmp(&phase(*b)));
         Some(Self {
@@ -90,12 +119,13 @@ impl Grid {
                 .map(|(h, v, _)| ((*h).to_owned(), (*v).to_owned()))
                 .collect(),
             period_ms,
-            anchor_ms: first,
+            anchor_ms,
             order,
             bytes: jobs.iter().map(|(_, _, p)| p.bytes_per_period).collect(),
             wire,
             floor_ms: None,
-            late: None,
+            late: false,
+            drawn_ms: period_ms,
         })
     }
 
@@ -131,16 +161,13 @@ impl Grid {
         n == self.jobs.len()
     }
 
-    /// Whether it still serves the jobs a new grid `fresh` would: each job's bytes per period
-    /// within [`SAME_BYTES`] of the grid's. (Its period is its own: the jobs' periods measured
-    /// under it are the grid's, and [`Self::follow`] moves it.)
-    pub(crate) fn holds_for(&self, fresh: &Self) -> bool {
-        self.jobs == fresh.jobs
-            && self
-                .bytes
-                .iter()
-                .zip(&fresh.bytes)
-                .all(|(a, b)| (a / b - 1.0).abs() <= SAME_BYTES)
+    /// Whether its jobs still send the bytes it was drawn with: each within [`SAME_BYTES`]
+    /// (`measured`, in its job order).
+    pub(crate) fn holds_for(&self, measured: &[JobPeriod]) -> bool {
+        self.bytes.len() == measured.len()
+            && self.bytes.iter().zip(measured).all(|(a, m)| {
+                (a - m.bytes_per_period).abs() <= SAME_BYTES * a.max(m.bytes_per_period)
+            })
     }
 
     /// One round on: the anchor moved to the latest cycle that began by `now_ms`; then, when
@@ -150,24 +177,26 @@ impl Grid {
     /// its arc takes one long iteration, one that cannot keep up every one), the period grows
     /// by [`GRID_SLACK`] and the grid probes no lower than the period it left (and
     /// [`GRID_BEHIND`]) again; otherwise it shrinks by [`GRID_PROBE`] (never below that floor
-    /// nor the jobs' busy time). Growth is a step, not the periods measured: the jobs' periods
+    /// nor the jobs' busy time; never above [`GRID_MAX_GROWTH`] times the period it was
+    /// drawn with). Growth is a step, not the periods measured: the jobs' periods
     /// under a grid that does not fit them are its own doing (measured live: a jump to them
     /// held a pair at 404 ms that runs 268 ms).
     pub(crate) fn follow(&mut self, measured: &[JobPeriod], now_ms: f64) {
         let p = self.period_ms;
-        if now_ms > self.anchor_ms {
+        if now_ms > self.anchor_ms && p > 0.0 {
             self.anchor_ms += ((now_ms - self.anchor_ms) / p).floor() * p;
         }
         let longest = measured.iter().map(seen_period).fold(0.0, f64::max);
         let busy: f64 = self.wire.iter().sum();
-        let late = (longest > p * (1.0 + GRID_BEHIND)).then_some(longest);
-        if late.is_some() && self.late.is_some() {
-            self.floor_ms = Some(self.floor_ms.map_or(p, |f| f.max(p)));
-            self.period_ms = (p * (1.0 + GRID_SLACK)).max(busy);
-            self.late = None;
+        let late = longest > p * (1.0 + GRID_BEHIND);
+        let most = self.drawn_ms * GRID_MAX_GROWTH;
+        if late && self.late {
+            self.floor_ms = Some(self.floor_ms.map_or(p, |f| f.max(p)).min(most));
+            self.period_ms = (p * (1.0 + GRID_SLACK)).min(most).max(busy);
+            self.late = false;
         } else {
             let floor = self.floor_ms.map_or(0.0, |f| f * (1.0 + GRID_BEHIND));
-            self.period_ms = (p * (1.0 - GRID_PROBE)).max(floor).max(busy);
+            self.period_ms = (p * (1.0 - GRID_PROBE)).max(floor).min(most).max(busy);
             self.late = late;
         }
     }
@@ -203,7 +232,7 @@ mod tests {
             ("h1", "a1", job(1000.0, 308.0, 0.5, 11.75e6)),
             ("h2", "a2", job(1010.0, 308.0, 0.5, 11.75e6)),
         ];
-        let mut g = Grid::draw(&jobs, 1000.0).unwrap();
+        let mut g = Grid::draw(&jobs, 1000.0, 2000.0).unwrap();
         let p = 248.0 * 1.03;
         assert!((g.period_ms - p).abs() < 1e-9, "{}", g.period_ms);
         let spare = (p - 188.0) / 2.0;
@@ -212,20 +241,19 @@ mod tests {
         assert!((arcs[1].last_start_unix_ms - (1000.0 + 94.0 + spare)).abs() < 1e-9);
         assert!(arcs.iter().all(|a| (a.arc_ms - 94.0).abs() < 1e-9));
         // The same jobs: the grid holds; other bytes: a new one.
-        assert!(g.holds_for(&Grid::draw(&jobs, 1000.0).unwrap()));
-        let bigger = [
-            ("h1", "a1", job(1000.0, 308.0, 0.5, 16e6)),
-            ("h2", "a2", job(1010.0, 308.0, 0.5, 16e6)),
-        ];
-        assert!(!g.holds_for(&Grid::draw(&bigger, 1000.0).unwrap()));
+        let measured: Vec<JobPeriod> = jobs.iter().map(|j| j.2).collect();
+        assert!(g.holds_for(&measured));
+        let mut bigger = measured.clone();
+        bigger[1].bytes_per_period = 16e6;
+        assert!(!g.holds_for(&bigger));
+        assert!(!g.holds_for(&measured[..1]), "another number of jobs");
         // Jobs that keep it: it shrinks a step, anchored at the cycle under way.
         let kept = [job(0.0, p, 0.4, 11.75e6), job(0.0, p, 0.4, 11.75e6)];
         g.follow(&kept, 1000.0 + 10.5 * p);
         assert!((g.period_ms - p * 0.99).abs() < 1e-9);
         assert!((g.arcs()[0].last_start_unix_ms - (1000.0 + 10.0 * p)).abs() < 1e-6);
         // One that falls behind once (sliding to its arc): it still shrinks; twice in a row
-        // (it cannot keep it): the grid takes the shorter of its two periods and a little, and
-        // probes no lower again.
+        // (it cannot keep it): the grid grows a step, and probes no lower than it was again.
         let q = g.period_ms;
         let behind = |l: f64| [job(0.0, q * 0.9, 0.4, 11.75e6), job(0.0, l, 0.4, 11.75e6)];
         let seen = |mut j: [JobPeriod; 2], l: f64| {
@@ -248,6 +276,16 @@ mod tests {
             "at its floor: {}",
             g.period_ms
         );
+        // A job that claims a huge period round after round raises it no further than
+        // GRID_MAX_GROWTH times the period it was drawn with.
+        for k in 0..40 {
+            g.follow(&seen(behind(1e5), 1e5), 1000.0 + f64::from(30 + k) * p);
+        }
+        assert!(
+            (g.period_ms - p * GRID_MAX_GROWTH).abs() < 1e-6,
+            "{}",
+            g.period_ms
+        );
         assert!(g.serves([("h1", "a1"), ("h2", "a2")].into_iter()));
         assert!(!g.serves([("h2", "a2"), ("h1", "a1")].into_iter()));
         assert!(!g.serves([("h1", "a1")].into_iter()));
@@ -259,11 +297,31 @@ mod tests {
             ("h1", "a", job(0.0, 200.0, 0.2, 5e6)),
             ("h2", "b", job(0.0, 300.0, 0.2, 5e6)),
         ];
-        assert_eq!(Grid::draw(&two, 1000.0), None);
+        assert_eq!(Grid::draw(&two, 1000.0, 0.0), None);
         let full = [
             ("h1", "a", job(0.0, 100.0, 0.7, 8.75e6)),
             ("h2", "b", job(0.0, 100.0, 0.7, 8.75e6)),
         ];
-        assert_eq!(Grid::draw(&full, 1000.0), None, "140 ms of arcs in 100 ms");
+        assert_eq!(
+            Grid::draw(&full, 1000.0, 0.0),
+            None,
+            "140 ms of arcs in 100 ms"
+        );
+        assert_eq!(Grid::draw(&[], 1000.0, 0.0), None, "no jobs");
+        // A period a reader would refuse once grown, and a start in the future.
+        let long = [
+            ("h1", "a", job(0.0, 590_000.0, 0.1, 5e6)),
+            ("h2", "b", job(0.0, 590_000.0, 0.1, 5e6)),
+        ];
+        assert_eq!(Grid::draw(&long, 1000.0, 0.0), None);
+        let ahead = [
+            ("h1", "a", job(99_999_999_999_000.0, 308.0, 0.5, 11.75e6)),
+            ("h2", "b", job(1010.0, 308.0, 0.5, 11.75e6)),
+        ];
+        let g = Grid::draw(&ahead, 1000.0, 5000.0).unwrap();
+        assert!(g
+            .arcs()
+            .iter()
+            .all(|a| a.last_start_unix_ms <= 5000.0 + g.period_ms));
     }
 }

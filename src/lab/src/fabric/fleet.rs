@@ -82,7 +82,7 @@ impl LabFleet {
         for n in nodes.iter_mut() {
             n.host.detect_periods(EPOCH_UNIX_MS * 1_000_000);
         }
-        let round_ns = opts.round_ms.max(1) * 1_000_000;
+        let round_ns = opts.round_ms.max(1).saturating_mul(1_000_000);
         Self {
             opts,
             planner: Planner::default(),
@@ -97,8 +97,8 @@ impl LabFleet {
         if t < self.next_ns {
             return Ok(());
         }
-        let round_ns = self.opts.round_ms.max(1) * 1_000_000;
-        self.next_ns = (t / round_ns + 1) * round_ns;
+        let round_ns = self.opts.round_ms.max(1).saturating_mul(1_000_000);
+        self.next_ns = (t / round_ns + 1).saturating_mul(round_ns);
         self.round(nodes, t)
     }
 
