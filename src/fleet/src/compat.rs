@@ -274,6 +274,10 @@ pub(crate) fn schedules(
             }
             None => Grid::draw(jobs, pool, now_unix_ms),
         };
+        if let Some(g) = &grid {
+            let seen: Vec<f64> = measured.iter().map(grid::seen_period).collect();
+            tracing::debug!(link = %link.name, period_ms = g.period_ms, ?seen, "grid");
+        }
         let timing: Vec<JobArc> = match &grid {
             Some(g) => g.arcs(),
             None => jobs.iter().map(|(_, _, p)| arc(p, pool)).collect(),
