@@ -19,18 +19,20 @@ pub struct DemoArgs {
     #[arg(long)]
     pub json: bool,
     /// Periodic jobs instead: four hosts, two on each of two shared uplinks (one pair of jobs
-    /// compatible, one not), run fair and then with adaptive unfairness; each job's detected
-    /// period and iteration times (about two minutes).
+    /// compatible, one not), run twice from scratch on one timeline, fair (the control) and
+    /// with adaptive unfairness; each job's detected period and iteration times (about two
+    /// minutes).
     #[arg(long)]
     pub jobs: bool,
     /// With --jobs: seconds each measurement window lasts.
-    #[arg(long, default_value_t = 12.0, requires = "jobs")]
+    #[arg(long, default_value_t = 16.0, requires = "jobs")]
     pub window: f64,
-    /// With --jobs: seconds the adaptive allocation has before it is measured.
+    /// With --jobs: seconds from both uplinks being scored to the window, in each run (the
+    /// adaptive allocation's time to move the jobs apart).
     #[arg(long, default_value_t = 15.0, requires = "jobs")]
     pub settle: f64,
-    /// With --jobs: the second window fair as well (a control: how far the jobs drift apart
-    /// without the adaptive allocation); its iteration times stay under `adaptive_iter_ms`.
+    /// With --jobs: the second run fair as well (a control: how far two fair runs differ);
+    /// its iteration times stay under `adaptive_iter_ms`.
     #[arg(long, requires = "jobs")]
     pub fair_only: bool,
 }

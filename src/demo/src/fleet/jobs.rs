@@ -4,11 +4,11 @@
 //! replies, waits for all of them, thinks, and asks again (compute, then communicate, as a
 //! data-parallel training job does). The jobs of one uplink are compatible (each on the wire
 //! under half its iteration), those of the other are not. Every job starts at the same instant
-//! (they collide). The fleet runs fair first (`[compat] adaptive = false`: DRUM and the uplink's
-//! own turns), then adaptive: each host's resexd detects its job's period live, the
-//! coordinator scores both uplinks and hands the compatible jobs' hosts their schedules.
-//! With `--fair-only` the second window is fair as well: a control for how far the jobs drift
-//! apart on their own between the two windows.
+//! (they collide). Two runs from scratch on one timeline: fair (`[compat] adaptive = false`:
+//! DRUM and the uplink's own turns), the control, then adaptive: each host's resexd detects
+//! its job's period live, the coordinator scores both uplinks and hands the compatible jobs'
+//! hosts their schedules. Each run is measured over a window as long after its start as the
+//! other's. With `--fair-only` the second run is fair as well (how far two fair runs differ).
 //!
 //! Iteration times are counted by the hosts' monitors: a job's bytes over a window divided by
 //! the bytes of one iteration (its burst of replies).
@@ -17,6 +17,8 @@ use crate::error::DemoError;
 use crate::fleet::demo::{fleet_up, set_topology, Notes};
 use crate::fleet::host::{FleetHost, Join};
 use crate::fleet::watch::wait;
+use measure::iteration_ms;
+pub use measure::Rounds;
 use resex_api::VmSnap;
 use resex_embedded::GuestCommand;
 use resex_fleet::etcd::{unix_ms, Fleet};
@@ -26,6 +28,8 @@ use resex_scenario::Scenario;
 use resex_softhca::Uplink;
 use serde::Serialize;
 use std::time::{Duration, Instant};
+
+mod measure;
 
 /// Each uplink's rate, Mb/s.
 pub const UPLINK_MBPS: f64 = 100.0;
@@ -84,10 +88,11 @@ pub struct JobsOptions {
     pub command: GuestCommand,
     /// Seconds each measurement window lasts.
     pub window_s: f64,
-    /// Seconds the adaptive allocation has before it is measured.
+    /// Seconds from both uplinks being scored to the window, in each run (the adaptive
+    /// allocation's time to move the jobs apart).
     pub settle_s: f64,
-    /// Whether the second window runs the adaptive allocation (false: fair again, a control
-    /// for how far the jobs drift apart on their own).
+    /// Whether the second run is adaptive (false: fair again, a control for how far two fair
+    /// runs differ).
     pub adaptive: bool,
 }
 
@@ -98,16 +103,20 @@ pub struct JobReport {
     pub name: String,
     /// The uplink it crosses.
     pub link: String,
-    /// Its iteration time as it ran in the fair window, ms: the monitor's exact byte count over
-    /// the window divided by one iteration's bytes (the same figure as `fair_iter_ms`; the
-    /// truth the detected period is compared with).
-    pub true_period_ms: f64,
-    /// The period resexd detected in that window, ms: the median of its verdicts read every
-    /// half second in the window's last two thirds (None: none found).
+    /// Its iteration time in the second run's window over the stretches the detector looked
+    /// at, ms: for each verdict read, the monitor's exact byte count over that verdict's
+    /// stretch divided by one iteration's bytes; the median (None: no verdict's stretch lay in
+    /// the window). The truth the detected period is compared with (a job's iterations speed
+    /// up or slow down as it drifts or slides apart from its neighbour). Read once settled:
+    /// soon after the start, the incompatible pair's jobs take turns being ahead and are read
+    /// at a multiple of their period more often (docs/fleet.md).
+    pub true_period_ms: Option<f64>,
+    /// The period resexd detected, ms: the median of its fresh verdicts read every half second
+    /// in the second run's window whose stretch lay in it (None: none).
     pub detected_period_ms: Option<f64>,
-    /// Its iteration time under the fair allocation, ms.
+    /// Its iteration time in the fair run's window, ms.
     pub fair_iter_ms: f64,
-    /// Under the adaptive allocation, ms.
+    /// In the second run's window (adaptive unless `--fair-only`), ms.
     pub adaptive_iter_ms: f64,
     /// Fair over adaptive (above 1: adaptive is faster).
     pub speedup: f64,
@@ -141,8 +150,8 @@ pub struct JobsReport {
     /// round hands none while the link's score is under the threshold or a job's period is
     /// not found).
     pub rounds: Rounds,
-    /// Whether the second window ran the adaptive allocation (false: `--fair-only`, the
-    /// control; its `adaptive_iter_ms` are then fair too).
+    /// Whether the second run was adaptive (false: `--fair-only`, the control; its
+    /// `adaptive_iter_ms` are then fair too).
     pub adaptive: bool,
 }
 
@@ -211,95 +220,75 @@ fn detected(v: &VmSnap) -> Option<f64> {
         .map(|f| f.period_ms)
 }
 
-/// Each job's iteration time over `window`, ms, from its monitor's exact byte count.
-#[allow(clippy::cast_precision_loss)]
-fn iteration_ms(
-    hosts: &[FleetHost],
-    window: Duration,
-    url: &str,
-) -> (Vec<f64>, Rounds, Vec<Option<f64>>) {
-    let bytes = |hosts: &[FleetHost]| -> Vec<u64> {
-        job_vms(hosts)
-            .iter()
-            .map(|v| v.as_ref().map_or(0, |v| v.tx_bytes_total))
-            .collect()
-    };
-    let (b0, t0) = (bytes(hosts), Instant::now());
-    let (rounds, periods) = watch(hosts, url, window);
-    let (b1, dt) = (bytes(hosts), t0.elapsed().as_secs_f64());
-    let ms = b0
-        .iter()
-        .zip(&b1)
-        .zip(JOBS)
-        .map(|((a, b), j)| {
-            let iterations = b.saturating_sub(*a) as f64 / (j.burst * REPLY) as f64;
-            if iterations > 0.0 {
-                dt * 1000.0 / iterations
-            } else {
-                f64::INFINITY
-            }
-        })
-        .collect();
-    (ms, rounds, periods)
-}
-
-/// The coordinator's rounds seen in a window.
-#[derive(Debug, Clone, Copy, Default, Serialize)]
-pub struct Rounds {
-    /// Rounds seen (the round report read every half second).
-    pub seen: u64,
-    /// Of those, rounds that handed out schedules.
-    pub with_schedules: u64,
-}
-
-/// Reads the round report and the jobs' detected periods every half second for `window`:
-/// the rounds (each counted once) and each job's detected period, the median of the readings
-/// in the window's last two thirds (the detector's verdicts over the stretch the window
-/// counts; a look that takes a multiple of the period, as the detector does now and then when
-/// two jobs take turns being ahead, or finds none for a few seconds, as it does now and then
-/// for an incompatible pair that all but fills its link, is a few readings of many).
-fn watch(hosts: &[FleetHost], url: &str, window: Duration) -> (Rounds, Vec<Option<f64>>) {
-    let t = Instant::now();
-    let mut r = Rounds::default();
-    let mut last = None;
-    let mut readings: Vec<Vec<f64>> = vec![Vec::new(); JOBS.len()];
-    while t.elapsed() < window {
-        std::thread::sleep(Duration::from_millis(500).min(window.saturating_sub(t.elapsed())));
-        if let Some(rep) = round(url).filter(|rep| Some(rep.round) != last) {
-            last = Some(rep.round);
-            r.seen += 1;
-            r.with_schedules += u64::from(rep.schedules > 0);
-        }
-        if t.elapsed() * 3 >= window {
-            for (k, v) in job_vms(hosts).iter().enumerate() {
-                if let Some(p) = v.as_ref().and_then(detected) {
-                    readings[k].push(p);
-                }
-            }
-        }
-    }
-    (r, readings.into_iter().map(median).collect())
-}
-
-/// The median of `v` (None when empty).
-fn median(mut v: Vec<f64>) -> Option<f64> {
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    match n {
-        0 => None,
-        _ if n % 2 == 1 => Some(v[n / 2]),
-        _ => Some(0.5 * (v[n / 2 - 1] + v[n / 2])),
-    }
-}
-
 /// Runs the jobs demo (see the module's documentation).
 pub fn run_jobs(o: &JobsOptions, notes: &mut dyn Notes) -> Result<JobsReport, DemoError> {
     if !resex_fleet::local::installed() {
         return Err(DemoError::NoEtcd);
     }
+    let kind = |adaptive: bool| if adaptive { "adaptive" } else { "fair" };
+    notes.progress("run 1 of 2: fair, the control");
+    let fair = run_once(o, false, 1, notes)?;
+    notes.progress(&format!("fair: {}", describe(&fair.iter_ms)));
+    notes.progress(&format!("run 2 of 2: {}", kind(o.adaptive)));
+    let second = run_once(o, o.adaptive, 2, notes)?;
+    notes.progress(&format!(
+        "{}: {}",
+        kind(o.adaptive),
+        describe(&second.iter_ms)
+    ));
+    let jobs = JOBS
+        .iter()
+        .enumerate()
+        .map(|(k, j)| JobReport {
+            name: j.name.into(),
+            link: j.link.into(),
+            true_period_ms: second.periods[k].map(|p| p.1),
+            detected_period_ms: second.periods[k].map(|p| p.0),
+            fair_iter_ms: fair.iter_ms[k],
+            adaptive_iter_ms: second.iter_ms[k],
+            speedup: fair.iter_ms[k] / second.iter_ms[k],
+        })
+        .collect();
+    Ok(JobsReport {
+        uplink_mbps: UPLINK_MBPS,
+        window_s: seconds(o.window_s, 1.0).as_secs_f64(),
+        jobs,
+        links: second.links,
+        schedules: second.schedules,
+        rounds: second.rounds,
+        adaptive: o.adaptive,
+    })
+}
+
+/// What one run measured.
+struct Run {
+    /// Each job's iteration time over the window, ms.
+    iter_ms: Vec<f64>,
+    /// Each job's detected period against its truth (see [`measure::Periods`]).
+    periods: measure::Periods,
+    /// The uplinks' scores once both were scored.
+    links: Vec<LinkScore>,
+    /// The coordinator's rounds in the window.
+    rounds: Rounds,
+    /// Schedules handed out in the window's last round.
+    schedules: usize,
+}
+
+/// One run from scratch: a fresh etcd and four hosts, every job started at one instant, the
+/// fleet fair or adaptive from the start; once every period is found and both uplinks are
+/// scored, `o.settle_s` seconds, then the window. Both runs keep this timeline: two jobs of
+/// one period that start together drift apart under fair sharing too (noise walks their
+/// offset, which fair sharing neither pulls in nor pushes out), so fair is measured as long
+/// after the start as adaptive is.
+fn run_once(
+    o: &JobsOptions,
+    adaptive: bool,
+    n: u32,
+    notes: &mut dyn Notes,
+) -> Result<Run, DemoError> {
     let etcd = LocalEtcd::start()?;
     let url = etcd.url();
-    let root = std::env::temp_dir().join(format!("resex-fleet-jobs-{}", std::process::id()));
+    let root = std::env::temp_dir().join(format!("resex-fleet-jobs-{}-{n}", std::process::id()));
     let _clean = crate::fleet::demo::RemoveOnDrop(root.clone());
     let join = Join {
         url: &url,
@@ -322,62 +311,42 @@ pub fn run_jobs(o: &JobsOptions, notes: &mut dyn Notes) -> Result<JobsReport, De
             hc.uplink = Some(up);
         })?);
     }
-    set_topology(&url, &topology(o.ttl, false)?)?;
+    set_topology(&url, &topology(o.ttl, adaptive)?)?;
     start_together(&mut hosts, notes)?;
+    all_detected(&mut hosts, notes)?;
     let links = scored(&url, &hosts, notes)?;
-    let window = seconds(o.window_s, 1.0);
-    let (fair, _, periods) = iteration_ms(&hosts, window, &url);
-    notes.progress(&format!("fair: {}", describe(&fair)));
-    if o.adaptive {
-        set_topology(&url, &topology(o.ttl, true)?)?;
+    let t = Instant::now();
+    if adaptive {
         wait("the adaptive schedules", Duration::from_secs(30), || {
             Ok(round(&url).is_some_and(|r| r.schedules > 0))
         })?;
-        notes.progress(&format!(
-            "adaptive schedules in force; {:.0} s for the jobs to slide apart",
-            o.settle_s
-        ));
-    } else {
-        notes.progress(&format!(
-            "the control: fair again for {:.0} s, then measured as the adaptive window is",
-            o.settle_s
-        ));
+        notes.progress("adaptive schedules in force");
     }
-    settle(&mut hosts, seconds(o.settle_s, 0.0))?;
-    let (adaptive, rounds, _) = iteration_ms(&hosts, window, &url);
+    notes.progress(&format!(
+        "{:.0} s to settle, then {:.0} s measured",
+        o.settle_s, o.window_s
+    ));
+    settle(
+        &mut hosts,
+        seconds(o.settle_s, 0.0).saturating_sub(t.elapsed()),
+    )?;
+    let (iter_ms, rounds, periods) = iteration_ms(&hosts, seconds(o.window_s, 1.0), &url);
     let schedules = round(&url).map_or(0, |r| r.schedules);
-    let second = if o.adaptive { "adaptive" } else { "fair again" };
-    notes.progress(&format!("{second}: {}", describe(&adaptive)));
-    let jobs = JOBS
-        .iter()
-        .enumerate()
-        .map(|(k, j)| JobReport {
-            name: j.name.into(),
-            link: j.link.into(),
-            true_period_ms: fair[k],
-            detected_period_ms: periods[k],
-            fair_iter_ms: fair[k],
-            adaptive_iter_ms: adaptive[k],
-            speedup: fair[k] / adaptive[k],
-        })
-        .collect();
     for h in &mut hosts {
         h.stop();
     }
     drop(etcd);
-    Ok(JobsReport {
-        uplink_mbps: UPLINK_MBPS,
-        window_s: window.as_secs_f64(),
-        jobs,
+    Ok(Run {
+        iter_ms,
+        periods,
         links,
-        schedules,
         rounds,
-        adaptive: o.adaptive,
+        schedules,
     })
 }
 
 /// Waits for the fleet, then starts every job at one instant (3 s ahead: every client has
-/// connected by then) and waits for every monitor to see it send.
+/// connected by then) and returns [`WARM`] after it.
 fn start_together(hosts: &mut [FleetHost], notes: &mut dyn Notes) -> Result<(), DemoError> {
     fleet_up(hosts)?;
     let at = unix_ms() + 3000;
@@ -385,6 +354,15 @@ fn start_together(hosts: &mut [FleetHost], notes: &mut dyn Notes) -> Result<(), 
         h.start_guest_at(Some(at))?;
     }
     notes.progress("jobs started together; waiting for every period to be detected");
+    let until = Duration::from_millis(at.saturating_sub(unix_ms())) + WARM;
+    settle(hosts, until)
+}
+
+/// How long after the jobs start their periods are first looked for.
+const WARM: Duration = Duration::from_secs(2);
+
+/// Waits until every job's period is detected.
+fn all_detected(hosts: &mut [FleetHost], notes: &mut dyn Notes) -> Result<(), DemoError> {
     let mut said = Instant::now();
     let r = wait(
         "every job detected periodic",

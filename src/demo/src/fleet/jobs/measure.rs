@@ -1,0 +1,249 @@
+//! What the jobs demo measures in a window: each job's iteration time from its monitor's exact
+//! byte count, the coordinator's rounds, and each job's detected period against its iteration
+//! time over the stretch the detector looked at.
+
+use super::{job_vms, round, JobSpec, JOBS, REPLY};
+use crate::fleet::host::FleetHost;
+use resex_api::VmSnap;
+use serde::Serialize;
+use std::time::{Duration, Instant};
+
+/// Each job's iteration time over `window`, ms, from its monitor's exact byte count; the
+/// coordinator's rounds; each job's detected period and its truth over the same stretches
+/// ([`Periods`]).
+pub(super) fn iteration_ms(
+    hosts: &[FleetHost],
+    window: Duration,
+    url: &str,
+) -> (Vec<f64>, Rounds, Periods) {
+    let (rounds, series, readings) = watch(hosts, url, window);
+    let ms = JOBS
+        .iter()
+        .enumerate()
+        .map(|(k, j)| {
+            let (first, last) = (series.first(), series.last());
+            let (Some((t0, b0)), Some((t1, b1))) = (first, last) else {
+                return f64::INFINITY;
+            };
+            iteration_over(*j, b1[k].saturating_sub(b0[k]), t1 - t0)
+        })
+        .collect();
+    let periods = readings
+        .iter()
+        .zip(JOBS)
+        .enumerate()
+        .map(|(k, (rs, j))| compare(rs, &series, k, j))
+        .collect();
+    (ms, rounds, periods)
+}
+
+/// A job's iteration time, ms, from the bytes it sent over `ms` milliseconds.
+#[allow(clippy::cast_precision_loss)]
+fn iteration_over(j: JobSpec, bytes: u64, ms: f64) -> f64 {
+    let iterations = bytes as f64 / (j.burst * REPLY) as f64;
+    if iterations > 0.0 {
+        ms / iterations
+    } else {
+        f64::INFINITY
+    }
+}
+
+/// Each job's detected period (the median of its fresh verdicts whose stretch lies in the
+/// window; of its held ones when it has none) and its iteration time as the monitor counted it over each of those stretches (the
+/// median): a job whose iterations speed up or slow down within the window (two jobs drifting
+/// apart) is compared over what the detector looked at. None: no verdict's stretch lay in it.
+pub(super) type Periods = Vec<Option<(f64, f64)>>;
+
+/// The jobs' byte counts through a window: ms since it began, each job's bytes.
+type Series = Vec<(f64, Vec<u64>)>;
+
+/// One fresh verdict: its period and the stretch it looked at, ms since the window began.
+#[derive(Debug, Clone, Copy)]
+struct Reading {
+    period_ms: f64,
+    from_ms: f64,
+    to_ms: f64,
+    /// Not a verdict held over looks that found none.
+    fresh: bool,
+}
+
+/// Job `k`'s detected period against its truth over the same stretches (see [`Periods`]).
+fn compare(rs: &[Reading], series: &Series, k: usize, j: JobSpec) -> Option<(f64, f64)> {
+    let at = |t: f64| bytes_at(series, k, t);
+    let any_fresh = rs.iter().any(|r| r.fresh);
+    let (found, truth): (Vec<f64>, Vec<f64>) = rs
+        .iter()
+        .filter(|r| r.fresh || !any_fresh)
+        .filter_map(|r| {
+            let (a, b) = (at(r.from_ms)?, at(r.to_ms)?);
+            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+            let sent = (b - a).max(0.0) as u64;
+            Some((r.period_ms, iteration_over(j, sent, r.to_ms - r.from_ms)))
+        })
+        .filter(|(_, t)| t.is_finite())
+        .unzip();
+    Some((median(found)?, median(truth)?))
+}
+
+/// Job `k`'s bytes at `t` ms into the window, interpolated between the readings around it
+/// (None: outside them).
+#[allow(clippy::cast_precision_loss)]
+fn bytes_at(series: &Series, k: usize, t: f64) -> Option<f64> {
+    let i = series.iter().position(|(s, _)| *s >= t)?;
+    let (t1, b1) = (series[i].0, series[i].1[k] as f64);
+    if i == 0 {
+        return (t1 == t).then_some(b1);
+    }
+    let (t0, b0) = (series[i - 1].0, series[i - 1].1[k] as f64);
+    Some(b0 + (b1 - b0) * (t - t0) / (t1 - t0).max(1e-9))
+}
+
+/// The coordinator's rounds seen in a window.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct Rounds {
+    /// Rounds seen (the round report read every half second).
+    pub seen: u64,
+    /// Of those, rounds that handed out schedules.
+    pub with_schedules: u64,
+}
+
+/// Reads the round report, the jobs' byte counts and their period verdicts every half second
+/// for `window`: the rounds (each counted once), the byte counts (ms since the window began,
+/// each job's bytes) and each job's verdicts whose stretch lies in the window (resexd's
+/// intervals are 1 ms; see [`reading`]).
+fn watch(hosts: &[FleetHost], url: &str, window: Duration) -> (Rounds, Series, Vec<Vec<Reading>>) {
+    let t = Instant::now();
+    let mut r = Rounds::default();
+    let mut last = None;
+    let mut series = Vec::new();
+    let mut readings: Vec<Vec<Reading>> = vec![Vec::new(); JOBS.len()];
+    loop {
+        let (now, vms) = (t.elapsed().as_secs_f64() * 1000.0, job_vms(hosts));
+        series.push((
+            now,
+            vms.iter()
+                .map(|v| v.as_ref().map_or(0, |v| v.tx_bytes_total))
+                .collect(),
+        ));
+        for (k, v) in vms.iter().enumerate() {
+            if let Some(x) = v.as_ref().and_then(|v| reading(v, now)) {
+                readings[k].push(x);
+            }
+        }
+        if t.elapsed() >= window {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(500).min(window.saturating_sub(t.elapsed())));
+        if let Some(rep) = round(url).filter(|rep| Some(rep.round) != last) {
+            last = Some(rep.round);
+            r.seen += 1;
+            r.with_schedules += u64::from(rep.schedules > 0);
+        }
+    }
+    (r, series, readings)
+}
+
+/// A VM's verdict read `now` ms into the window, if its stretch began in the window. A verdict
+/// held over looks that found none (`why_not` beside it) is not fresh: its age is the latest
+/// look's, so its stretch is placed up to a few looks late; it is compared only when a job has
+/// no fresh one in the window (a pair that all but fills its link is found aperiodic in some
+/// looks, the more so on a busy machine).
+#[allow(clippy::cast_precision_loss)]
+fn reading(v: &VmSnap, now: f64) -> Option<Reading> {
+    let p = v.period.as_ref()?;
+    let to_ms = now - p.age_ms as f64;
+    let from_ms = to_ms - p.samples as f64;
+    (from_ms >= 0.0).then_some(Reading {
+        period_ms: p.found.as_ref()?.period_ms,
+        from_ms,
+        to_ms,
+        fresh: p.why_not.is_none(),
+    })
+}
+
+/// The median of `v` (None when empty).
+fn median(mut v: Vec<f64>) -> Option<f64> {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(v[n / 2]),
+        _ => Some(0.5 * (v[n / 2 - 1] + v[n / 2])),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_detected_period_is_compared_with_the_iterations_counted_over_its_own_stretch() {
+        // Job a1 (72 replies of 16 KiB an iteration): one iteration every 350 ms for the first
+        // 4 s, then every 250 ms.
+        let per = 72 * REPLY;
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+        let sent = |t: f64| {
+            let its = if t <= 4000.0 {
+                t / 350.0
+            } else {
+                4000.0 / 350.0 + (t - 4000.0) / 250.0
+            };
+            (its * per as f64) as u64
+        };
+        let series: Series = (0..=20)
+            .map(|k| {
+                let t = f64::from(k) * 500.0;
+                (t, vec![sent(t), 0, 0, 0])
+            })
+            .collect();
+        assert_eq!(bytes_at(&series, 0, 250.0), Some(0.5 * sent(500.0) as f64));
+        assert_eq!(bytes_at(&series, 0, -1.0), None);
+        assert_eq!(bytes_at(&series, 0, 10_001.0), None);
+        // A verdict over the last 5 s (250 ms iterations) is compared with 250 ms, not with the
+        // window's mean; one reaching before the window is not read.
+        let r = Reading {
+            period_ms: 252.0,
+            from_ms: 5000.0,
+            to_ms: 10_000.0,
+            fresh: true,
+        };
+        let (found, truth) = compare(&[r], &series, 0, JOBS[0]).unwrap();
+        assert_eq!(found, 252.0);
+        assert!((truth - 250.0).abs() < 0.5, "{truth}");
+        assert_eq!(compare(&[], &series, 0, JOBS[0]), None);
+        // A held verdict counts only when no fresh one is there.
+        let held = Reading {
+            period_ms: 500.0,
+            fresh: false,
+            ..r
+        };
+        assert_eq!(
+            compare(&[held, r, r], &series, 0, JOBS[0]).unwrap().0,
+            252.0
+        );
+        assert_eq!(compare(&[held], &series, 0, JOBS[0]).unwrap().0, 500.0);
+        let v = VmSnap {
+            period: Some(resex_api::PeriodSnap {
+                found: Some(resex_api::PeriodFound {
+                    period_ms: 300.0,
+                    ..Default::default()
+                }),
+                why_not: None,
+                samples: 8192,
+                age_ms: 100,
+            }),
+            ..Default::default()
+        };
+        assert!(
+            reading(&v, 8000.0).is_none(),
+            "its stretch began before the window"
+        );
+        let r = reading(&v, 9000.0).unwrap();
+        assert_eq!((r.from_ms, r.to_ms, r.fresh), (708.0, 8900.0, true));
+        let mut held = v.clone();
+        held.period.as_mut().unwrap().why_not = Some("held".into());
+        assert!(!reading(&held, 9000.0).unwrap().fresh, "held over a look");
+        held.period.as_mut().unwrap().found = None;
+        assert!(reading(&held, 9000.0).is_none(), "none found");
+    }
+}
