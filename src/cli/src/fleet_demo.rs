@@ -24,12 +24,14 @@ pub struct DemoArgs {
     /// minutes).
     #[arg(long)]
     pub jobs: bool,
-    /// With --jobs: seconds each measurement window lasts.
+    /// With --jobs: seconds each measurement window lasts (at least 11: the detector's history
+    /// must fit in it).
     #[arg(long, default_value_t = 16.0, requires = "jobs")]
     pub window: f64,
-    /// With --jobs: seconds from both uplinks being scored to the window, in each run (the
-    /// adaptive allocation's time to move the jobs apart).
-    #[arg(long, default_value_t = 15.0, requires = "jobs")]
+    /// With --jobs: seconds from the jobs' start to the window, in each run (later if the
+    /// periods are not yet found and both uplinks scored by then; the JSON's
+    /// `window_after_start_s` says when each began).
+    #[arg(long, default_value_t = 30.0, requires = "jobs")]
     pub settle: f64,
     /// With --jobs: the second run fair as well (a control: how far two fair runs differ);
     /// its iteration times stay under `adaptive_iter_ms`.
@@ -76,10 +78,18 @@ pub fn run(a: &DemoArgs) -> Result<()> {
     print(a.json, &r)
 }
 
+/// The shortest `--window`: the detector's history (8.2 s) and a verdict's age (up to 2 s),
+/// with room for a few readings.
+const MIN_WINDOW_S: f64 = 11.0;
+
 /// `--jobs`: the periodic jobs, fair then adaptive.
 fn jobs(a: &DemoArgs) -> Result<()> {
-    if !(a.window.is_finite() && (1.0..=600.0).contains(&a.window)) {
-        return Err(anyhow!("--window {} must be 1 to 600 seconds", a.window));
+    if !(a.window.is_finite() && (MIN_WINDOW_S..=600.0).contains(&a.window)) {
+        return Err(anyhow!(
+            "--window {} must be {MIN_WINDOW_S} to 600 seconds (the detector's history, 8.2 s, \
+             must fit in it for a period to be compared)",
+            a.window
+        ));
     }
     if !(a.settle.is_finite() && (0.0..=600.0).contains(&a.settle)) {
         return Err(anyhow!("--settle {} must be 0 to 600 seconds", a.settle));

@@ -15,7 +15,7 @@ use std::collections::HashMap;
 
 mod grid;
 pub(crate) use grid::Grid;
-pub use grid::{GRID_BEHIND, GRID_PROBE, GRID_SLACK, SAME_BYTES};
+pub use grid::{GRID_BEHIND, GRID_LATE_ROUNDS, GRID_PROBE, GRID_SLACK, SAME_BYTES};
 
 /// The most links scored per round (the rest say so; a round starts where the last stopped).
 pub const MAX_SCORED_LINKS: usize = 32;

@@ -23,7 +23,7 @@ use resex_api::VmSnap;
 use resex_embedded::GuestCommand;
 use resex_fleet::etcd::{unix_ms, Fleet};
 use resex_fleet::local::LocalEtcd;
-use resex_fleet::{FleetConfig, RoundReport, Topology};
+use resex_fleet::{Allocation, FleetConfig, RoundReport, Topology};
 use resex_scenario::Scenario;
 use resex_softhca::Uplink;
 use serde::Serialize;
@@ -88,8 +88,8 @@ pub struct JobsOptions {
     pub command: GuestCommand,
     /// Seconds each measurement window lasts.
     pub window_s: f64,
-    /// Seconds from both uplinks being scored to the window, in each run (the adaptive
-    /// allocation's time to move the jobs apart).
+    /// Seconds from the jobs' start to the window, in each run (later if the periods are not
+    /// yet found and both uplinks scored by then).
     pub settle_s: f64,
     /// Whether the second run is adaptive (false: fair again, a control for how far two fair
     /// runs differ).
@@ -105,19 +105,24 @@ pub struct JobReport {
     pub link: String,
     /// Its iteration time in the second run's window over the stretches the detector looked
     /// at, ms: for each verdict read, the monitor's exact byte count over that verdict's
-    /// stretch divided by one iteration's bytes; the median (None: no verdict's stretch lay in
+    /// stretch (interpolated between readings 100 ms apart) divided by one iteration's bytes;
+    /// the median (None: no verdict's stretch lay in
     /// the window). The truth the detected period is compared with (a job's iterations speed
     /// up or slow down as it drifts or slides apart from its neighbour). Read once settled:
     /// soon after the start, the incompatible pair's jobs take turns being ahead and are read
     /// at a multiple of their period more often (docs/fleet.md).
     pub true_period_ms: Option<f64>,
-    /// The period resexd detected, ms: the median of its fresh verdicts read every half second
-    /// in the second run's window whose stretch lay in it (None: none).
+    /// The period resexd detected, ms: the median of its fresh verdicts read in the second
+    /// run's window whose stretch lay in it, of its held ones when it has no fresh one (None:
+    /// none).
     pub detected_period_ms: Option<f64>,
     /// Its iteration time in the fair run's window, ms.
     pub fair_iter_ms: f64,
     /// In the second run's window (adaptive unless `--fair-only`), ms.
     pub adaptive_iter_ms: f64,
+    /// Rounds of the second run's window in which its host held a schedule for it (the
+    /// adaptive allocation acting on it; 0 for a job on an incompatible link).
+    pub scheduled_rounds: u64,
     /// Fair over adaptive (above 1: adaptive is faster).
     pub speedup: f64,
 }
@@ -142,10 +147,14 @@ pub struct JobsReport {
     pub window_s: f64,
     /// The jobs.
     pub jobs: Vec<JobReport>,
-    /// The uplinks' scores (the fair phase's last round).
+    /// The uplinks' scores (the second run's round once both were scored).
     pub links: Vec<LinkScore>,
-    /// Schedules the coordinator handed out in the adaptive phase's last round.
+    /// Schedules the coordinator handed out in the second run's last round.
     pub schedules: usize,
+    /// When each run's window began, seconds after its jobs' start (fair, then the second
+    /// run): the same unless finding the periods and scoring the links took longer than
+    /// `--settle` in one of them.
+    pub window_after_start_s: [f64; 2],
     /// The coordinator's rounds in the second window, and how many handed out schedules (a
     /// round hands none while the link's score is under the threshold or a job's period is
     /// not found).
@@ -200,6 +209,13 @@ fn round(url: &str) -> Option<RoundReport> {
         .flatten()
 }
 
+/// Every host's allocation and the coordinator's last round report, if they can be read.
+fn allocations(url: &str) -> Option<(Vec<Allocation>, Option<RoundReport>)> {
+    Fleet::connect(&FleetConfig::new(vec![url.to_owned()]))
+        .and_then(|mut f| f.allocations())
+        .ok()
+}
+
 /// Each job's VM on its host, now.
 fn job_vms(hosts: &[FleetHost]) -> Vec<Option<VmSnap>> {
     hosts
@@ -230,7 +246,12 @@ pub fn run_jobs(o: &JobsOptions, notes: &mut dyn Notes) -> Result<JobsReport, De
     let fair = run_once(o, false, 1, notes)?;
     notes.progress(&format!("fair: {}", describe(&fair.iter_ms)));
     notes.progress(&format!("run 2 of 2: {}", kind(o.adaptive)));
-    let second = run_once(o, o.adaptive, 2, notes)?;
+    // As long after its start as the fair run's, if that one began late.
+    let late = JobsOptions {
+        settle_s: o.settle_s.max(fair.after_start_s),
+        ..o.clone()
+    };
+    let second = run_once(&late, o.adaptive, 2, notes)?;
     notes.progress(&format!(
         "{}: {}",
         kind(o.adaptive),
@@ -247,6 +268,7 @@ pub fn run_jobs(o: &JobsOptions, notes: &mut dyn Notes) -> Result<JobsReport, De
             fair_iter_ms: fair.iter_ms[k],
             adaptive_iter_ms: second.iter_ms[k],
             speedup: fair.iter_ms[k] / second.iter_ms[k],
+            scheduled_rounds: second.scheduled[k],
         })
         .collect();
     Ok(JobsReport {
@@ -255,6 +277,7 @@ pub fn run_jobs(o: &JobsOptions, notes: &mut dyn Notes) -> Result<JobsReport, De
         jobs,
         links: second.links,
         schedules: second.schedules,
+        window_after_start_s: [fair.after_start_s, second.after_start_s],
         rounds: second.rounds,
         adaptive: o.adaptive,
     })
@@ -262,6 +285,10 @@ pub fn run_jobs(o: &JobsOptions, notes: &mut dyn Notes) -> Result<JobsReport, De
 
 /// What one run measured.
 struct Run {
+    /// When its window began, seconds after the jobs' start.
+    after_start_s: f64,
+    /// Each job's rounds in the window in which its host held a schedule for it.
+    scheduled: Vec<u64>,
     /// Each job's iteration time over the window, ms.
     iter_ms: Vec<f64>,
     /// Each job's detected period against its truth (see [`measure::Periods`]).
@@ -275,8 +302,8 @@ struct Run {
 }
 
 /// One run from scratch: a fresh etcd and four hosts, every job started at one instant, the
-/// fleet fair or adaptive from the start; once every period is found and both uplinks are
-/// scored, `o.settle_s` seconds, then the window. Both runs keep this timeline: two jobs of
+/// fleet fair or adaptive from the start; every period found and both uplinks scored; the
+/// window `o.settle_s` seconds after the jobs' start (or then, if later). Both runs keep this timeline: two jobs of
 /// one period that start together drift apart under fair sharing too (noise walks their
 /// offset, which fair sharing neither pulls in nor pushes out), so fair is measured as long
 /// after the start as adaptive is.
@@ -312,31 +339,32 @@ fn run_once(
         })?);
     }
     set_topology(&url, &topology(o.ttl, adaptive)?)?;
-    start_together(&mut hosts, notes)?;
+    let start = start_together(&mut hosts, notes)?;
     all_detected(&mut hosts, notes)?;
     let links = scored(&url, &hosts, notes)?;
-    let t = Instant::now();
     if adaptive {
         wait("the adaptive schedules", Duration::from_secs(30), || {
             Ok(round(&url).is_some_and(|r| r.schedules > 0))
         })?;
         notes.progress("adaptive schedules in force");
     }
+    let begin = start + seconds(o.settle_s, 0.0);
     notes.progress(&format!(
-        "{:.0} s to settle, then {:.0} s measured",
+        "the window {:.0} s after the jobs' start, {:.0} s long",
         o.settle_s, o.window_s
     ));
-    settle(
-        &mut hosts,
-        seconds(o.settle_s, 0.0).saturating_sub(t.elapsed()),
-    )?;
-    let (iter_ms, rounds, periods) = iteration_ms(&hosts, seconds(o.window_s, 1.0), &url);
+    settle(&mut hosts, begin.saturating_duration_since(Instant::now()))?;
+    let after_start_s = start.elapsed().as_secs_f64();
+    let (iter_ms, rounds, periods, scheduled) =
+        iteration_ms(&hosts, seconds(o.window_s, 1.0), &url);
     let schedules = round(&url).map_or(0, |r| r.schedules);
     for h in &mut hosts {
         h.stop();
     }
     drop(etcd);
     Ok(Run {
+        after_start_s,
+        scheduled,
         iter_ms,
         periods,
         links,
@@ -346,16 +374,20 @@ fn run_once(
 }
 
 /// Waits for the fleet, then starts every job at one instant (3 s ahead: every client has
-/// connected by then) and returns [`WARM`] after it.
-fn start_together(hosts: &mut [FleetHost], notes: &mut dyn Notes) -> Result<(), DemoError> {
+/// connected by then); returns [`WARM`] after it, with the instant they started.
+fn start_together(hosts: &mut [FleetHost], notes: &mut dyn Notes) -> Result<Instant, DemoError> {
     fleet_up(hosts)?;
     let at = unix_ms() + 3000;
     for h in hosts.iter_mut() {
         h.start_guest_at(Some(at))?;
     }
+    let start = Instant::now() + Duration::from_millis(at.saturating_sub(unix_ms()));
     notes.progress("jobs started together; waiting for every period to be detected");
-    let until = Duration::from_millis(at.saturating_sub(unix_ms())) + WARM;
-    settle(hosts, until)
+    settle(
+        hosts,
+        (start + WARM).saturating_duration_since(Instant::now()),
+    )?;
+    Ok(start)
 }
 
 /// How long after the jobs start their periods are first looked for.

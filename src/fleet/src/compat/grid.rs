@@ -41,8 +41,8 @@ pub(crate) struct Grid {
     /// Each job's bytes per period and time on the wire at the pool's rate, ms.
     bytes: Vec<f64>,
     wire: Vec<f64>,
-    /// The grid's period when a job last fell behind it (None: none has): it probes no
-    /// lower than [`GRID_BEHIND`] above it.
+    /// The grid's period when it last grew, a job behind it (None: it has not grown): it
+    /// probes no lower than [`GRID_PROBE`] above it.
     floor_ms: Option<f64>,
     /// Rounds in a row in which a job's latest period was longer than the grid.
     late_rounds: u32,
@@ -183,7 +183,7 @@ impl Grid {
     /// than [`GRID_BEHIND`] for [`GRID_LATE_ROUNDS`] rounds in a row cannot keep it (a job
     /// sliding to its arc takes one long iteration, one that cannot keep up every one): the
     /// period grows by [`GRID_SLACK`] and the grid probes no lower than the period it left
-    /// (and [`GRID_BEHIND`]) again. Behind it for fewer rounds: it holds. Every job on time:
+    /// (and [`GRID_PROBE`]) again. Behind it for fewer rounds: it holds. Every job on time:
     /// it shrinks by [`GRID_PROBE`], never below that floor nor the jobs' busy time. Never
     /// above [`GRID_MAX_GROWTH`] times the period it was drawn with. Growth is a step, not
     /// the periods measured: the jobs' periods under a grid that does not fit them are its
@@ -203,7 +203,7 @@ impl Grid {
             self.period_ms = (p * (1.0 + GRID_SLACK)).min(most).max(busy);
             self.late_rounds = 0;
         } else if !late {
-            let floor = self.floor_ms.map_or(0.0, |f| f * (1.0 + GRID_BEHIND));
+            let floor = self.floor_ms.map_or(0.0, |f| f * (1.0 + GRID_PROBE));
             self.period_ms = (p * (1.0 - GRID_PROBE)).max(floor).min(most).max(busy);
         }
     }
@@ -270,29 +270,44 @@ mod tests {
         assert!((g.period_ms - q * 0.99).abs() < 1e-9);
         // Behind it once or twice (sliding to its arc, a hiccup): it holds; then on time
         // again: it shrinks; behind it three rounds in a row (it cannot keep it): it grows a
-        // step, and probes no lower than it was again.
-        let r = g.period_ms;
-        let late = |g: &mut Grid, k: u32, by: f64| {
-            g.follow(&seen(behind(r), r * by), 1000.0 + f64::from(12 + k) * p);
+        // step (held for the first two), and probes no lower than GRID_PROBE above the period
+        // it left.
+        let late = |g: &mut Grid, base: f64, k: u32, by: f64| {
+            g.follow(
+                &seen(behind(base), base * by),
+                1000.0 + f64::from(12 + k) * p,
+            );
         };
-        late(&mut g, 0, 1.4);
-        late(&mut g, 1, 1.05);
+        let r = g.period_ms;
+        late(&mut g, r, 0, 1.4);
+        late(&mut g, r, 1, 1.05);
         assert!((g.period_ms - r).abs() < 1e-9, "held: {}", g.period_ms);
         g.follow(&seen(behind(r), r), 1000.0 + 14.0 * p);
         assert!((g.period_ms - r * 0.99).abs() < 1e-9, "{}", g.period_ms);
         let r = g.period_ms;
-        for k in 0..3 {
-            late(&mut g, 3 + k, 1.05);
+        for k in 0..2 {
+            late(&mut g, r, 3 + k, 1.05);
+            assert!(
+                (g.period_ms - r).abs() < 1e-9,
+                "held, round {k}: {}",
+                g.period_ms
+            );
         }
+        late(&mut g, r, 5, 1.05);
         assert!((g.period_ms - r * 1.03).abs() < 1e-9, "{}", g.period_ms);
-        // Kept from then on: it stays there (its floor, GRID_BEHIND above the period a job
-        // fell behind at).
+        // Kept from then on: it probes down to its floor, GRID_PROBE above the period it left.
         let kept = [job(0.0, r, 0.4, 11.75e6); 2];
+        g.follow(&kept, 1000.0 + 20.0 * p);
+        assert!(
+            (g.period_ms - r * 1.03 * 0.99).abs() < 1e-9,
+            "{}",
+            g.period_ms
+        );
         for k in 0..10 {
             g.follow(&kept, 1000.0 + f64::from(21 + k) * p);
         }
         assert!(
-            (g.period_ms - r * 1.03).abs() < 1e-9,
+            (g.period_ms - r * 1.01).abs() < 1e-9,
             "at its floor: {}",
             g.period_ms
         );

@@ -2,7 +2,7 @@
 //! byte count, the coordinator's rounds, and each job's detected period against its iteration
 //! time over the stretch the detector looked at.
 
-use super::{job_vms, round, JobSpec, JOBS, REPLY};
+use super::{allocations, job_vms, JobSpec, JOBS, REPLY};
 use crate::fleet::host::FleetHost;
 use resex_api::VmSnap;
 use serde::Serialize;
@@ -10,31 +10,32 @@ use std::time::{Duration, Instant};
 
 /// Each job's iteration time over `window`, ms, from its monitor's exact byte count; the
 /// coordinator's rounds; each job's detected period and its truth over the same stretches
-/// ([`Periods`]).
+/// ([`Periods`]); each job's rounds under a schedule.
 pub(super) fn iteration_ms(
     hosts: &[FleetHost],
     window: Duration,
     url: &str,
-) -> (Vec<f64>, Rounds, Periods) {
-    let (rounds, series, readings) = watch(hosts, url, window);
+) -> (Vec<f64>, Rounds, Periods, Vec<u64>) {
+    let w = watch(hosts, url, window);
     let ms = JOBS
         .iter()
         .enumerate()
         .map(|(k, j)| {
-            let (first, last) = (series.first(), series.last());
+            let (first, last) = (w.series.first(), w.series.last());
             let (Some((t0, b0)), Some((t1, b1))) = (first, last) else {
                 return f64::INFINITY;
             };
             iteration_over(*j, b1[k].saturating_sub(b0[k]), t1 - t0)
         })
         .collect();
-    let periods = readings
+    let periods = w
+        .readings
         .iter()
         .zip(JOBS)
         .enumerate()
-        .map(|(k, (rs, j))| compare(rs, &series, k, j))
+        .map(|(k, (rs, j))| compare(rs, &w.series, k, j))
         .collect();
-    (ms, rounds, periods)
+    (ms, w.rounds, periods, w.scheduled)
 }
 
 /// A job's iteration time, ms, from the bytes it sent over `ms` milliseconds.
@@ -49,15 +50,15 @@ fn iteration_over(j: JobSpec, bytes: u64, ms: f64) -> f64 {
 }
 
 /// Each job's detected period (the median of its fresh verdicts whose stretch lies in the
-/// window; of its held ones when it has none) and its iteration time as the monitor counted it over each of those stretches (the
-/// median): a job whose iterations speed up or slow down within the window (two jobs drifting
+/// window; of its held ones when it has none) and its iteration time as the monitor counted it
+/// over each of those stretches (the median): a job whose iterations speed up or slow down within the window (two jobs drifting
 /// apart) is compared over what the detector looked at. None: no verdict's stretch lay in it.
 pub(super) type Periods = Vec<Option<(f64, f64)>>;
 
 /// The jobs' byte counts through a window: ms since it began, each job's bytes.
 type Series = Vec<(f64, Vec<u64>)>;
 
-/// One fresh verdict: its period and the stretch it looked at, ms since the window began.
+/// One verdict read: its period and the stretch it looked at, ms since the window began.
 #[derive(Debug, Clone, Copy)]
 struct Reading {
     period_ms: f64,
@@ -70,17 +71,21 @@ struct Reading {
 /// Job `k`'s detected period against its truth over the same stretches (see [`Periods`]).
 fn compare(rs: &[Reading], series: &Series, k: usize, j: JobSpec) -> Option<(f64, f64)> {
     let at = |t: f64| bytes_at(series, k, t);
-    let any_fresh = rs.iter().any(|r| r.fresh);
-    let (found, truth): (Vec<f64>, Vec<f64>) = rs
+    let pairs: Vec<(bool, f64, f64)> = rs
         .iter()
-        .filter(|r| r.fresh || !any_fresh)
         .filter_map(|r| {
             let (a, b) = (at(r.from_ms)?, at(r.to_ms)?);
             #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
             let sent = (b - a).max(0.0) as u64;
-            Some((r.period_ms, iteration_over(j, sent, r.to_ms - r.from_ms)))
+            let truth = iteration_over(j, sent, r.to_ms - r.from_ms);
+            truth.is_finite().then_some((r.fresh, r.period_ms, truth))
         })
-        .filter(|(_, t)| t.is_finite())
+        .collect();
+    let any_fresh = pairs.iter().any(|p| p.0);
+    let (found, truth): (Vec<f64>, Vec<f64>) = pairs
+        .iter()
+        .filter(|p| p.0 || !any_fresh)
+        .map(|p| (p.1, p.2))
         .unzip();
     Some((median(found)?, median(truth)?))
 }
@@ -107,40 +112,80 @@ pub struct Rounds {
     pub with_schedules: u64,
 }
 
-/// Reads the round report, the jobs' byte counts and their period verdicts every half second
-/// for `window`: the rounds (each counted once), the byte counts (ms since the window began,
-/// each job's bytes) and each job's verdicts whose stretch lies in the window (resexd's
-/// intervals are 1 ms; see [`reading`]).
-fn watch(hosts: &[FleetHost], url: &str, window: Duration) -> (Rounds, Series, Vec<Vec<Reading>>) {
+/// What [`watch`] saw in a window.
+struct Watched {
+    /// The rounds (each counted once).
+    rounds: Rounds,
+    /// The jobs' byte counts.
+    series: Series,
+    /// Each job's verdicts whose stretch lies in the window.
+    readings: Vec<Vec<Reading>>,
+    /// Each job's rounds in which its host's allocation held a schedule for it.
+    scheduled: Vec<u64>,
+}
+
+/// How often [`watch`] reads the jobs' byte counts and verdicts, ms.
+const READ_MS: u64 = 100;
+
+/// Reads of the byte counts per read of the coordinator's allocations and round report.
+const READS_PER_ROUND_READ: u32 = 5;
+
+/// Reads the jobs' byte counts and period verdicts every [`READ_MS`] for `window` (resexd's
+/// intervals are 1 ms; see [`reading`]), and the coordinator's allocations and round report
+/// every [`READS_PER_ROUND_READ`] reads (each new round counted once; rounds published between
+/// two reads are missed).
+fn watch(hosts: &[FleetHost], url: &str, window: Duration) -> Watched {
     let t = Instant::now();
-    let mut r = Rounds::default();
+    let mut w = Watched {
+        rounds: Rounds::default(),
+        series: Vec::new(),
+        readings: vec![Vec::new(); JOBS.len()],
+        scheduled: vec![0; JOBS.len()],
+    };
     let mut last = None;
-    let mut series = Vec::new();
-    let mut readings: Vec<Vec<Reading>> = vec![Vec::new(); JOBS.len()];
-    loop {
+    for n in 0u32.. {
         let (now, vms) = (t.elapsed().as_secs_f64() * 1000.0, job_vms(hosts));
-        series.push((
-            now,
-            vms.iter()
-                .map(|v| v.as_ref().map_or(0, |v| v.tx_bytes_total))
-                .collect(),
-        ));
+        let bytes = vms
+            .iter()
+            .map(|v| v.as_ref().map_or(0, |v| v.tx_bytes_total));
+        w.series.push((now, bytes.collect()));
         for (k, v) in vms.iter().enumerate() {
             if let Some(x) = v.as_ref().and_then(|v| reading(v, now)) {
-                readings[k].push(x);
+                w.readings[k].push(x);
             }
         }
         if t.elapsed() >= window {
             break;
         }
-        std::thread::sleep(Duration::from_millis(500).min(window.saturating_sub(t.elapsed())));
-        if let Some(rep) = round(url).filter(|rep| Some(rep.round) != last) {
-            last = Some(rep.round);
-            r.seen += 1;
-            r.with_schedules += u64::from(rep.schedules > 0);
+        let left = window.saturating_sub(t.elapsed());
+        std::thread::sleep(Duration::from_millis(READ_MS).min(left));
+        if n % READS_PER_ROUND_READ == 0 {
+            count_round(url, &mut last, &mut w);
         }
     }
-    (r, series, readings)
+    w
+}
+
+/// Reads the coordinator's allocations and round report; a new round is counted, with each
+/// job whose host's allocation holds a schedule for it.
+fn count_round(url: &str, last: &mut Option<u64>, w: &mut Watched) {
+    let Some((allocations, Some(rep))) = allocations(url) else {
+        return;
+    };
+    if Some(rep.round) == *last {
+        return;
+    }
+    *last = Some(rep.round);
+    w.rounds.seen += 1;
+    w.rounds.with_schedules += u64::from(rep.schedules > 0);
+    for (k, j) in JOBS.iter().enumerate() {
+        let host = format!("host{}", k + 1);
+        let held = allocations
+            .iter()
+            .filter(|a| a.host == host)
+            .any(|a| a.adaptive.iter().any(|s| s.vm == j.name));
+        w.scheduled[k] += u64::from(held);
+    }
 }
 
 /// A VM's verdict read `now` ms into the window, if its stretch began in the window. A verdict
