@@ -30,12 +30,13 @@ use crate::registry::{
 };
 use crate::rxe::RxeMonitor;
 use crate::{Counters, VmMonitor};
+use resex_common::LogLimiter;
 use resex_guestmem::GuestMemory;
 use resex_mlx5::consts::cqe_op;
 use resex_mlx5::dbrec::{read_cq_ci, read_sq_pi};
 use resex_mlx5::wqe::CtrlSeg;
 use resex_mlx5::SEND_WQE_BB;
-use resex_proto::{QpRegistration, Registration};
+use resex_proto::{QpRegistration, Registration, RingKind};
 use smallvec::SmallVec;
 use std::collections::{HashMap, HashSet};
 
@@ -90,6 +91,8 @@ struct Cold {
     reattached: u64,
     attached_live: u64,
     late: Vec<LateQp>,
+    /// Lines about send queues unregistered (a guest's processes come and go).
+    log_dropped: LogLimiter,
 }
 
 impl std::fmt::Debug for VmRings {
@@ -250,6 +253,7 @@ impl VmRings {
         let old = self.rxe.take();
         let gone = old.as_ref().map_or(0, |o| o.rings().count());
         if let Some(o) = &old {
+            self.log_dropped_sends(o, full);
             self.cold.retired += o.total();
             self.cold.retired_queue += o.queueing();
         }
@@ -272,6 +276,30 @@ impl VmRings {
             );
         }
         self.rxe = Some(Box::new(mon));
+    }
+
+    /// One line per send queue `full` no longer registers (rate-limited): the last request
+    /// counted on it (a request posted after the last scan and freed with its process cannot be).
+    fn log_dropped_sends(&mut self, old: &RxeMonitor, full: &Layout) {
+        let gone = old
+            .last_requests()
+            .filter(|(r, _)| r.kind == RingKind::Sq && !full.rxe.iter().any(|n| n.same_queue(r)));
+        for (r, last) in gone {
+            let Some(n) = self.cold.log_dropped.hit() else {
+                continue;
+            };
+            let qp = r
+                .qpn
+                .map_or_else(|| "a qp".to_string(), |q| format!("qp {q}"));
+            let what = match last {
+                Some(ssn) => format!("its last request counted was #{ssn}"),
+                None => "no request was counted on it".to_string(),
+            };
+            tracing::info!(
+                "{}: the send queue of {qp} unregistered; {what} (#{n})",
+                self.cold.name
+            );
+        }
     }
 
     /// Installs a registration with its validation against the VM's RAM (`full`). Only the

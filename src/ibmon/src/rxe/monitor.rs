@@ -83,6 +83,7 @@ pub struct RxeMonitor {
     missed: u64,
     log_header: LogLimiter,
     log_lap: LogLimiter,
+    log_first: LogLimiter,
 }
 
 /// The indices a scan reads from a header.
@@ -148,6 +149,7 @@ impl RxeMonitor {
             missed: 0,
             log_header: LogLimiter::default(),
             log_lap: LogLimiter::default(),
+            log_first: LogLimiter::default(),
         }
     }
 
@@ -306,8 +308,12 @@ impl RxeMonitor {
             self.note_anomaly(k);
             if let Some(n) = self.log_header.hit() {
                 let place = self.rings[k].ring.place(k);
+                let last = match self.rings[k].cur.last_ssn {
+                    Some(ssn) => format!(" (last request read #{ssn})"),
+                    None => String::new(),
+                };
                 tracing::warn!(
-                    "{place}: its header no longer matches the registration; not walked until it does (#{n})"
+                    "{place}: its header no longer matches the registration; not walked until it does{last} (#{n})"
                 );
             }
         }
@@ -376,7 +382,10 @@ impl RxeMonitor {
     fn check_lap(&mut self, k: usize, ssn: u32) {
         let h = &mut self.rings[k];
         let last = h.cur.last_ssn.replace(ssn);
-        let Some(last) = last else { return };
+        let Some(last) = last else {
+            self.note_first(k, ssn);
+            return;
+        };
         let gap = ssn.wrapping_sub(last).wrapping_sub(1);
         if gap == 0 || gap % h.ring.slots != 0 || gap >= 1 << 24 {
             return;
@@ -391,6 +400,26 @@ impl RxeMonitor {
                 "{place}: lapped {laps} time(s) between two scans; {gap} requests were not counted (#{n})"
             );
         }
+    }
+
+    /// The first request read on ring `k`: the library numbers requests from 0, so a later
+    /// number says how many were posted (and done) before the host first read the queue.
+    fn note_first(&mut self, k: usize, ssn: u32) {
+        if ssn == 0 {
+            return;
+        }
+        if let Some(n) = self.log_first.hit() {
+            let place = self.rings[k].ring.place(k);
+            tracing::info!(
+                "{place}: counting from request #{ssn}: the {ssn} before it were done before the host read the queue (#{n})"
+            );
+        }
+    }
+
+    /// The number (`ssn`) of the last request read on each send queue, in the registration's
+    /// order (`None` for other rings and before the first read).
+    pub fn last_requests(&self) -> impl Iterator<Item = (&RxeRing, Option<u32>)> {
+        self.rings.iter().map(|h| (&h.ring, h.cur.last_ssn))
     }
 
     /// Counts the completion in slot `i` of ring `k`; false when it cannot be read.

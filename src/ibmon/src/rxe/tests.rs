@@ -219,6 +219,29 @@ mod rings {
     }
 
     #[test]
+    fn the_last_request_read_on_each_send_queue_is_known_and_carried_over() {
+        let mem = VecMemory::new(0x10000);
+        queue(&mem, SQ, 9);
+        queue(&mem, CQ, 9);
+        let mut v = VmRings::new("vm");
+        install(&mut v, &mem, &doc(vec![ring(RingKind::Sq, SQ, 9)]));
+        let last = |v: &VmRings| -> Vec<Option<u32>> {
+            v.rxe().unwrap().last_requests().map(|(_, l)| l).collect()
+        };
+        assert_eq!(last(&v), [None]);
+        post(&mem, 0, 3, 10);
+        v.scan(&mem, 100);
+        assert_eq!(last(&v), [Some(2)]);
+        // Registered again beside a CQ: the send queue keeps its last request, the CQ has none.
+        let both = doc(vec![ring(RingKind::Sq, SQ, 9), ring(RingKind::Cq, CQ, 9)]);
+        install(&mut v, &mem, &both);
+        assert_eq!(last(&v), [Some(2), None]);
+        post(&mem, 3, 4, 10);
+        v.scan(&mem, 100);
+        assert_eq!(last(&v), [Some(3), None]);
+    }
+
+    #[test]
     fn hostile_ring_registrations_are_refused_with_the_ring_named() {
         let lim = Limits::default();
         let refuse = |rings: Vec<RingRegistration>, want: &str| {
