@@ -67,13 +67,14 @@ impl HostCore {
         let mut i = 0;
         // One pass of ibmon's pipeline over every VM's rings; the rest of a VM's interval
         // (mailbox, CPU, NIC times) right after its scan.
-        scan_all(&mut self.vms, budget, |vm, delta| {
-            let delta = delta.unwrap_or_default();
+        scan_all(&mut self.vms, budget, |vm, moved| {
+            // Most VMs, most ticks: nothing counted, and no counter is copied or compared.
+            let moved = moved.flatten().filter(|d| !d.is_zero());
             let report = vm.drain_mailbox(interval);
-            if !delta.is_zero() {
-                bits += link.bits(&delta);
+            if let Some(d) = &moved {
+                bits += link.bits(d);
                 if !scheduled.is_empty() {
-                    Self::observe_scheduled(scheduled, &mut cursor, vm.id, now_ns, delta.tx_bytes);
+                    Self::observe_scheduled(scheduled, &mut cursor, vm.id, now_ns, d.tx_bytes);
                 }
             }
             let nic = vm.nic.take_interval();
@@ -81,21 +82,23 @@ impl HostCore {
                 usage.push(VmUsage {
                     vm: vm.id,
                     cpu_pct: vm.cpu_pct,
-                    mtus: delta.mtus,
-                    bytes: delta.tx_bytes,
+                    mtus: moved.map_or(0, |d| d.mtus),
+                    bytes: moved.map_or(0, |d| d.tx_bytes),
                     report,
                     nic,
                 });
             }
-            let idle = report.is_none() && delta.is_zero();
+            let idle = report.is_none() && moved.is_none();
             if fresh || !(idle && vm.row_idle) {
-                let row = VmRow::new(vm.id, vm.cpu_pct, delta, report);
+                let row = VmRow::new(vm.id, vm.cpu_pct, moved.unwrap_or_default(), report);
                 match rows.get_mut(i) {
                     Some(r) if !fresh => *r = row,
                     _ => rows.push(row),
                 }
             }
-            vm.row_idle = idle;
+            if vm.row_idle != idle {
+                vm.row_idle = idle;
+            }
             i += 1;
         });
         self.bits_since_snapshot += bits;

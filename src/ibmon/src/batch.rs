@@ -47,16 +47,16 @@ impl Scan for VmMonitor {
 }
 
 impl Scan for VmRings {
-    /// What was counted since the last scan.
-    type Outcome = Counters;
+    /// What was counted since the last scan (`None`: nothing, most VMs most ticks).
+    type Outcome = Option<Counters>;
     fn prefetch_state(&self) {
         VmRings::prefetch_state(self);
     }
     fn prefetch<M: GuestMemory + ?Sized>(&self, mem: &M) {
         VmRings::prefetch(self, mem);
     }
-    fn scan<M: GuestMemory + ?Sized>(&mut self, mem: &M, budget: u32) -> Counters {
-        VmRings::scan(self, mem, budget)
+    fn scan<M: GuestMemory + ?Sized>(&mut self, mem: &M, budget: u32) -> Option<Counters> {
+        VmRings::scan_moved(self, mem, budget)
     }
 }
 

@@ -55,6 +55,8 @@ pub struct VmMonitor {
     counters: Box<[Counters]>,
     /// The sum of `counters`, kept by every change to them.
     total: Counters,
+    /// `total` at the last [`Self::scan_moved`] that moved it (what the next one counts from).
+    at_delta: Counters,
     /// A walk may be unfinished (the last scan ran out of budget, or a state was restored).
     pub(crate) resume: bool,
     /// QPNs strictly ascending (as `validate` leaves them): a CQE's QPN equal to its CQ's own
@@ -104,6 +106,7 @@ impl VmMonitor {
             pages: pages.into_boxed_slice(),
             counters: vec![Counters::default(); layout.qps.len()].into_boxed_slice(),
             total: Counters::default(),
+            at_delta: Counters::default(),
             resume: false,
             qpns_ascending: layout.qps.windows(2).all(|w| w[0].qpn < w[1].qpn),
             walked: 0,
@@ -226,23 +229,43 @@ impl VmMonitor {
         }
     }
 
-    /// [`Self::scan`], returning what it counted.
+    /// [`Self::scan`], returning what it counted since the last call (zero when nothing).
     #[inline]
     pub fn scan_delta<M: GuestMemory + ?Sized>(&mut self, mem: &M, budget: u32) -> Counters {
-        let before = self.total;
-        self.noted = false;
-        let out = self.scan(mem, budget);
-        // Nothing consumed, walked or noted: the totals did not move (most VMs, most ticks).
-        if out.entries == 0 && self.walked == 0 && !self.noted {
-            return Counters::default();
+        self.scan_moved(mem, budget).unwrap_or_default()
+    }
+
+    /// [`Self::scan`], returning what was counted since the last call, or `None` when nothing
+    /// was (most VMs, most ticks: then no counter is read or written). Counts are only ever
+    /// added by a scan, so what a [`Self::scan`] between two calls counted is in the next one.
+    #[inline]
+    pub fn scan_moved<M: GuestMemory + ?Sized>(
+        &mut self,
+        mem: &M,
+        budget: u32,
+    ) -> Option<Counters> {
+        // Stores only when they change a value: an idle VM's lines stay clean.
+        if self.noted {
+            self.noted = false;
         }
-        self.total - before
+        let out = self.scan(mem, budget);
+        // Nothing consumed, walked or noted: the totals did not move.
+        if out.entries == 0 && self.walked == 0 && !self.noted {
+            return None;
+        }
+        let d = self.total - self.at_delta;
+        self.at_delta = self.total;
+        Some(d)
     }
 
     fn scan_with<R: Ram>(&mut self, r: &R, budget: u32) -> ScanOutcome {
-        self.walked = 0;
+        if self.walked != 0 {
+            self.walked = 0;
+        }
         let out = self.scan_rings(r, budget);
-        self.resume = out.exhausted;
+        if self.resume != out.exhausted {
+            self.resume = out.exhausted;
+        }
         out
     }
 

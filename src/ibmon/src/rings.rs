@@ -390,13 +390,24 @@ impl VmRings {
     /// more past them.
     #[inline]
     pub fn scan<M: GuestMemory + ?Sized>(&mut self, mem: &M, budget: u32) -> Counters {
+        self.scan_moved(mem, budget).unwrap_or_default()
+    }
+
+    /// [`Self::scan`], or `None` when nothing was counted (an idle VM's scan then reads and
+    /// writes no counter).
+    #[inline]
+    pub fn scan_moved<M: GuestMemory + ?Sized>(
+        &mut self,
+        mem: &M,
+        budget: u32,
+    ) -> Option<Counters> {
         // Most VMs, most ticks: one monitor, attached.
         if let ([w], None) = (self.watches.as_mut_slice(), &self.rxe) {
             if !w.fresh {
-                return w.mon.scan_delta(mem, budget.max(64));
+                return w.mon.scan_moved(mem, budget.max(64));
             }
         }
-        self.scan_each(mem, budget)
+        Some(self.scan_each(mem, budget)).filter(|d| !d.is_zero())
     }
 
     #[inline(never)]

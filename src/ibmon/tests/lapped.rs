@@ -101,3 +101,34 @@ fn a_scan_that_only_counts_an_overrun_reports_it_in_its_delta() {
     assert!(again.is_zero(), "{again:?}");
     assert_eq!(rig.mon.total(), d);
 }
+
+#[test]
+fn scan_moved_is_none_while_nothing_is_counted_and_keeps_what_a_plain_scan_counted() {
+    let (mut rig, send) = lapped();
+    let first = rig
+        .mon
+        .scan_moved(&rig.mem, 1000)
+        .expect("the overrun moved the totals");
+    assert_eq!(first, rig.mon.total());
+    assert_eq!(rig.mon.scan_moved(&rig.mem, 1000), None, "nothing new");
+    assert!(rig.mon.scan_delta(&rig.mem, 1000).is_zero());
+    // One request counted by a plain scan, one by the next call: the call reports both.
+    for plain in [true, false] {
+        rig.guest.post(&rig.mem, 0, &send);
+        rig.guest.complete(&rig.mem, 0, 1, false);
+        if plain {
+            rig.mon.scan(&rig.mem, 1000);
+            let lim = rig.poll_limit(0);
+            rig.guest.poll(&rig.mem, 0, 1, Some(lim));
+        }
+    }
+    let d = rig
+        .mon
+        .scan_moved(&rig.mem, 1000)
+        .expect("two requests counted");
+    assert_eq!(d.wqes, 2, "{d:?}");
+    let mut sum = first;
+    sum += d;
+    assert_eq!(sum, rig.mon.total());
+    assert_eq!(rig.mon.scan_moved(&rig.mem, 1000), None);
+}
