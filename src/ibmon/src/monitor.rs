@@ -55,7 +55,7 @@ pub struct VmMonitor {
     counters: Box<[Counters]>,
     /// The sum of `counters`, kept by every change to them.
     total: Counters,
-    /// `total` at the last [`Self::scan_moved`] that moved it (what the next one counts from).
+    /// `total` at the last [`Self::scan_moved`] that reported (what the next one counts from).
     at_delta: Counters,
     /// A walk may be unfinished (the last scan ran out of budget, or a state was restored).
     pub(crate) resume: bool,
@@ -66,8 +66,9 @@ pub struct VmMonitor {
     /// busy VM will most likely walk again, so the only SQ lines [`Self::prefetch`] asks for
     /// (an idle VM's SQ pages would only crowd the TLB).
     walked: u64,
-    /// An anomaly or an overrun was counted since `scan_delta` began (they count without
-    /// consuming an entry).
+    /// The totals may have moved since the last [`Self::scan_moved`] reported: a scan consumed
+    /// or walked entries, or counted an anomaly or an overrun (they count without consuming an
+    /// entry).
     noted: bool,
     pub(crate) layout: Layout,
     log_anomaly: LogLimiter,
@@ -237,34 +238,35 @@ impl VmMonitor {
 
     /// [`Self::scan`], returning what was counted since the last call, or `None` when nothing
     /// was (most VMs, most ticks: then no counter is read or written). Counts are only ever
-    /// added by a scan, so what a [`Self::scan`] between two calls counted is in the next one.
+    /// added by a scan, and every scan that adds some marks the monitor, so what a plain
+    /// [`Self::scan`] between two calls counted is in the next one.
     #[inline]
     pub fn scan_moved<M: GuestMemory + ?Sized>(
         &mut self,
         mem: &M,
         budget: u32,
     ) -> Option<Counters> {
-        // Stores only when they change a value: an idle VM's lines stay clean.
-        if self.noted {
-            self.noted = false;
-        }
-        let out = self.scan(mem, budget);
-        // Nothing consumed, walked or noted: the totals did not move.
-        if out.entries == 0 && self.walked == 0 && !self.noted {
+        self.scan(mem, budget);
+        if !self.noted {
             return None;
         }
+        self.noted = false;
         let d = self.total - self.at_delta;
         self.at_delta = self.total;
         Some(d)
     }
 
     fn scan_with<R: Ram>(&mut self, r: &R, budget: u32) -> ScanOutcome {
+        // Stores only when they change a value: an idle VM's lines stay clean.
         if self.walked != 0 {
             self.walked = 0;
         }
         let out = self.scan_rings(r, budget);
         if self.resume != out.exhausted {
             self.resume = out.exhausted;
+        }
+        if (out.entries != 0 || self.walked != 0) && !self.noted {
+            self.noted = true;
         }
         out
     }

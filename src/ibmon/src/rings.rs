@@ -279,7 +279,7 @@ impl VmRings {
     }
 
     /// One line per send queue `full` no longer registers (rate-limited): the last request
-    /// counted on it (a request posted after the last scan and freed with its process cannot be).
+    /// read on it (a request posted after the last scan and freed with its process cannot be).
     fn log_dropped_sends(&mut self, old: &RxeMonitor, full: &Layout) {
         let gone = old
             .last_requests()
@@ -292,8 +292,8 @@ impl VmRings {
                 .qpn
                 .map_or_else(|| "a qp".to_string(), |q| format!("qp {q}"));
             let what = match last {
-                Some(ssn) => format!("its last request counted was #{ssn}"),
-                None => "no request was counted on it".to_string(),
+                Some(ssn) => format!("the last request read on it was #{ssn}"),
+                None => "no request was read on it".to_string(),
             };
             tracing::info!(
                 "{}: the send queue of {qp} unregistered; {what} (#{n})",

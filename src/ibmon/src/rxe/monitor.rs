@@ -179,8 +179,12 @@ impl RxeMonitor {
     }
 
     /// Carries the cursors of the queues `old` also watched over to this monitor (a guest that
-    /// registers again keeps its counts exact). Returns how many carried over.
+    /// registers again keeps its counts exact), and its log limits (a guest that registers
+    /// again and again gets no fresh burst of lines). Returns how many cursors carried over.
     pub fn adopt(&mut self, old: &RxeMonitor) -> usize {
+        self.log_header = old.log_header.clone();
+        self.log_lap = old.log_lap.clone();
+        self.log_first = old.log_first.clone();
         let mut kept = 0;
         for h in self.rings.iter_mut() {
             if let Some(o) = old.rings.iter().find(|o| o.ring.same_queue(&h.ring)) {
@@ -308,13 +312,14 @@ impl RxeMonitor {
             self.note_anomaly(k);
             if let Some(n) = self.log_header.hit() {
                 let place = self.rings[k].ring.place(k);
-                let last = match self.rings[k].cur.last_ssn {
-                    Some(ssn) => format!(" (last request read #{ssn})"),
-                    None => String::new(),
-                };
-                tracing::warn!(
-                    "{place}: its header no longer matches the registration; not walked until it does{last} (#{n})"
-                );
+                match self.rings[k].cur.last_ssn {
+                    Some(ssn) => tracing::warn!(
+                        "{place}: its header no longer matches the registration; not walked until it does (last request read #{ssn}) (#{n})"
+                    ),
+                    None => tracing::warn!(
+                        "{place}: its header no longer matches the registration; not walked until it does (#{n})"
+                    ),
+                }
             }
         }
         x
@@ -403,7 +408,7 @@ impl RxeMonitor {
     }
 
     /// The first request read on ring `k`: the library numbers requests from 0, so a later
-    /// number says how many were posted (and done) before the host first read the queue.
+    /// number says how many were posted before the host's cursor.
     fn note_first(&mut self, k: usize, ssn: u32) {
         if ssn == 0 {
             return;
@@ -411,7 +416,7 @@ impl RxeMonitor {
         if let Some(n) = self.log_first.hit() {
             let place = self.rings[k].ring.place(k);
             tracing::info!(
-                "{place}: counting from request #{ssn}: the {ssn} before it were done before the host read the queue (#{n})"
+                "{place}: counting from request #{ssn}: the {ssn} before it were posted before the host's cursor (#{n})"
             );
         }
     }
