@@ -48,7 +48,7 @@ fn check_shape(v: &Value) {
             "the 2 MiB VM runs and is counted: {v}"
         );
     }
-    let mut any = false;
+    let (mut any, mut held) = (false, false);
     for p in phases {
         assert!(f(p, "interferer_cap_mean").is_nan() || f(p, "interferer_cap_mean") <= 100.0);
         let h = &p["health"];
@@ -65,6 +65,14 @@ fn check_shape(v: &Value) {
             "{p}"
         );
         assert!(h["hca_watched_s"].as_u64().unwrap() >= 1, "{p}");
+        // The reporting VM registered before the first phase: each phase counts what it
+        // served, and one it did not keep up in is either flagged or resex's own doing.
+        let served = f(h, "victim_orders_per_s");
+        assert!(served >= 0.0, "{p}");
+        held |= h["victim_held_back"].as_bool().unwrap();
+        if f(h, "victim_backlog_orders") > 25.0 && !held {
+            assert!(overloaded, "a backlog the host made, not flagged: {p}");
+        }
         any |= overloaded;
     }
     assert_eq!(v["host_overloaded"].as_bool(), Some(any), "{v}");

@@ -12,7 +12,7 @@
 //! clear), or when the hypervisor under this machine stole more than [`MAX_STEAL_PCT`] of its
 //! CPU time.
 
-use crate::procstat::{proc_stat, CpuTimes};
+use crate::procstat::{cpu_pressure_us, proc_stat, CpuTimes};
 use resex_api::Snapshot;
 use resex_softhca::{PortSample, StallSummary};
 use serde::Serialize;
@@ -55,6 +55,19 @@ pub struct Health {
     pub run_queue_mean: Option<f64>,
     /// CPUs online.
     pub cpus: usize,
+    /// Time in which some runnable task waited for a CPU, percent of the phase's wall time
+    /// (`/proc/pressure/cpu`; null where the kernel has no PSI).
+    pub cpu_pressure_pct: Option<f64>,
+    /// Orders waiting at the reporting VM at the phase's end, estimated from the rate its
+    /// clients offer and what it served (null before it was measured; negative: less than at
+    /// the base phase's settle time).
+    pub victim_backlog_orders: Option<f64>,
+    /// Orders the reporting VM served per second in the phase's measured part.
+    pub victim_orders_per_s: Option<f64>,
+    /// The daemon held the reporting VM back in the measured part (a CPU cap below its vCPUs
+    /// or a transmit ceiling below twice its replies' rate): a backlog then is resex's, and
+    /// no reason here.
+    pub victim_held_back: bool,
     /// Reasons from the phase's own figures ([`Health::with_reason`]), kept across judging.
     #[serde(skip)]
     pub extra: Vec<String>,
@@ -64,6 +77,7 @@ pub struct Health {
 #[derive(Debug)]
 pub struct PhaseWatch {
     cpu0: Option<CpuTimes>,
+    pressure0: Option<u64>,
     stalls0: StallSummary,
     port0: PortSample,
     late_p99: Vec<f64>,
@@ -78,6 +92,7 @@ impl PhaseWatch {
     pub fn start(stalls: StallSummary, port: PortSample) -> Self {
         Self {
             cpu0: proc_stat().map(|(c, _)| c),
+            pressure0: cpu_pressure_us(),
             stalls0: stalls,
             port0: port,
             late_p99: Vec::new(),
@@ -120,6 +135,12 @@ impl PhaseWatch {
         let mean = |xs: &[f64]| (!xs.is_empty()).then(|| xs.iter().sum::<f64>() / xs.len() as f64);
         let run_queue: Vec<f64> = self.run_queue.iter().map(|&r| f64::from(r)).collect();
         let st = stalls.since(&self.stalls0);
+        let wall_us = self.started.elapsed().as_secs_f64().max(1e-3) * 1e6;
+        #[allow(clippy::cast_precision_loss)]
+        let cpu_pressure_pct = self
+            .pressure0
+            .zip(cpu_pressure_us())
+            .map(|(a, b)| 100.0 * b.saturating_sub(a) as f64 / wall_us);
         // softhca counts a second when it ends one: seconds of the phase it never counted, it
         // spent held up.
         let missing = self
@@ -140,6 +161,10 @@ impl PhaseWatch {
             cpu_busy_pct,
             run_queue_mean: mean(&run_queue),
             cpus,
+            cpu_pressure_pct,
+            victim_backlog_orders: None,
+            victim_orders_per_s: None,
+            victim_held_back: false,
             extra: Vec::new(),
         })
     }
@@ -201,9 +226,12 @@ impl Health {
     pub fn warning(&self, phase: &str) -> Option<String> {
         self.host_overloaded.then(|| {
             let why = self.reasons.join("; ");
+            let pressure = self.cpu_pressure_pct.map_or(String::new(), |p| {
+                format!(", a task waiting for a CPU {p:.0}% of the time")
+            });
             let busy = match (self.cpu_busy_pct, self.run_queue_mean) {
                 (Some(b), Some(q)) => format!(
-                    " (CPUs {b:.0}% busy, {q:.1} runnable threads on {} CPUs)",
+                    " (CPUs {b:.0}% busy, {q:.1} runnable threads on {} CPUs{pressure})",
                     self.cpus
                 ),
                 _ => String::new(),
@@ -234,6 +262,10 @@ mod tests {
             cpu_busy_pct: Some(70.0),
             run_queue_mean: Some(2.5),
             cpus: 2,
+            cpu_pressure_pct: Some(10.0),
+            victim_backlog_orders: Some(3.0),
+            victim_orders_per_s: Some(1000.0),
+            victim_held_back: false,
             extra: vec![],
         }
     }

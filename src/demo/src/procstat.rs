@@ -1,5 +1,6 @@
-//! `/proc/stat`: the machine's CPU-time counters and its run queue, what the demo's health
-//! reads to say why a phase was overloaded (CPU steal, busy CPUs, runnable threads).
+//! `/proc/stat`: the machine's CPU-time counters and its run queue, and `/proc/pressure/cpu`:
+//! how long runnable tasks waited for a CPU; what the demo's health reads to say why a phase
+//! was overloaded (CPU steal, busy CPUs, runnable threads, CPU pressure).
 
 /// The CPU-time counters of `/proc/stat`'s `cpu` line, in ticks.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -43,6 +44,21 @@ pub fn proc_stat() -> Option<(CpuTimes, u32)> {
     parse_proc_stat(&std::fs::read_to_string("/proc/stat").ok()?)
 }
 
+/// Parses `/proc/pressure/cpu`: the microseconds in which some runnable task waited for a CPU
+/// (its `some` line's `total`; None: not this format).
+pub fn parse_cpu_pressure(text: &str) -> Option<u64> {
+    let some = text.lines().find(|l| l.starts_with("some "))?;
+    some.split_ascii_whitespace()
+        .find_map(|f| f.strip_prefix("total="))?
+        .parse()
+        .ok()
+}
+
+/// This machine's CPU pressure total now, us (None where the kernel has no PSI).
+pub fn cpu_pressure_us() -> Option<u64> {
+    parse_cpu_pressure(&std::fs::read_to_string("/proc/pressure/cpu").ok()?)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -65,5 +81,14 @@ mod tests {
         assert_eq!(r, 3);
         assert_eq!(parse_proc_stat("cpu 1 2 3\nprocs_running 1\n"), None);
         assert_eq!(parse_proc_stat("garbage"), None);
+    }
+
+    #[test]
+    fn cpu_pressure_is_the_some_lines_total() {
+        let psi = "some avg10=1.50 avg60=0.28 avg300=2.41 total=1752389444\n\
+                   full avg10=0.00 avg60=0.00 avg300=0.00 total=7\n";
+        assert_eq!(parse_cpu_pressure(psi), Some(1_752_389_444));
+        assert_eq!(parse_cpu_pressure("full total=7\n"), None);
+        assert_eq!(parse_cpu_pressure("some avg10=1 total=x\n"), None);
     }
 }

@@ -5,6 +5,7 @@
 use crate::embedded::EmbeddedDaemon;
 use crate::error::DemoError;
 use crate::health::PhaseWatch;
+use crate::live::backlog::{Backlog, PhaseBacklog};
 use crate::live::guests::{vm, wait_registered};
 use crate::live::view::LiveView;
 use crate::phase::Phase;
@@ -39,6 +40,8 @@ pub(crate) fn run(
 ) -> Result<Vec<Phase>, DemoError> {
     node.host.start_guest(r.victim)?;
     wait_registered(node, VICTIM, true)?;
+    let load = &r.victim.benchex;
+    let mut backlog = Backlog::new(load.rate * f64::from(load.clients));
     let mut out = Vec::new();
     for (k, (name, pol)) in r.plan.iter().enumerate() {
         // The interferer joins after the base phase and stays.
@@ -50,7 +53,7 @@ pub(crate) fn run(
         node.daemon.reload(policy);
         view.phase(name, r.secs);
         let w = watch(r, node, view)?;
-        let phase = w.figures(name, k, node);
+        let phase = w.figures(name, k, node, &mut backlog);
         if let Some(line) = phase.health.as_ref().and_then(|h| h.warning(name)) {
             view.warn(line);
         }
@@ -67,6 +70,8 @@ struct Watched {
     s1: Arc<Snapshot>,
     /// The interferer's cap in each sample after the settle time.
     caps: Vec<f64>,
+    /// The daemon held the reporting VM back in a sample after the settle time.
+    victim_limited: bool,
     /// The host's health through the phase.
     watch: PhaseWatch,
 }
@@ -83,6 +88,7 @@ fn watch(
     // leaves a backlog in the measured part.
     let mut watch = PhaseWatch::start(node.host.hca_stalls(), node.host.hca_sample());
     let mut caps = Vec::new();
+    let mut victim_limited = false;
     while t0.elapsed().as_secs_f64() < r.secs {
         if r.stop.load(Ordering::Acquire) {
             return Err(DemoError::Interrupted);
@@ -98,6 +104,7 @@ fn watch(
             if let Some(v) = vm(&s, INTERFERER) {
                 caps.push(v.cap_pct.unwrap_or(100.0 * f64::from(v.vcpus)));
             }
+            victim_limited |= vm(&s, VICTIM).is_some_and(|v| held_back(v, r.victim));
         }
         view.snapshot(&s);
     }
@@ -106,14 +113,32 @@ fn watch(
         s0: s0.ok_or(DemoError::PhaseTooShort)?,
         s1,
         caps,
+        victim_limited,
         watch,
     })
 }
 
+/// The daemon held the reporting VM back: a CPU cap below its vCPUs, or a transmit ceiling
+/// below twice what its replies need. A backlog then is resex's doing, not the host's.
+#[allow(clippy::cast_precision_loss)]
+fn held_back(v: &resex_api::VmSnap, spec: &GuestSpec) -> bool {
+    let w = &spec.benchex;
+    let needs_bps = w.rate * f64::from(w.clients) * w.buffer.0 as f64 * 8.0;
+    v.cap_pct.is_some_and(|c| c < 100.0 * f64::from(v.vcpus))
+        || v.tx_max_bps.is_some_and(|m| (m as f64) < 2.0 * needs_bps)
+}
+
 impl Watched {
-    /// The phase's figures (`k`: its index) and its health.
+    /// The phase's figures (`k`: its index) and its health (`backlog`: the reporting VM's,
+    /// kept across the phases).
     #[allow(clippy::cast_precision_loss)]
-    fn figures(self, name: &'static str, k: usize, node: &EmbeddedDaemon) -> Phase {
+    fn figures(
+        self,
+        name: &'static str,
+        k: usize,
+        node: &EmbeddedDaemon,
+        backlog: &mut Backlog,
+    ) -> Phase {
         let (s0, at) = self.s0;
         let s1 = self.s1;
         let mut health = self
@@ -134,6 +159,16 @@ impl Watched {
         if k > 0 && mbps == 0.0 {
             health = health.with_reason("the interfering VM sent nothing".into());
         }
+        if let Some(b) = victim_backlog(&s0, &s1, backlog) {
+            health.victim_backlog_orders = Some(b.end);
+            health.victim_orders_per_s = Some(b.served_per_s);
+            health.victim_held_back = self.victim_limited;
+            // A backlog resex made (by holding the VM back, in this phase or in the one that
+            // left it) is the design's figure, and the story is judged on it.
+            if let Some(reason) = backlog.blame(b, self.victim_limited) {
+                health = health.with_reason(reason);
+            }
+        }
         let caps = &self.caps;
         let cap_mean = (!caps.is_empty()).then(|| caps.iter().sum::<f64>() / caps.len() as f64);
         Phase {
@@ -146,6 +181,20 @@ impl Watched {
             health: Some(health),
         }
     }
+}
+
+/// The reporting VM's backlog at `s0` and `s1`, and what it served per second in between
+/// (None: it is in neither, or no time passed).
+#[allow(clippy::cast_precision_loss)]
+fn victim_backlog(s0: &Snapshot, s1: &Snapshot, backlog: &mut Backlog) -> Option<PhaseBacklog> {
+    let (a0, a1) = (vm(s0, VICTIM)?, vm(s1, VICTIM)?);
+    let dt = s1.uptime_ms.checked_sub(s0.uptime_ms).filter(|&d| d > 0)? as f64 / 1000.0;
+    Some(PhaseBacklog {
+        start: backlog.at(s0.uptime_ms, a0.lat_requests_total),
+        end: backlog.at(s1.uptime_ms, a1.lat_requests_total),
+        served_per_s: a1.lat_requests_total.saturating_sub(a0.lat_requests_total) as f64 / dt,
+        offered_per_s: backlog.offered_per_s(),
+    })
 }
 
 /// The reporting VM's mean latency and the mean of its reports' p99 between two snapshots, us
