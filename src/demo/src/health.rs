@@ -10,7 +10,9 @@
 //! when one tick was more than [`MAX_FREEZE_US`] late (the loop runs under `SCHED_FIFO`: only
 //! the machine stops it that long, and the guests' backlog from such a freeze takes seconds to
 //! clear), or when the hypervisor under this machine stole more than [`MAX_STEAL_PCT`] of its
-//! CPU time.
+//! CPU time. The real-time run adds what the phase's own figures show: a guest that sent
+//! nothing, or a reporting VM whose latency was its queue's ([`MAX_BACKLOG_S`]) when resex did
+//! not make that queue.
 
 use crate::procstat::{cpu_pressure_us, proc_stat, CpuTimes};
 use resex_api::Snapshot;
@@ -27,6 +29,11 @@ pub const MAX_LATE_P99_US: f64 = 500.0;
 pub const MAX_FREEZE_US: f64 = 100_000.0;
 /// Above this CPU steal, percent of all CPUs' time.
 pub const MAX_STEAL_PCT: f64 = 5.0;
+/// Above this many seconds' worth of offered orders waiting at the reporting VM, with a mean
+/// latency as long as their wait, its latency is its queue's: 25 ms at the demo's 1000
+/// orders/s, a hundred times its latency alone, and above the estimate's own error (its
+/// reports come every 10 ms).
+pub const MAX_BACKLOG_S: f64 = 0.025;
 
 /// A phase's health.
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -58,16 +65,22 @@ pub struct Health {
     /// Time in which some runnable task waited for a CPU, percent of the phase's wall time
     /// (`/proc/pressure/cpu`; null where the kernel has no PSI).
     pub cpu_pressure_pct: Option<f64>,
-    /// Orders waiting at the reporting VM at the phase's end, estimated from the rate its
-    /// clients offer and what it served (null before it was measured; negative: less than at
-    /// the base phase's settle time).
+    /// Orders waiting at the reporting VM at the start of the phase's measured part,
+    /// estimated from the rate its clients offer and what it served (taken as zero at the base
+    /// phase's settle time; a little below zero is the estimate's error; null: not measured).
+    pub victim_backlog_start_orders: Option<f64>,
+    /// The same at the phase's end.
     pub victim_backlog_orders: Option<f64>,
     /// Orders the reporting VM served per second in the phase's measured part.
     pub victim_orders_per_s: Option<f64>,
-    /// The daemon held the reporting VM back in the measured part (a CPU cap below its vCPUs
-    /// or a transmit ceiling below twice its replies' rate): a backlog then is resex's, and
-    /// no reason here.
+    /// The daemon held the reporting VM back in the phase (a CPU cap below its vCPUs or a
+    /// transmit ceiling below twice its replies' rate).
     pub victim_held_back: bool,
+    /// Its latency was its queue's (more than [`MAX_BACKLOG_S`] of orders waiting at the
+    /// measured part's start or end, its mean latency as long as their wait). The phase is
+    /// flagged for it unless the queue was resex's: made in a phase that held the VM back, or
+    /// inherited from one and not grown by the host.
+    pub victim_queued: bool,
     /// Reasons from the phase's own figures ([`Health::with_reason`]), kept across judging.
     #[serde(skip)]
     pub extra: Vec<String>,
@@ -162,9 +175,11 @@ impl PhaseWatch {
             run_queue_mean: mean(&run_queue),
             cpus,
             cpu_pressure_pct,
+            victim_backlog_start_orders: None,
             victim_backlog_orders: None,
             victim_orders_per_s: None,
             victim_held_back: false,
+            victim_queued: false,
             extra: Vec::new(),
         })
     }
@@ -263,9 +278,11 @@ mod tests {
             run_queue_mean: Some(2.5),
             cpus: 2,
             cpu_pressure_pct: Some(10.0),
+            victim_backlog_start_orders: Some(1.0),
             victim_backlog_orders: Some(3.0),
             victim_orders_per_s: Some(1000.0),
             victim_held_back: false,
+            victim_queued: false,
             extra: vec![],
         }
     }

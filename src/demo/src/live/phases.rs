@@ -70,7 +70,7 @@ struct Watched {
     s1: Arc<Snapshot>,
     /// The interferer's cap in each sample after the settle time.
     caps: Vec<f64>,
-    /// The daemon held the reporting VM back in a sample after the settle time.
+    /// The daemon held the reporting VM back in a sample of the phase.
     victim_limited: bool,
     /// The host's health through the phase.
     watch: PhaseWatch,
@@ -97,6 +97,8 @@ fn watch(
         std::thread::sleep(Duration::from_millis(100));
         let s = node.daemon.snapshot();
         watch.sample(&s);
+        // Through the settle time too: a queue built then is in the measured part's start.
+        victim_limited |= vm(&s, VICTIM).is_some_and(|v| held_back(v, r.victim));
         if t0.elapsed().as_secs_f64() >= r.settle {
             if s0.is_none() {
                 s0 = Some((s.clone(), Instant::now()));
@@ -104,7 +106,6 @@ fn watch(
             if let Some(v) = vm(&s, INTERFERER) {
                 caps.push(v.cap_pct.unwrap_or(100.0 * f64::from(v.vcpus)));
             }
-            victim_limited |= vm(&s, VICTIM).is_some_and(|v| held_back(v, r.victim));
         }
         view.snapshot(&s);
     }
@@ -159,10 +160,12 @@ impl Watched {
         if k > 0 && mbps == 0.0 {
             health = health.with_reason("the interfering VM sent nothing".into());
         }
-        if let Some(b) = victim_backlog(&s0, &s1, backlog) {
+        health.victim_held_back = self.victim_limited;
+        if let Some(b) = victim_backlog(&s0, &s1, latency.map(|l| l.0), backlog) {
+            health.victim_backlog_start_orders = Some(b.start);
             health.victim_backlog_orders = Some(b.end);
             health.victim_orders_per_s = Some(b.served_per_s);
-            health.victim_held_back = self.victim_limited;
+            health.victim_queued = b.queued();
             // A backlog resex made (by holding the VM back, in this phase or in the one that
             // left it) is the design's figure, and the story is judged on it.
             if let Some(reason) = backlog.blame(b, self.victim_limited) {
@@ -183,10 +186,15 @@ impl Watched {
     }
 }
 
-/// The reporting VM's backlog at `s0` and `s1`, and what it served per second in between
-/// (None: it is in neither, or no time passed).
+/// The reporting VM's backlog at `s0` and `s1`, what it served per second in between, and
+/// its mean latency there, `latency_us` (None: it is not in both, or no time passed).
 #[allow(clippy::cast_precision_loss)]
-fn victim_backlog(s0: &Snapshot, s1: &Snapshot, backlog: &mut Backlog) -> Option<PhaseBacklog> {
+fn victim_backlog(
+    s0: &Snapshot,
+    s1: &Snapshot,
+    latency_us: Option<f64>,
+    backlog: &mut Backlog,
+) -> Option<PhaseBacklog> {
     let (a0, a1) = (vm(s0, VICTIM)?, vm(s1, VICTIM)?);
     let dt = s1.uptime_ms.checked_sub(s0.uptime_ms).filter(|&d| d > 0)? as f64 / 1000.0;
     Some(PhaseBacklog {
@@ -194,6 +202,7 @@ fn victim_backlog(s0: &Snapshot, s1: &Snapshot, backlog: &mut Backlog) -> Option
         end: backlog.at(s1.uptime_ms, a1.lat_requests_total),
         served_per_s: a1.lat_requests_total.saturating_sub(a0.lat_requests_total) as f64 / dt,
         offered_per_s: backlog.offered_per_s(),
+        latency_us,
     })
 }
 
