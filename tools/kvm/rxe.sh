@@ -263,6 +263,7 @@ wait_line() {
 }
 # The daemon's totals for the VM after each run (the guest holds HOLD s after each).
 TOTALS=()
+LOGLINES=(0)
 for n in 1 2 3 4 5; do
     wait_line "resex-rxe: run $n end" || break
     # Two reads 0.3 s apart that agree (a snapshot is published every 100 ms).
@@ -277,6 +278,7 @@ for n in 1 2 3 4 5; do
     done
     [[ "$T2" =~ ^[0-9\ ]+$ ]] || fail "the daemon has no totals for $DOM after run $n: '$T2'"
     TOTALS[$n]=$T2
+    LOGLINES[$n]=$(wc -l < "$WORK/resexd.log")
     echo "mark $(date +%s.%N) run $n end" >> "$WORK/marks.txt"
 done
 # The guest powers itself off after "done" (the domain then vanishes: it is transient).
@@ -359,6 +361,34 @@ step "resexd's counts against perftest's"
 # --perform_warm_up. Packets at the registration's path MTU (1024: rxe on a 1500-byte
 # Ethernet MTU): what was posted, not rxe's retransmissions.
 WANT=("" "2000 131072000 128000" "2000 8192000 8000" "4000 256000 4000")
+# Send queues that post in each run (ib_write_lat posts from both ends).
+SENDERS=("" 1 1 2)
+# tail_unread N GOT WANT: whether resexd's own log accounts for a short count in run N as the
+# race a count at 1 ms cannot close: a request posted after the host's last read of its queue
+# and freed with its process at exit. Whole messages only (bytes and packets short by exactly
+# the missing WQEs' share), at most one per sending queue, and the log's `last request read`
+# lines after the run before, per queue, short of perftest's last request by at least as many.
+tail_unread() {
+    python3 - "$WORK/resexd.log" "${LOGLINES[$(($1 - 1))]:-0}" "${SENDERS[$1]}" "$2" "$3" <<'PY'
+import re, sys
+log, skip, senders = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+got, want = ([int(x) for x in a.split()] for a in sys.argv[4:6])
+k = want[0] - got[0]
+whole = all(want[i] - got[i] == k * want[i] // want[0] for i in (1, 2))
+if not (0 < k <= senders and whole):
+    sys.exit(1)
+last = want[0] // senders - 1          # perftest's last request on each queue, as numbered
+read = {}
+for line in open(log).read().splitlines()[skip:]:
+    m = re.search(r"qp (\d+)\b.*?last request read (?:on it was )?#(\d+)", line)
+    if m:
+        read[m.group(1)] = int(m.group(2))
+short = {qp: last - n for qp, n in read.items() if last - senders <= n < last}
+if sum(short.values()) < k:
+    sys.exit(1)
+print(", ".join(f"qp {qp} read to #{last - d}" for qp, d in sorted(short.items())))
+PY
+}
 PREV="0 0 0 0 0 0 0"
 for n in 1 2 3; do
     [ -n "${TOTALS[$n]:-}" ] || fail "no daemon totals after run $n"
@@ -372,7 +402,11 @@ for n in 1 2 3; do
         # request counted is short of what perftest posted on it (freed before the host read it).
         grep -E "counting from request|send queue of .* unregistered|no longer matches" \
             "$WORK/resexd.log" | sed 's/^/   resexd| /' | tail -40 || true
-        fail "run $n: resexd counted '$GOT', perftest posted '${WANT[$n]}'"
+        WHY=$(tail_unread "$n" "$GOT" "${WANT[$n]}") ||
+            fail "run $n: resexd counted '$GOT', perftest posted '${WANT[$n]}'"
+        echo "      short by the last request(s) of a queue, posted after the host's last read and" \
+            "freed at perftest's exit ($WHY of #$(( ${WANT[$n]%% *} / ${SENDERS[$n]} - 1 ))):" \
+            "the race a 1 ms count cannot close (docs/guide.md); every other request counted"
     fi
     # A queue the kernel frees at the process's exit is read until the agent's new registration
     # reaches the host: its header no longer matches, one anomaly per ring (logged), nothing
