@@ -31,6 +31,24 @@ impl JobResult {
         let v = self.iter_ms.get(skip..)?;
         (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
     }
+
+    /// Mean iteration time once settled: over the iterations that began after the first
+    /// third of a `duration_s` run (a detector needs a few periods, a fleet a few rounds), ms
+    /// (`None`: none began then).
+    #[must_use]
+    pub fn mean_settled(&self, duration_s: f64) -> Option<f64> {
+        let from = duration_s * 1e3 / 3.0;
+        let mut began = 0.0;
+        let (mut sum, mut n) = (0.0, 0usize);
+        for t in &self.iter_ms {
+            if began >= from {
+                sum += t;
+                n += 1;
+            }
+            began += t;
+        }
+        (n > 0).then(|| sum / n as f64)
+    }
 }
 
 /// A recorded link's utilisation over time, per job.
@@ -100,4 +118,27 @@ pub struct FabricResult {
     pub interval_ms: f64,
     /// Per VM bytes per interval (when asked for).
     pub traffic: Vec<VmBytes>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_settled_mean_counts_the_iterations_begun_after_the_first_third() {
+        let j = JobResult {
+            name: "a".into(),
+            preset: None,
+            vms: vec![],
+            compute_ms: 1.0,
+            flow_bytes: 0.0,
+            alone_ms: 1.0,
+            // Begun at 0, 400, 800 (the first third of 3 s ends at 1000), 1000, 1300 ms.
+            iter_ms: vec![400.0, 400.0, 200.0, 300.0, 500.0],
+            cnps: 0,
+        };
+        assert_eq!(j.mean_settled(3.0), Some(400.0));
+        assert_eq!(j.mean_settled(30.0), None, "none begun after 10 s");
+        assert_eq!(j.mean_after(3), Some(400.0));
+    }
 }

@@ -33,20 +33,10 @@ fn run(adaptive: bool, seconds: f64) -> HostsResult {
     run_on_hosts(&spec, &run, &opts, |_, _| {}).unwrap()
 }
 
-/// A job's mean iteration once settled: over the iterations that began after the run's first
-/// third, ms (as `resex lab fabric --fleet` reports it).
+/// A job's mean iteration once settled (as `resex lab fabric --fleet` reports it), ms.
 fn settled(r: &HostsResult, job: &str) -> f64 {
     let j = r.fabric.jobs.iter().find(|j| j.name == job).unwrap();
-    let from = r.fabric.duration_s * 1e3 / 3.0;
-    let (mut at, mut sum, mut n) = (0.0, 0.0, 0.0);
-    for t in &j.iter_ms {
-        if at >= from {
-            sum += t;
-            n += 1.0;
-        }
-        at += t;
-    }
-    sum / n
+    j.mean_settled(r.fabric.duration_s).unwrap()
 }
 
 /// A job's mean iteration over its last `n`, ms.

@@ -6,7 +6,7 @@
 //! run as a control) and adaptive, side by side.
 
 use anyhow::{Context, Result};
-use resex_fabric::{FabricResult, JobResult};
+use resex_fabric::FabricResult;
 use resex_fleet::topology::Topology;
 use resex_lab::fabric::{FleetOptions, FleetRound};
 use serde::Serialize;
@@ -65,22 +65,6 @@ pub(super) struct FleetReport {
     jobs: Vec<JobSide>,
 }
 
-/// A job's mean iteration once settled: over the iterations after the run's first third
-/// (the detector needs a few periods, the fleet a few rounds), ms.
-fn settled_ms(j: &JobResult, duration_s: f64) -> Option<f64> {
-    let from = duration_s * 1e3 / 3.0;
-    let mut at = 0.0;
-    let mut sum = (0.0, 0usize);
-    for t in &j.iter_ms {
-        at += t;
-        if at - t >= from {
-            sum = (sum.0 + t, sum.1 + 1);
-        }
-    }
-    #[allow(clippy::cast_precision_loss)]
-    (sum.1 > 0).then(|| sum.0 / sum.1 as f64)
-}
-
 /// The report of a run under the fleet (`rounds`), with its fair control when there is one.
 pub(super) fn report(
     r: &FabricResult,
@@ -105,9 +89,9 @@ pub(super) fn report(
             r.jobs
                 .iter()
                 .map(|j| {
-                    let a = settled_ms(j, r.duration_s);
+                    let a = j.mean_settled(r.duration_s);
                     let fj = f.jobs.iter().find(|x| x.name == j.name);
-                    let fm = fj.and_then(|x| settled_ms(x, f.duration_s));
+                    let fm = fj.and_then(|x| x.mean_settled(f.duration_s));
                     JobSide {
                         name: j.name.clone(),
                         fair_iter_ms: fm,
