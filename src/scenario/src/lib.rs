@@ -305,6 +305,11 @@ impl Workload {
     pub fn periodic(&self) -> bool {
         self.think_ms != 0.0 || self.burst != 1
     }
+
+    /// Orders offered per second by all its clients together (0: closed loop).
+    pub fn orders_per_s(&self) -> f64 {
+        self.rate * f64::from(self.clients)
+    }
 }
 
 fn default_compute() -> u32 {

@@ -248,3 +248,13 @@ fn the_shipped_scenarios_load() {
     }
     assert!(n >= 2, "scenarios in {}", dir.display());
 }
+
+#[test]
+fn a_workload_offers_its_rate_from_every_client() {
+    let mut w = Scenario::from_toml(PAIR).unwrap().guests[0].benchex.clone();
+    w.rate = 250.0;
+    w.clients = 4;
+    assert_eq!(w.orders_per_s(), 1000.0);
+    w.rate = 0.0;
+    assert_eq!(w.orders_per_s(), 0.0, "a closed loop offers no rate");
+}

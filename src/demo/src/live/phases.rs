@@ -40,8 +40,7 @@ pub(crate) fn run(
 ) -> Result<Vec<Phase>, DemoError> {
     node.host.start_guest(r.victim)?;
     wait_registered(node, VICTIM, true)?;
-    let load = &r.victim.benchex;
-    let mut backlog = Backlog::new(load.rate * f64::from(load.clients));
+    let mut backlog = Backlog::new(r.victim.benchex.orders_per_s());
     let mut out = Vec::new();
     for (k, (name, pol)) in r.plan.iter().enumerate() {
         // The interferer joins after the base phase and stays.
@@ -124,7 +123,7 @@ fn watch(
 #[allow(clippy::cast_precision_loss)]
 fn held_back(v: &resex_api::VmSnap, spec: &GuestSpec) -> bool {
     let w = &spec.benchex;
-    let needs_bps = w.rate * f64::from(w.clients) * w.buffer.0 as f64 * 8.0;
+    let needs_bps = w.orders_per_s() * w.buffer.0 as f64 * 8.0;
     v.cap_pct.is_some_and(|c| c < 100.0 * f64::from(v.vcpus))
         || v.tx_max_bps.is_some_and(|m| (m as f64) < 2.0 * needs_bps)
 }
