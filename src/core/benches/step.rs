@@ -2,12 +2,13 @@
 //! rings per VM), each VM's RAM a file mapped as resexd maps guest RAM, the memory behind
 //! `Arc<dyn GuestMemory>` as backends hand it over. Before each measured step every QP gets 4
 //! new WQEs and one CQE (untimed); the step then scans, drains mailboxes, measures the link and,
-//! with a policy, prices. Beside each step, alternating, the monitor's own tick over the same
-//! guests (`resex_ibmon::scan_all` over bare `VmMonitor`s, what `cargo bench -p resex-ibmon
-//! --bench monitor` times): the difference is what the core costs over the scan, measured in
-//! one run on the same memory. The last two columns split the rounds by which went first: a
-//! step that goes first reads the guests' new lines cold, as resexd's only scan does. Prints a
-//! table; not a timed test.
+//! with a policy, prices. Beside the step, in alternating blocks, the monitor's own tick over
+//! the same guests (`resex_ibmon::scan_all` over bare `VmMonitor`s, what `cargo bench -p
+//! resex-ibmon --bench monitor` times): the difference is what the core costs over the scan,
+//! measured in one run on the same memory. Each block runs one scanner as it runs alone (the
+//! guests write, it scans, again): rounds that alternated the two scanners had whichever went
+//! second read the lines the first had just brought in, two modes a hundred microseconds apart.
+//! Prints a table; not a timed test.
 //!
 //! `cargo bench -p resex-core --bench step`
 
@@ -107,46 +108,86 @@ fn work(h: &mut Host) {
     }
 }
 
-/// Medians of `rounds` monitor ticks and of as many steps over the same guests (alternating
-/// which goes first), us; and the medians of step minus tick over the rounds where the step
-/// went first (it read the guests' new lines cold) and where it went second.
-fn measure(h: &mut Host, rounds: usize, busy: bool) -> (f64, f64, f64, f64) {
-    let (mut ticks, mut steps) = (Vec::with_capacity(rounds), Vec::with_capacity(rounds));
-    for r in 0..rounds {
-        if busy {
+/// Which of the two scanners a block runs.
+#[derive(Clone, Copy, PartialEq)]
+enum Scanner {
+    Tick,
+    Step,
+}
+
+/// One untimed catch-up scan (the other scanner ran meanwhile: its WQEs are counted here), then
+/// `n` timed rounds of (the guests' work, when busy; one scan). Microseconds per timed scan.
+fn block(h: &mut Host, which: Scanner, n: usize, busy: bool) -> Vec<f64> {
+    let mut times = Vec::with_capacity(n);
+    for r in 0..=n {
+        if busy && r > 0 {
             work(h);
         }
         h.k += 1;
-        for first in [r % 2 == 0, r % 2 == 1] {
-            if first {
-                let t = Instant::now();
+        let t = Instant::now();
+        match which {
+            Scanner::Tick => {
                 let mut wqes = 0;
                 scan_all(&mut h.mons, BUDGET, |(_, m), _| wqes += m.total().wqes);
-                ticks.push(t.elapsed().as_nanos() as f64 / 1000.0);
                 std::hint::black_box(wqes);
-            } else {
-                let t = Instant::now();
+            }
+            Scanner::Step => {
                 let out = h.core.step(h.k * 1_000_000).unwrap();
-                let us = t.elapsed().as_nanos() as f64 / 1000.0;
-                if busy {
+                std::hint::black_box(out.rows.len());
+                if busy && r > 0 {
                     assert!(
                         out.rows.iter().all(|r| r.delta.wqes == 8),
                         "every VM counted"
                     );
                 }
-                steps.push(us);
             }
         }
+        if r > 0 {
+            times.push(t.elapsed().as_nanos() as f64 / 1000.0);
+        }
     }
-    let over = |first: usize| {
-        let d = (first..rounds)
-            .step_by(2)
-            .map(|r| steps[r] - ticks[r])
-            .collect();
-        median(d)
-    };
-    let (cold, warm) = (over(1), over(0));
-    (median(ticks), median(steps), cold, warm)
+    times
+}
+
+/// `pairs` pairs of blocks, the monitor's tick and the core's step, alternating which goes
+/// first. Each scanner runs as it would alone (the guests write, it scans, again), so each
+/// reads the guests' new lines as fresh and its own state as its last scan left it. Returns
+/// the medians of every tick and every step (us), and the median over the pairs of the
+/// difference of the pair's two block medians (us), with that median's range over the pairs.
+fn measure(h: &mut Host, pairs: usize, busy: bool) -> (f64, f64, f64, f64, f64) {
+    let (mut ticks, mut steps, mut over) = (Vec::new(), Vec::new(), Vec::new());
+    for p in 0..pairs {
+        let order = if p % 2 == 0 {
+            [Scanner::Tick, Scanner::Step]
+        } else {
+            [Scanner::Step, Scanner::Tick]
+        };
+        let (mut t, mut s) = (Vec::new(), Vec::new());
+        for which in order {
+            let times = block(h, which, BLOCK, busy);
+            match which {
+                Scanner::Tick => t = times,
+                Scanner::Step => s = times,
+            }
+        }
+        over.push(median(s.clone()) - median(t.clone()));
+        ticks.extend(t);
+        steps.extend(s);
+    }
+    let (lo, hi) = quartiles(&over);
+    (median(ticks), median(steps), median(over), lo, hi)
+}
+
+/// Timed scans per block.
+const BLOCK: usize = 10;
+/// Pairs of blocks per case.
+const PAIRS: usize = 21;
+
+/// The lower and upper quartiles.
+fn quartiles(v: &[f64]) -> (f64, f64) {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    (v[v.len() / 4], v[v.len() * 3 / 4])
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -157,16 +198,19 @@ fn median(mut v: Vec<f64>) -> f64 {
 fn main() {
     println!("host core step, {VMS} VMs x 4 rings, RAM files behind Arc<dyn GuestMemory>");
     println!(
-        "{:<40} {:>9} {:>9} {:>9} {:>10} {:>10} target (over)",
-        "case (medians of 101)", "tick us", "step us", "over us", "step 1st", "step 2nd"
+        "{PAIRS} pairs of blocks of {BLOCK} scans; over = median over pairs of (step block median - tick block median)"
+    );
+    println!(
+        "{:<40} {:>9} {:>9} {:>9} {:>15} target (over)",
+        "case", "tick us", "step us", "over us", "over IQR us"
     );
     for policy in [None, Some("ioshares"), Some("governor")] {
         let mut h = host(policy);
         // Warm: every VM's first scan (attach) and the engine's first epoch.
-        measure(&mut h, 20, true);
+        measure(&mut h, 2, true);
         let name = policy.unwrap_or("no policy");
         for busy in [false, true] {
-            let (tick, step, cold, warm) = measure(&mut h, 101, busy);
+            let (tick, step, over, lo, hi) = measure(&mut h, PAIRS, busy);
             let case = if busy {
                 format!("busy (2 CQEs + 8 WQEs each), {name}")
             } else {
@@ -177,10 +221,8 @@ fn main() {
                 (None, true) => "<= 25 us",
                 _ => "",
             };
-            println!(
-                "{case:<40} {tick:>9.1} {step:>9.1} {:>9.1} {cold:>10.1} {warm:>10.1} {target}",
-                step - tick
-            );
+            let iqr = format!("{lo:.1}..{hi:.1}");
+            println!("{case:<40} {tick:>9.1} {step:>9.1} {over:>9.1} {iqr:>15} {target}");
         }
     }
     let _ = std::fs::remove_dir_all(dir());

@@ -200,7 +200,9 @@ impl HostCore {
     /// The NIC's cumulative times for the VM's work requests (see [`resex_common::NicTimes`]),
     /// where the driver can read them; priced from the next step.
     pub fn nic_sample(&mut self, id: VmId, t: resex_common::NicTimes) -> Result<(), CoreError> {
-        self.vm_mut(id)?.nic.total = Some(t);
+        let vm = self.vm_mut(id)?;
+        vm.cold.nic.total = Some(t);
+        vm.has_nic = true;
         Ok(())
     }
 

@@ -10,8 +10,9 @@ use resex_pricing::{BaselineLearner, VmSpec};
 use std::sync::Arc;
 
 /// One VM. In declaration order (`repr(C)`): what a step reads for every VM, its rings (their
-/// hot head first) last; what only the admin, snapshots, reports and pricing read is behind one
-/// pointer, so that the core's array of VMs is dense (a step walks it like a stream).
+/// hot head first) last; what only the admin, snapshots, reports, the NIC's samples and
+/// pricing read is behind one pointer, so that the core's array of VMs is dense (a step walks
+/// it like a stream: an idle VM's step reads its first 128 bytes, a busy one's 96 more).
 #[repr(C)]
 pub(crate) struct Vm {
     pub(crate) id: VmId,
@@ -21,10 +22,10 @@ pub(crate) struct Vm {
     /// price, no lever change) with its present CPU percent: an idle step need not write it.
     pub(crate) row_idle: bool,
     pub(crate) mem: Option<Arc<dyn GuestMemory>>,
+    /// The NIC measures its work requests (`cold.nic` has a sample).
+    pub(crate) has_nic: bool,
     /// Its CPU percent in force (the CPU meter's, kept here for the step).
     pub(crate) cpu_pct: f64,
-    /// What the NIC measured of its work requests (where the driver can read it).
-    pub(crate) nic: NicMeter,
     pub(crate) rings: VmRings,
     pub(crate) cold: Box<VmCold>,
 }
@@ -32,6 +33,8 @@ pub(crate) struct Vm {
 /// What a step does not read for every VM.
 pub(crate) struct VmCold {
     pub(crate) cpu: CpuMeter,
+    /// What the NIC measured of its work requests (where the driver can read it).
+    pub(crate) nic: NicMeter,
     pub(crate) info: VmInfo,
     pub(crate) learner: BaselineLearner,
     pub(crate) last_report: Option<LatencyReport>,
@@ -73,6 +76,7 @@ impl Vm {
         let rings = VmRings::new(info.name.as_str());
         let cold = VmCold {
             cpu: CpuMeter::default(),
+            nic: NicMeter::default(),
             info,
             learner: BaselineLearner::default(),
             last_report: None,
@@ -91,8 +95,8 @@ impl Vm {
             mailbox_next: 0,
             row_idle: false,
             mem: None,
+            has_nic: false,
             cpu_pct: 0.0,
-            nic: NicMeter::default(),
             rings,
             cold: Box::new(cold),
         }

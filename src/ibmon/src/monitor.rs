@@ -43,36 +43,40 @@ pub(crate) struct QpHot {
 ///
 /// A scan reads only the packed state (`cqs`, `qps`, `pages`, `counters`): one array each,
 /// allocated once at construction; the [`Layout`] is kept for [`Self::layout`] and the state
-/// file.
+/// file. In declaration order (`repr(C)`): what an idle scan reads (its flags, the CQs and the
+/// pages), then what a busy one adds (the QPs and the counters), then the totals, which only a
+/// scan that counted reads, and the rest last. A host's array of monitors stays dense where a
+/// tick walks it: an idle scan reads the first 56 bytes.
 #[derive(Debug)]
+#[repr(C)]
 pub struct VmMonitor {
-    /// Distinct CQs, in the order of `layout.cqs`.
-    pub(crate) cqs: Box<[CqHot]>,
-    /// QPs, in the order of `layout.qps` (sorted by QPN).
-    pub(crate) qps: Box<[QpHot]>,
-    /// Every ring's pages, back to back.
-    pages: Box<[u64]>,
-    counters: Box<[Counters]>,
-    /// The sum of `counters`, kept by every change to them.
-    total: Counters,
-    /// `total` at the last [`Self::scan_moved`] that reported (what the next one counts from).
-    at_delta: Counters,
+    /// The send queues the last scan walked (bit `qi`, QPs past 63 sharing bit 63): where a
+    /// busy VM will most likely walk again, so the only SQ lines [`Self::prefetch`] asks for
+    /// (an idle VM's SQ pages would only crowd the TLB).
+    walked: u64,
     /// A walk may be unfinished (the last scan ran out of budget, or a state was restored).
     pub(crate) resume: bool,
     /// QPNs strictly ascending (as `validate` leaves them): a CQE's QPN equal to its CQ's own
     /// QP's is that QP without a search.
     qpns_ascending: bool,
-    /// The send queues the last scan walked (bit `qi`, QPs past 63 sharing bit 63): where a
-    /// busy VM will most likely walk again, so the only SQ lines [`Self::prefetch`] asks for
-    /// (an idle VM's SQ pages would only crowd the TLB).
-    walked: u64,
     /// The totals may have moved since the last [`Self::scan_moved`] reported: a scan consumed
     /// or walked entries, or counted an anomaly or an overrun (they count without consuming an
     /// entry).
     noted: bool,
-    pub(crate) layout: Layout,
+    /// Distinct CQs, in the order of `layout.cqs`.
+    pub(crate) cqs: Box<[CqHot]>,
+    /// Every ring's pages, back to back.
+    pages: Box<[u64]>,
+    /// QPs, in the order of `layout.qps` (sorted by QPN).
+    pub(crate) qps: Box<[QpHot]>,
+    counters: Box<[Counters]>,
+    /// The sum of `counters`, kept by every change to them.
+    total: Counters,
+    /// `total` at the last [`Self::scan_moved`] that reported (what the next one counts from).
+    at_delta: Counters,
     log_anomaly: LogLimiter,
     log_overrun: LogLimiter,
+    pub(crate) layout: Layout,
 }
 
 impl VmMonitor {

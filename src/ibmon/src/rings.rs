@@ -40,14 +40,16 @@ use resex_proto::{QpRegistration, Registration, RingKind};
 use smallvec::SmallVec;
 use std::collections::{HashMap, HashSet};
 
-/// One monitor and its attachment.
+/// One monitor and its attachment. In declaration order (`repr(C)`): the flag a tick checks
+/// just before the monitor's own first line.
+#[repr(C)]
 struct Watch {
-    mon: VmMonitor,
     /// Not scanned yet: decide at the first scan whether to count from the registration's
     /// start indices or from the present position.
     fresh: bool,
     /// Start at the present position whatever the indices (a re-attachment).
     from_now: bool,
+    mon: VmMonitor,
 }
 
 /// A queue pair counted from the present position instead of from its start.
@@ -67,12 +69,14 @@ pub struct LateQp {
 #[derive(Default)]
 #[repr(C)]
 pub struct VmRings {
-    mailbox: Option<MailboxLayout>,
-    /// One watch per registration that brought new QPs; the first inline (most VMs have
-    /// one), so a tick reaches the monitor without following a pointer.
-    watches: SmallVec<[Watch; 1]>,
     /// The soft-RoCE queues, when the VM registered any.
     rxe: Option<Box<RxeMonitor>>,
+    /// Behind a pointer: a tick reads only whether there is one, and drains it when there is.
+    mailbox: Option<Box<MailboxLayout>>,
+    /// One watch per registration that brought new QPs; the first inline (most VMs have
+    /// one), so a tick reaches the monitor without following a pointer. Last of what a tick
+    /// reads: the monitor's hot lines lead it, its totals and layout trail.
+    watches: SmallVec<[Watch; 1]>,
     cold: Box<Cold>,
 }
 
@@ -223,7 +227,7 @@ impl VmRings {
 
     /// The latency mailbox, once registered.
     pub fn mailbox(&self) -> Option<&MailboxLayout> {
-        self.mailbox.as_ref()
+        self.mailbox.as_deref()
     }
 
     /// Re-attachments that may have lost counts (a new QP on a CQ already monitored).
@@ -319,7 +323,7 @@ impl VmRings {
             .filter(|q| self.cold.known.get(&q.qpn) != Some(*q))
             .collect();
         if new.is_empty() {
-            self.mailbox = full.mailbox;
+            self.mailbox = full.mailbox.map(Box::new);
             return Ok(());
         }
         let watched = &self.cold.cq_dbrecs;
@@ -330,7 +334,7 @@ impl VmRings {
             for w in self.watches.drain(..) {
                 self.cold.retired += w.mon.total();
             }
-            self.mailbox = full.mailbox.clone();
+            self.mailbox = full.mailbox.clone().map(Box::new);
             let mon = VmMonitor::new(full);
             self.cold.reattached += 1;
             tracing::info!(
@@ -355,7 +359,7 @@ impl VmRings {
             mailbox: None,
         };
         let layout = validate(&sub, ram_size, limits)?;
-        self.mailbox = full.mailbox;
+        self.mailbox = full.mailbox.map(Box::new);
         self.cold
             .cq_dbrecs
             .extend(sub.qps.iter().flat_map(cq_dbrecs));
