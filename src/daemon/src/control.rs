@@ -6,6 +6,7 @@ use crate::actuator::Actuator;
 use crate::api::{self, Shared};
 use crate::config::Config;
 use crate::driver::{Command, Driver, Inputs, Sinks};
+use crate::inbox::{inbox, Post};
 use crate::journal::Journal;
 use crate::knob::{CapKnob, TxKnob};
 use crate::metrics::{LoopMetrics, MetricsServer};
@@ -19,7 +20,7 @@ use resex_backend::Hypervisor;
 use resex_core::{CoreConfig, HostCore};
 use resex_ibmon::registry::Limits;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, Sender};
+use std::sync::mpsc;
 use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -71,7 +72,7 @@ pub enum DaemonError {
 /// A running daemon.
 pub struct DaemonHandle {
     stop: Arc<AtomicBool>,
-    cmd: Sender<Command>,
+    cmd: Post<Command>,
     shared: Shared,
     thread: Option<JoinHandle<RunSummary>>,
     helpers: Vec<JoinHandle<()>>,
@@ -207,7 +208,7 @@ pub fn lever_of(hv: &Arc<dyn Hypervisor>, cfg: &Config) -> Arc<dyn RateLever> {
 }
 
 /// Sends an admin request to the loop and waits (5 s at most) for its answer.
-fn ask(cmd: &Sender<Command>, a: api::Admin) -> Result<String, api::AdminError> {
+fn ask(cmd: &Post<Command>, a: api::Admin) -> Result<String, api::AdminError> {
     let (rtx, rrx) = mpsc::channel();
     cmd.send(Command::Admin(a, rtx))
         .map_err(|_| api::AdminError::Stopping)?;
@@ -216,7 +217,7 @@ fn ask(cmd: &Sender<Command>, a: api::Admin) -> Result<String, api::AdminError> 
 }
 
 /// The admin function the API calls.
-fn pin_fn(cmd: Sender<Command>) -> api::PinFn {
+fn pin_fn(cmd: Post<Command>) -> api::PinFn {
     let tx = Mutex::new(cmd);
     Arc::new(move |a| ask(&tx.lock().unwrap_or_else(|p| p.into_inner()), a))
 }
@@ -274,7 +275,7 @@ pub fn start(settings: Settings, hv: Arc<dyn Hypervisor>) -> Result<DaemonHandle
     let stop = Arc::new(AtomicBool::new(false));
     let shared: Shared = Arc::new(RwLock::new(Arc::new(Snapshot::default())));
     let api_path = cfg.api_socket();
-    let (cmd_tx, cmd_rx) = mpsc::channel::<Command>();
+    let (cmd_tx, cmd_rx) = inbox::<Command>();
     let (_, api_thread) = api::start(
         &api_path,
         shared.clone(),
@@ -289,8 +290,8 @@ pub fn start(settings: Settings, hv: Arc<dyn Hypervisor>) -> Result<DaemonHandle
     let journal = open_journal(&cfg)?;
     let clock = Instant::now();
     let unix_at_zero_ns = crate::sampler::unix_at(clock);
-    let (sample_tx, sample_rx) = mpsc::channel();
-    let (reg_tx, reg_rx) = mpsc::channel();
+    let (sample_tx, sample_rx) = inbox();
+    let (reg_tx, reg_rx) = inbox();
     let sampler = sampler::spawn(
         hv.clone(),
         lever.clone(),

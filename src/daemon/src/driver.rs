@@ -7,6 +7,7 @@
 
 use crate::actuator::{Act, CapSink, Sink, TxSink};
 use crate::api::{Admin, AdminError, Shared};
+use crate::inbox::Inbox;
 use crate::journal::{Journal, Row};
 use crate::periods::PeriodFeed;
 use crate::registrar::RegEvent;
@@ -17,7 +18,7 @@ use resex_core::{
     Cap, CoreError, HostCore, Intent, Intents, LeverKind, NamedPolicy, StepOutput, Tx,
 };
 use std::collections::HashMap;
-use std::sync::mpsc::{Receiver, Sender};
+use std::sync::mpsc::Sender;
 use std::sync::Arc;
 
 /// What the admin asks of the loop.
@@ -36,11 +37,11 @@ pub use resex_core::grant::FleetGrant;
 /// Where the driver's inputs come from.
 pub struct Inputs {
     /// The sampler.
-    pub samples: Receiver<Sample>,
+    pub samples: Inbox<Sample>,
     /// The registrars.
-    pub regs: Receiver<RegEvent>,
+    pub regs: Inbox<RegEvent>,
     /// The admin (API, signals).
-    pub cmds: Receiver<Command>,
+    pub cmds: Inbox<Command>,
 }
 
 /// The loop's own figures, for the snapshot.
@@ -188,7 +189,7 @@ impl Driver {
 
     /// Everything that came in since the last tick.
     fn apply_inputs(&mut self, now_ns: u64) {
-        while let Ok(c) = self.inputs.cmds.try_recv() {
+        for c in self.inputs.cmds.take() {
             match c {
                 Command::Reload(p) => self.set_policy(*p, now_ns),
                 Command::Admin(a, reply) => {
@@ -214,7 +215,7 @@ impl Driver {
                 }
             }
         }
-        while let Ok(s) = self.inputs.samples.try_recv() {
+        for s in self.inputs.samples.take() {
             match s {
                 Sample::Added { id, key, info } => {
                     let name = info.name.clone();
@@ -242,7 +243,7 @@ impl Driver {
                 }
             }
         }
-        while let Ok(ev) = self.inputs.regs.try_recv() {
+        for ev in self.inputs.regs.take() {
             let r = match ev {
                 RegEvent::Accepted { id, doc, layout } => self.core.register(id, &doc, *layout),
                 RegEvent::Rejected { id, error } => self.core.registration_refused(id, error),

@@ -18,6 +18,7 @@ pub mod api;
 pub mod config;
 pub mod control;
 pub mod driver;
+pub mod inbox;
 pub mod journal;
 pub mod knob;
 pub mod metrics;

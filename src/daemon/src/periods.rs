@@ -3,7 +3,7 @@
 //! The loop's side, [`PeriodFeed`], copies each step's per-VM transmitted bytes into a
 //! [`Batch`] (a compare and a push per VM, into a batch sized once and reused; no lock it
 //! waits for) and every [`BATCH_TICKS`] ticks hands it to the detector's thread through a
-//! bounded channel without waiting; when the channel is full the batch stays with the loop,
+//! bounded [`crate::inbox`] without waiting; when it is full (or the thread holds it) the batch stays with the loop,
 //! is filled again, and the thread restarts the histories (never a stall of the loop, never a
 //! hole filled with made-up zeros). The thread, `resexd-periods`, runs
 //! [`resex_core::periods::PeriodWatch`]: it appends the batches, runs the detector on at most
@@ -12,13 +12,13 @@
 //! every VM's verdict, which the loop copies into the API's snapshot.
 
 use crate::config::PeriodsConfig;
+use crate::inbox::{inbox, Inbox, Post, TrySend};
 use resex_api::PeriodSnap;
 use resex_common::{LogLimiter, VmId};
 use resex_core::periods::{interval_start_unix_ns, Batch, PeriodConfig, PeriodWatch};
 use resex_core::StepOutput;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::{Arc, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -31,6 +31,10 @@ const IN_FLIGHT: usize = 4;
 /// The longest the thread detects before it looks for batches again.
 const DETECT_BUDGET: Duration = Duration::from_millis(50);
 
+/// How long the thread sleeps when no batch waits (a batch comes every [`BATCH_TICKS`]
+/// intervals).
+const POLL: Duration = Duration::from_millis(5);
+
 /// How often the thread publishes its verdicts.
 const PUBLISH_EVERY: Duration = Duration::from_millis(100);
 
@@ -40,8 +44,8 @@ pub type Verdicts = Arc<RwLock<Arc<BTreeMap<VmId, PeriodSnap>>>>;
 /// The loop's side of the detector.
 #[derive(Debug)]
 pub struct PeriodFeed {
-    tx: SyncSender<Batch>,
-    back: Receiver<Batch>,
+    tx: Post<Batch>,
+    back: Inbox<Batch>,
     batch: Batch,
     lost: bool,
     log_lost: LogLimiter,
@@ -76,16 +80,16 @@ impl PeriodFeed {
         let rows = self.batch.ids.len();
         let next = self
             .back
-            .try_recv()
-            .unwrap_or_else(|_| Batch::with_capacity(rows, BATCH_TICKS));
+            .try_pop()
+            .unwrap_or_else(|| Batch::with_capacity(rows, BATCH_TICKS));
         let mut full = std::mem::replace(&mut self.batch, next);
         self.batch.clear();
         full.lost = std::mem::take(&mut self.lost);
-        if let Err(e) = self.tx.try_send(full) {
+        if let Err(e) = self.tx.try_send(full, IN_FLIGHT) {
             self.lost = true;
             let (why, mut kept) = match e {
-                TrySendError::Full(b) => ("the detector is behind", b),
-                TrySendError::Disconnected(b) => ("the detector has stopped", b),
+                TrySend::Full(b) => ("the detector is behind", b),
+                TrySend::Closed(b) => ("the detector has stopped", b),
             };
             // Kept, not freed on the loop: the next batch fills it.
             kept.clear();
@@ -114,8 +118,8 @@ pub fn spawn(
     unix_at_zero: u64,
     stop: Arc<AtomicBool>,
 ) -> std::io::Result<(PeriodFeed, JoinHandle<()>)> {
-    let (tx, rx) = sync_channel(IN_FLIGHT);
-    let (back_tx, back) = sync_channel(IN_FLIGHT);
+    let (tx, rx) = inbox();
+    let (back_tx, back) = inbox();
     let verdicts = Verdicts::default();
     let interval_ns = interval_ns.max(1);
     let every = cfg.every_ms.saturating_mul(1_000_000) / interval_ns;
@@ -153,8 +157,8 @@ pub fn spawn(
 /// The thread's state.
 struct Detector {
     watch: PeriodWatch,
-    rx: Receiver<Batch>,
-    back: SyncSender<Batch>,
+    rx: Inbox<Batch>,
+    back: Post<Batch>,
     verdicts: Verdicts,
     per_second: f64,
 }
@@ -163,17 +167,22 @@ impl Detector {
     /// Feeds a batch and hands it back for reuse.
     fn take(&mut self, b: Batch) {
         self.watch.feed(&b);
-        let _ = self.back.try_send(b);
+        let _ = self.back.try_send(b, IN_FLIGHT);
     }
 
     fn run(mut self, stop: &AtomicBool) {
         let mut tokens = 0.0;
         let (mut last, mut published) = (Instant::now(), Instant::now());
         while !stop.load(Ordering::Acquire) {
-            match self.rx.recv_timeout(PUBLISH_EVERY) {
-                Ok(b) => self.take(b),
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => return,
+            let batches = self.rx.take();
+            if batches.is_empty() {
+                if self.rx.senders_gone() {
+                    return;
+                }
+                std::thread::sleep(POLL);
+            }
+            for b in batches {
+                self.take(b);
             }
             let now = Instant::now();
             let dt = now.duration_since(last).as_secs_f64();
@@ -187,7 +196,7 @@ impl Detector {
                     break;
                 }
                 tokens -= 1.0;
-                while let Ok(b) = self.rx.try_recv() {
+                for b in self.rx.take() {
                     self.take(b);
                 }
             }

@@ -4,6 +4,7 @@
 //! nothing. Accepted layouts go to the control loop. When the session ends (the guest restarted
 //! its agent, or was not listening yet) the thread opens a new one after a pause.
 
+use crate::inbox::Post;
 use resex_backend::Hypervisor;
 use resex_common::{LogLimiter, VmId};
 use resex_ibmon::registry::{validate, Layout, Limits};
@@ -13,7 +14,6 @@ use resex_proto::channel::{
 use resex_proto::Registration;
 use std::io::{BufRead, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::Sender;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -47,7 +47,7 @@ pub fn run(
     name: String,
     ram_size: u64,
     limits: Limits,
-    tx: Sender<RegEvent>,
+    tx: Post<RegEvent>,
     stop: Arc<AtomicBool>,
 ) {
     Registrar {
@@ -67,7 +67,7 @@ struct Registrar {
     name: String,
     ram_size: u64,
     limits: Limits,
-    tx: Sender<RegEvent>,
+    tx: Post<RegEvent>,
     log: LogLimiter,
 }
 

@@ -8,6 +8,7 @@
 //! the daemon runs) and starts the domain's registrar, which speaks to the loop in `VmId`s.
 
 use crate::config::Grant;
+use crate::inbox::Post;
 use crate::registrar::{self, RegEvent};
 use resex_backend::lever::RateLever;
 use resex_backend::{DomainInfo, Hypervisor};
@@ -17,7 +18,6 @@ use resex_guestmem::GuestMemory;
 use resex_ibmon::Limits;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::Sender;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -81,8 +81,8 @@ struct Sampler {
     lever: Arc<dyn RateLever>,
     limits: Limits,
     clock: Instant,
-    out: Sender<Sample>,
-    reg_tx: Sender<RegEvent>,
+    out: Post<Sample>,
+    reg_tx: Post<RegEvent>,
     known: HashMap<String, Known>,
     next_id: u32,
     log_list: LogLimiter,
@@ -267,8 +267,8 @@ pub fn spawn(
     limits: Limits,
     periods: Periods,
     clock: Instant,
-    out: Sender<Sample>,
-    reg_tx: Sender<RegEvent>,
+    out: Post<Sample>,
+    reg_tx: Post<RegEvent>,
     grants: BTreeMap<String, Grant>,
     stop: Arc<AtomicBool>,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {

@@ -8,6 +8,7 @@ use resex_common::{LatencySummary, VmId};
 use resex_core::{CoreConfig, CpuSample, HostCore, NamedPolicy, StepOutput, VmInfo};
 use resex_daemon::actuator::{Act, Sink};
 use resex_daemon::driver::{Driver, Inputs, Sinks};
+use resex_daemon::inbox::inbox;
 use resex_daemon::registrar::RegEvent;
 use resex_daemon::sampler::Sample;
 use resex_guestmem::{GuestAddress, GuestMemory, MemError, VecMemory};
@@ -18,7 +19,6 @@ use resex_mlx5::consts::send_op;
 use resex_proto::Registration;
 use resex_shim::mailbox::Mailbox;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
 const MS: u64 = 1_000_000;
@@ -205,9 +205,9 @@ impl<V: std::fmt::Debug> Sink<V> for Recorder {
 
 fn through_resexd(t: &Trace, policy: Option<NamedPolicy>) -> (Vec<String>, Vec<String>) {
     let mems = replay_memories(t);
-    let (stx, srx) = mpsc::channel();
-    let (rtx, rrx) = mpsc::channel();
-    let (_ctx, crx) = mpsc::channel();
+    let (stx, srx) = inbox();
+    let (rtx, rrx) = inbox();
+    let (_ctx, crx) = inbox();
     let acts = Arc::new(Mutex::new(Vec::new()));
     let mut d = Driver::new(
         HostCore::new(CoreConfig::default()),
