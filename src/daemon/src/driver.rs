@@ -93,6 +93,9 @@ pub struct Driver {
     /// The core.
     pub core: HostCore,
     inputs: Inputs,
+    /// Registrations taken while the samples' inbox was held: applied once the samples that
+    /// came before them are (a VM's `Added` is sent before its registrar starts).
+    regs_waiting: Vec<RegEvent>,
     sinks: Sinks,
     /// Backend key and name of each VM (what the actuator sets caps by).
     keys: HashMap<VmId, (String, String)>,
@@ -128,6 +131,7 @@ impl Driver {
         Self {
             core,
             inputs,
+            regs_waiting: Vec::new(),
             sinks,
             keys: HashMap::new(),
             journal,
@@ -215,7 +219,14 @@ impl Driver {
                 }
             }
         }
-        for s in self.inputs.samples.take() {
+        // Registrations first, samples second: every VM a registration names was added before
+        // its registrar started, so its `Added` is in the samples taken after them.
+        self.regs_waiting.extend(self.inputs.regs.take());
+        let Some(samples) = self.inputs.samples.take_ready() else {
+            // A sender holds the samples: the registrations wait for the next tick.
+            return;
+        };
+        for s in samples {
             match s {
                 Sample::Added { id, key, info } => {
                     let name = info.name.clone();
@@ -243,7 +254,7 @@ impl Driver {
                 }
             }
         }
-        for ev in self.inputs.regs.take() {
+        for ev in std::mem::take(&mut self.regs_waiting) {
             let r = match ev {
                 RegEvent::Accepted { id, doc, layout } => self.core.register(id, &doc, *layout),
                 RegEvent::Rejected { id, error } => self.core.registration_refused(id, error),
@@ -393,5 +404,68 @@ impl Driver {
         self.stats.late_all.record(0, late_ns);
         self.stats.scan_ns += took_ns;
         self.stats.scan_steps += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::inbox::inbox;
+    use resex_core::{CoreConfig, VmInfo};
+    use resex_guestmem::{GuestMemory, VecMemory};
+    use resex_ibmon::registry::{validate, Limits};
+    use resex_ibmon::synth::{SynthConfig, SynthGuest};
+
+    struct Null;
+    impl<V> Sink<V> for Null {
+        fn act(&self, _: Act<V>) {}
+    }
+
+    #[test]
+    fn a_registration_waits_for_the_samples_a_sender_holds() {
+        const RAM: u64 = 1 << 20;
+        let (stx, samples) = inbox();
+        let (rtx, regs) = inbox();
+        let (_ctx, cmds) = inbox();
+        let mut d = Driver::new(
+            HostCore::new(CoreConfig::default()),
+            Inputs {
+                samples,
+                regs,
+                cmds,
+            },
+            Sinks {
+                caps: Box::new(Null),
+                tx: Box::new(Null),
+            },
+            None,
+            "test",
+        );
+        let mem = Arc::new(VecMemory::new(1 << 20));
+        let guest = SynthGuest::new(&*mem, &SynthConfig::default()).unwrap();
+        let id = VmId(1);
+        let added = Sample::Added {
+            id,
+            key: "k".into(),
+            info: VmInfo::new("vm", 1, RAM),
+        };
+        stx.send(added).unwrap();
+        let memory: Arc<dyn GuestMemory> = mem.clone();
+        stx.send(Sample::Memory { id, mem: memory }).unwrap();
+        let held = stx.hold();
+        let layout = validate(guest.registration(), RAM, &Limits::default()).unwrap();
+        rtx.send(RegEvent::Accepted {
+            id,
+            doc: Box::new(guest.registration().clone()),
+            layout: Box::new(layout),
+        })
+        .unwrap();
+        // The sampler holds its queue: nothing is applied, the registration is kept.
+        d.apply_inputs(0);
+        assert!(d.core.vm(id).is_none());
+        drop(held);
+        d.apply_inputs(0);
+        let vm = d.core.vm(id).expect("added");
+        assert_eq!(vm.qps(), guest.registration().qps.len(), "registered");
     }
 }

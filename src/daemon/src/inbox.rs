@@ -8,15 +8,39 @@
 //! real-time throttling or a migration let the sender finish: the embedded host's 1.1-1.5 s
 //! freezes (`docs/guide.md`, "Freezes"). Here a sender pushes under a mutex it holds for one
 //! push; the loop only ever *tries* that mutex, and when a sender holds it, takes what waits at
-//! its next tick instead.
+//! its next tick instead. (The loop's own sends on std channels, to the actuators and an
+//! admin's reply, are safe: a std sender spins only on another sender, and the loop is their
+//! only one.)
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError};
 
 struct Shared<T> {
     queue: Mutex<Vec<T>>,
-    /// The receiving side is gone: sends fail, as an mpsc sender's do.
+    /// The receiving side is gone: sends fail, as an mpsc sender's do. Set and read under
+    /// the queue's lock.
     closed: AtomicBool,
+}
+
+impl<T> Shared<T> {
+    /// The queue, waiting for it (senders, and the receiver's drop). A panic while pushing
+    /// leaves a valid Vec: the poison is not the queue's.
+    fn lock(&self) -> MutexGuard<'_, Vec<T>> {
+        self.queue.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The queue, if nobody holds it right now (never waits).
+    fn try_lock(&self) -> Option<MutexGuard<'_, Vec<T>>> {
+        match self.queue.try_lock() {
+            Ok(q) => Some(q),
+            Err(TryLockError::Poisoned(p)) => Some(p.into_inner()),
+            Err(TryLockError::WouldBlock) => None,
+        }
+    }
+
+    fn closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
 }
 
 /// The sending side (any thread; cloned freely).
@@ -53,49 +77,49 @@ impl<T> Clone for Post<T> {
     }
 }
 
-impl<T> Post<T> {
-    /// Queues `v`; gives it back when the receiving side is gone.
-    pub fn send(&self, v: T) -> Result<(), T> {
-        if self.0.closed.load(Ordering::Acquire) {
-            return Err(v);
-        }
-        // A panic while pushing leaves a valid Vec: the poison is not the queue's.
-        let mut q = self
-            .0
-            .queue
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        q.push(v);
-        Ok(())
-    }
-}
-
 /// Why [`Post::try_send`] gave an item back.
 #[derive(Debug, PartialEq, Eq)]
 pub enum TrySend<T> {
-    /// `cap` items wait already, or the other side holds the queue right now.
+    /// `cap` items wait already.
     Full(T),
+    /// The receiver holds the queue right now (taking what waits).
+    Busy(T),
     /// The receiving side is gone.
     Closed(T),
 }
 
 impl<T> Post<T> {
-    /// Queues `v` unless `cap` items wait already; never waits (for the loop's own sends: a
-    /// queue the receiver holds right now counts as full).
+    /// Queues `v`; gives it back when the receiving side is gone.
+    pub fn send(&self, v: T) -> Result<(), T> {
+        let mut q = self.0.lock();
+        if self.0.closed() {
+            return Err(v);
+        }
+        q.push(v);
+        Ok(())
+    }
+
+    /// Queues `v` unless `cap` items wait already; never waits (for the loop's own sends).
     pub fn try_send(&self, v: T, cap: usize) -> Result<(), TrySend<T>> {
-        if self.0.closed.load(Ordering::Acquire) {
+        let Some(mut q) = self.0.try_lock() else {
+            return Err(TrySend::Busy(v));
+        };
+        if self.0.closed() {
             return Err(TrySend::Closed(v));
         }
-        let mut q = match self.0.queue.try_lock() {
-            Ok(q) => q,
-            Err(TryLockError::Poisoned(p)) => p.into_inner(),
-            Err(TryLockError::WouldBlock) => return Err(TrySend::Full(v)),
-        };
         if q.len() >= cap {
             return Err(TrySend::Full(v));
         }
         q.push(v);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+impl<T> Post<T> {
+    /// Holds the queue, as a sender preempted in the middle of a push would.
+    pub(crate) fn hold(&self) -> MutexGuard<'_, Vec<T>> {
+        self.0.lock()
     }
 }
 
@@ -106,33 +130,32 @@ impl<T> Inbox<T> {
         Arc::strong_count(&self.0) == 1
     }
 
-    /// The queue, if no sender holds it right now (never waits).
-    fn try_queue(&self) -> Option<MutexGuard<'_, Vec<T>>> {
-        match self.0.queue.try_lock() {
-            Ok(q) => Some(q),
-            Err(TryLockError::Poisoned(p)) => Some(p.into_inner()),
-            Err(TryLockError::WouldBlock) => None,
-        }
-    }
-
     /// Everything queued, oldest first; nothing when a sender holds the queue right now (it
     /// is there at the next call).
     #[must_use]
     pub fn take(&mut self) -> Vec<T> {
-        self.try_queue()
-            .map(|mut q| std::mem::take(&mut *q))
-            .unwrap_or_default()
+        self.take_ready().unwrap_or_default()
+    }
+
+    /// Everything queued, oldest first, or `None` when a sender holds the queue right now.
+    #[must_use]
+    pub fn take_ready(&mut self) -> Option<Vec<T>> {
+        self.0.try_lock().map(|mut q| std::mem::take(&mut *q))
     }
 
     /// The newest item queued, if any and no sender holds the queue right now.
     pub fn try_pop(&mut self) -> Option<T> {
-        self.try_queue()?.pop()
+        self.0.try_lock()?.pop()
     }
 }
 
 impl<T> Drop for Inbox<T> {
+    /// What waits goes with the receiver (an admin's reply channel among it: the asker learns
+    /// at once), and later sends fail.
     fn drop(&mut self) {
+        let mut q = self.0.lock();
         self.0.closed.store(true, Ordering::Release);
+        q.clear();
     }
 }
 
@@ -166,14 +189,22 @@ mod tests {
         assert_eq!(post.try_send(3, 2), Err(TrySend::Full(3)));
         assert_eq!(inbox.take(), vec![1, 2]);
         let held = post.0.queue.lock().unwrap();
-        assert_eq!(post.try_send(4, 2), Err(TrySend::Full(4)));
+        assert_eq!(post.try_send(4, 2), Err(TrySend::Busy(4)));
+        assert_eq!(inbox.take_ready(), None);
         drop(held);
+        assert_eq!(inbox.take_ready(), Some(vec![]));
         drop(inbox);
         assert_eq!(post.try_send(5, 2), Err(TrySend::Closed(5)));
     }
 
     #[test]
-    fn senders_fail_once_the_inbox_is_gone() {
+    fn senders_fail_once_the_inbox_is_gone_and_what_waited_goes() {
+        let (post, receiver) = inbox::<Arc<()>>();
+        let waiting = Arc::new(());
+        post.send(waiting.clone()).unwrap();
+        assert_eq!(Arc::strong_count(&waiting), 2);
+        drop(receiver);
+        assert_eq!(Arc::strong_count(&waiting), 1);
         let (post, inbox) = inbox::<u32>();
         let other = post.clone();
         drop(inbox);

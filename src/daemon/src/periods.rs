@@ -31,10 +31,6 @@ const IN_FLIGHT: usize = 4;
 /// The longest the thread detects before it looks for batches again.
 const DETECT_BUDGET: Duration = Duration::from_millis(50);
 
-/// How long the thread sleeps when no batch waits (a batch comes every [`BATCH_TICKS`]
-/// intervals).
-const POLL: Duration = Duration::from_millis(5);
-
 /// How often the thread publishes its verdicts.
 const PUBLISH_EVERY: Duration = Duration::from_millis(100);
 
@@ -46,6 +42,8 @@ pub type Verdicts = Arc<RwLock<Arc<BTreeMap<VmId, PeriodSnap>>>>;
 pub struct PeriodFeed {
     tx: Post<Batch>,
     back: Inbox<Batch>,
+    /// The detector's thread, woken when a batch is handed over.
+    detector: std::thread::Thread,
     batch: Batch,
     lost: bool,
     log_lost: LogLimiter,
@@ -85,10 +83,16 @@ impl PeriodFeed {
         let mut full = std::mem::replace(&mut self.batch, next);
         self.batch.clear();
         full.lost = std::mem::take(&mut self.lost);
-        if let Err(e) = self.tx.try_send(full, IN_FLIGHT) {
+        let sent = self.tx.try_send(full, IN_FLIGHT);
+        if sent.is_ok() {
+            // Never waits: a futex wake at most.
+            self.detector.unpark();
+        }
+        if let Err(e) = sent {
             self.lost = true;
             let (why, mut kept) = match e {
                 TrySend::Full(b) => ("the detector is behind", b),
+                TrySend::Busy(b) => ("the detector was taking its queue", b),
                 TrySend::Closed(b) => ("the detector has stopped", b),
             };
             // Kept, not freed on the loop: the next batch fills it.
@@ -143,6 +147,7 @@ pub fn spawn(
     let feed = PeriodFeed {
         tx,
         back,
+        detector: thread.thread().clone(),
         batch: Batch::default(),
         lost: false,
         log_lost: LogLimiter::default(),
@@ -179,7 +184,8 @@ impl Detector {
                 if self.rx.senders_gone() {
                     return;
                 }
-                std::thread::sleep(POLL);
+                // The loop unparks it when it hands a batch over.
+                std::thread::park_timeout(PUBLISH_EVERY);
             }
             for b in batches {
                 self.take(b);

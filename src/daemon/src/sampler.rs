@@ -172,6 +172,16 @@ impl Sampler {
                 cpu_floor_pct: d.cpu_floor_pct,
             },
         };
+        // Added before its registrar starts: the loop applies a registration only after the
+        // samples taken with or after it (see `Driver::apply_inputs`).
+        let sent = self
+            .out
+            .send(Sample::Added {
+                id,
+                key: d.key.clone(),
+                info,
+            })
+            .is_ok();
         let stop = Arc::new(AtomicBool::new(false));
         let (hv, key, name, ram, limits, tx, st) = (
             self.hv.clone(),
@@ -194,13 +204,7 @@ impl Sampler {
                 registrar_stop: stop,
             },
         );
-        self.out
-            .send(Sample::Added {
-                id,
-                key: d.key.clone(),
-                info,
-            })
-            .is_ok()
+        sent
     }
 
     /// Maps a domain's memory if it is not mapped yet.

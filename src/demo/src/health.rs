@@ -212,7 +212,7 @@ pub fn judge(mut h: Health) -> Health {
     if h.tick_late_max_us > MAX_FREEZE_US {
         reasons.push(format!(
             "the host froze: one tick was {:.0} ms late (the loop runs under SCHED_FIFO, which \
-             no guest can hold up, and waits for no other thread: the kernel or the hypervisor \
+             no guest can hold up, and spins on no other thread: the kernel or the hypervisor \
              stopped it; of such stops traced here, one was the hypervisor not running this \
              VM's CPU{})",
             h.tick_late_max_us / 1000.0,
