@@ -13,11 +13,16 @@ pub enum Polling {
     /// Poll hot for a while (the shim's `HOT_POLL`, 200 us), then sleep between polls: many
     /// guests can share a few CPUs, but a CPU cap no longer bounds a VM's I/O as tightly.
     Adaptive,
+    /// Poll hot only briefly (the shim's `BATCH_HOT_POLL`, 20 us), then sleep longer between
+    /// polls (up to 1 ms): for bulk and periodic jobs whose transfers take milliseconds, where
+    /// a wait's microseconds do not matter and a host's wake-ups do (each nap is a timer and a
+    /// context switch, which cost most in a small VM).
+    Batch,
 }
 
 /// A word that is not a [`Polling`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("polling must be spin or adaptive, not {0:?}")]
+#[error("polling must be spin, adaptive or batch, not {0:?}")]
 pub struct PollingError(pub String);
 
 impl std::fmt::Display for Polling {
@@ -25,6 +30,7 @@ impl std::fmt::Display for Polling {
         f.write_str(match self {
             Self::Spin => "spin",
             Self::Adaptive => "adaptive",
+            Self::Batch => "batch",
         })
     }
 }
@@ -35,6 +41,7 @@ impl std::str::FromStr for Polling {
         match s {
             "spin" => Ok(Self::Spin),
             "adaptive" => Ok(Self::Adaptive),
+            "batch" => Ok(Self::Batch),
             _ => Err(PollingError(s.to_owned())),
         }
     }
@@ -46,13 +53,13 @@ mod tests {
 
     #[test]
     fn words_round_trip_and_others_are_refused() {
-        for p in [Polling::Spin, Polling::Adaptive] {
+        for p in [Polling::Spin, Polling::Adaptive, Polling::Batch] {
             assert_eq!(p.to_string().parse::<Polling>(), Ok(p));
         }
         let e = "sleepy".parse::<Polling>().unwrap_err();
         assert_eq!(
             e.to_string(),
-            "polling must be spin or adaptive, not \"sleepy\""
+            "polling must be spin, adaptive or batch, not \"sleepy\""
         );
     }
 }

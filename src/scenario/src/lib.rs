@@ -276,8 +276,10 @@ pub struct Workload {
     #[serde(default)]
     pub chunk: Size,
     /// How the server and clients wait for the device: "spin" (busy-poll, the paper's BenchEx;
-    /// a CPU cap then bounds the VM's I/O) or "adaptive" (sleep after 200 us, for many guests
-    /// on few CPUs).
+    /// a CPU cap then bounds the VM's I/O), "adaptive" (sleep after 200 us, for many guests
+    /// on few CPUs) or "batch" (sleep after 20 us, up to 1 ms at a time: bulk and periodic
+    /// jobs, whose transfers take milliseconds). On the embedded host the clients poll
+    /// adaptively, or in batches when the guest does.
     #[serde(default)]
     pub polling: resex_common::Polling,
     /// A periodic job: `burst` orders, then a pause of this many ms once their replies are in

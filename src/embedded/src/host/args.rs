@@ -1,6 +1,7 @@
 //! The command lines of a guest's programs: the agent (BenchEx's server as its workload) and
 //! BenchEx's clients.
 
+use resex_common::Polling;
 use resex_scenario::{GuestSpec, Workload};
 
 /// The agent's arguments for guest `g` (BenchEx's server as its workload).
@@ -30,6 +31,15 @@ pub(super) fn agent_args(g: &GuestSpec, channel: &str, bench: &str, report_ms: u
     args
 }
 
+/// How BenchEx's clients poll for a guest that polls with `guest`: adaptively, or in batches
+/// when the guest does.
+fn client_polling(guest: Polling) -> &'static str {
+    match guest {
+        Polling::Batch => "batch",
+        Polling::Spin | Polling::Adaptive => "adaptive",
+    }
+}
+
 /// BenchEx's clients' arguments for workload `w`, served at `bench`: a periodic job's pause
 /// and burst when it is one, and the Unix time, ms, to start at when `start_unix_ms` is set.
 pub(super) fn client_args(w: &Workload, bench: &str, start_unix_ms: Option<u64>) -> Vec<String> {
@@ -41,9 +51,10 @@ pub(super) fn client_args(w: &Workload, bench: &str, start_unix_ms: Option<u64>)
         "--window",
         &w.window.to_string(),
         // The clients stand for machines across the link: they must not take this host's
-        // CPUs from the guests, whatever the guests' own polling.
+        // CPUs from the guests, whatever the guests' own polling (and in batches when the
+        // guest's job is a bulk one).
         "--polling",
-        "adaptive",
+        client_polling(w.polling),
         "--clients",
         &w.clients.to_string(),
         "--count",

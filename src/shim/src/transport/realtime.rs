@@ -13,9 +13,26 @@ pub use resex_common::Polling;
 /// while a wait for a large transfer does not burn a CPU that other guests need.
 pub const HOT_POLL: Duration = Duration::from_micros(200);
 
-/// Polls until `f` returns `Some`, or `timeout` passes: spins briefly, then yields; with
-/// [`Polling::Adaptive`], after [`HOT_POLL`] it sleeps between polls (an eighth of the time
-/// waited so far, 10 to 100 us).
+/// [`HOT_POLL`] for [`Polling::Batch`]: a bulk job's waits are for transfers of milliseconds.
+pub const BATCH_HOT_POLL: Duration = Duration::from_micros(20);
+
+/// How long a wait of `waited` so far sleeps before its next poll (`None`: it yields). With
+/// [`Polling::Adaptive`], after [`HOT_POLL`], an eighth of the time waited, 10 to 100 us; with
+/// [`Polling::Batch`], after [`BATCH_HOT_POLL`], a quarter of it, 50 us to 1 ms.
+#[must_use]
+pub fn nap(polling: Polling, waited: Duration) -> Option<Duration> {
+    let us = Duration::from_micros;
+    match polling {
+        Polling::Spin => None,
+        Polling::Adaptive if waited < HOT_POLL => None,
+        Polling::Adaptive => Some((waited / 8).clamp(us(10), us(100))),
+        Polling::Batch if waited < BATCH_HOT_POLL => None,
+        Polling::Batch => Some((waited / 4).clamp(us(50), us(1000))),
+    }
+}
+
+/// Polls until `f` returns `Some`, or `timeout` passes: spins briefly, then yields, then with
+/// [`Polling::Adaptive`] or [`Polling::Batch`] sleeps between polls ([`nap`]).
 pub fn spin<T>(
     timeout: Duration,
     polling: Polling,
@@ -37,11 +54,9 @@ pub fn spin<T>(
         if waited > timeout {
             return Err(ShimError::Timeout(format!("{what} after {timeout:?}")));
         }
-        if polling == Polling::Spin || waited < HOT_POLL {
-            std::thread::yield_now();
-        } else {
-            let nap = (waited / 8).clamp(Duration::from_micros(10), Duration::from_micros(100));
-            std::thread::sleep(nap);
+        match nap(polling, waited) {
+            Some(nap) => std::thread::sleep(nap),
+            None => std::thread::yield_now(),
         }
     }
 }
@@ -225,5 +240,23 @@ impl Poller {
 impl Drop for Poller {
     fn drop(&mut self) {
         let _ = self.halt();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_polling_naps_as_documented() {
+        let us = Duration::from_micros;
+        assert_eq!(nap(Polling::Spin, Duration::from_secs(1)), None);
+        assert_eq!(nap(Polling::Adaptive, us(150)), None);
+        assert_eq!(nap(Polling::Adaptive, us(400)), Some(us(50)));
+        assert_eq!(nap(Polling::Adaptive, us(5000)), Some(us(100)));
+        assert_eq!(nap(Polling::Batch, us(10)), None);
+        assert_eq!(nap(Polling::Batch, us(30)), Some(us(50)));
+        assert_eq!(nap(Polling::Batch, us(2000)), Some(us(500)));
+        assert_eq!(nap(Polling::Batch, us(9000)), Some(us(1000)));
     }
 }
