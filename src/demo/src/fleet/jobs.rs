@@ -132,8 +132,15 @@ pub struct JobReport {
 pub struct LinkScore {
     /// The topology link.
     pub name: String,
-    /// Its circle score, rotated (None: not scored; see the round report).
+    /// Its circle score, rotated: the median of the scores the coordinator's rounds published
+    /// in the second run's window (`first_score` when none of them scored it; None: not
+    /// scored; see the round report).
     pub score: Option<f64>,
+    /// Its score in the first round that scored both uplinks (jobs a few seconds old: their
+    /// periods from a short history, the pairs still colliding).
+    pub first_score: Option<f64>,
+    /// Rounds of the window whose scores `score` is the median of.
+    pub window_rounds: usize,
     /// Periodic jobs the coordinator saw on it.
     pub jobs: usize,
 }
@@ -147,7 +154,7 @@ pub struct JobsReport {
     pub window_s: f64,
     /// The jobs.
     pub jobs: Vec<JobReport>,
-    /// The uplinks' scores (the second run's round once both were scored).
+    /// The uplinks' scores in the second run's window (see [`LinkScore`]).
     pub links: Vec<LinkScore>,
     /// Schedules the coordinator handed out in the second run's last round.
     pub schedules: usize,
@@ -180,7 +187,7 @@ rate = 0.0
 window = 8
 think_ms = {}
 burst = {}
-polling = "adaptive"
+polling = "batch"
 "#,
         j.name, j.think_ms, j.burst
     ))
@@ -293,7 +300,7 @@ struct Run {
     iter_ms: Vec<f64>,
     /// Each job's detected period against its truth (see [`measure::Periods`]).
     periods: measure::Periods,
-    /// The uplinks' scores once both were scored.
+    /// The uplinks' scores over the window (see [`LinkScore`]).
     links: Vec<LinkScore>,
     /// The coordinator's rounds in the window.
     rounds: Rounds,
@@ -355,8 +362,19 @@ fn run_once(
     ));
     settle(&mut hosts, begin.saturating_duration_since(Instant::now()))?;
     let after_start_s = start.elapsed().as_secs_f64();
-    let (iter_ms, rounds, periods, scheduled) =
+    let (iter_ms, rounds, periods, scheduled, scores) =
         iteration_ms(&hosts, seconds(o.window_s, 1.0), &url);
+    let links = links
+        .into_iter()
+        .map(|l| {
+            let (score, window_rounds) = measure::window_score(&scores, &l.name, l.score);
+            LinkScore {
+                score,
+                window_rounds,
+                ..l
+            }
+        })
+        .collect();
     let schedules = round(&url).map_or(0, |r| r.schedules);
     for h in &mut hosts {
         h.stop();
@@ -461,6 +479,8 @@ fn scored(
             .map(|l| LinkScore {
                 name: l.link.clone(),
                 score: l.score,
+                first_score: l.score,
+                window_rounds: 0,
                 jobs: l.jobs.len(),
             })
             .collect();

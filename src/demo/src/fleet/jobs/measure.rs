@@ -15,7 +15,7 @@ pub(super) fn iteration_ms(
     hosts: &[FleetHost],
     window: Duration,
     url: &str,
-) -> (Vec<f64>, Rounds, Periods, Vec<u64>) {
+) -> (Vec<f64>, Rounds, Periods, Vec<u64>, Vec<(String, Vec<f64>)>) {
     let w = watch(hosts, url, window);
     let ms = JOBS
         .iter()
@@ -35,7 +35,7 @@ pub(super) fn iteration_ms(
         .enumerate()
         .map(|(k, (rs, j))| compare(rs, &w.series, k, j))
         .collect();
-    (ms, w.rounds, periods, w.scheduled)
+    (ms, w.rounds, periods, w.scheduled, w.scores)
 }
 
 /// A job's iteration time, ms, from the bytes it sent over `ms` milliseconds.
@@ -122,6 +122,8 @@ struct Watched {
     readings: Vec<Vec<Reading>>,
     /// Each job's rounds in which its host's allocation held a schedule for it.
     scheduled: Vec<u64>,
+    /// Each scored link's scores, one per round seen, in the order first seen.
+    scores: Vec<(String, Vec<f64>)>,
 }
 
 /// How often [`watch`] reads the jobs' byte counts and verdicts, ms.
@@ -141,6 +143,7 @@ fn watch(hosts: &[FleetHost], url: &str, window: Duration) -> Watched {
         series: Vec::new(),
         readings: vec![Vec::new(); JOBS.len()],
         scheduled: vec![0; JOBS.len()],
+        scores: Vec::new(),
     };
     let mut last = None;
     for n in 0u32.. {
@@ -186,6 +189,31 @@ fn count_round(url: &str, last: &mut Option<u64>, w: &mut Watched) {
             .any(|a| a.adaptive.iter().any(|s| s.vm == j.name));
         w.scheduled[k] += u64::from(held);
     }
+    for l in &rep.links {
+        let Some(score) = l.score else { continue };
+        match w.scores.iter_mut().find(|(name, _)| *name == l.link) {
+            Some((_, v)) => v.push(score),
+            None => w.scores.push((l.link.clone(), vec![score])),
+        }
+    }
+}
+
+/// Each link's score over a window: the median of the scores its rounds published (`first`,
+/// the score once both links were scored, when no round in the window scored it), and how
+/// many rounds that is.
+pub(super) fn window_score(
+    scores: &[(String, Vec<f64>)],
+    link: &str,
+    first: Option<f64>,
+) -> (Option<f64>, usize) {
+    let seen = scores
+        .iter()
+        .find(|(name, _)| name == link)
+        .map_or(&[][..], |(_, v)| v.as_slice());
+    match median(seen.to_vec()) {
+        Some(m) => (Some(m), seen.len()),
+        None => (first, 0),
+    }
 }
 
 /// A VM's verdict read `now` ms into the window, if its stretch began in the window. A verdict
@@ -220,6 +248,20 @@ fn median(mut v: Vec<f64>) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_links_score_is_the_median_of_its_windows_rounds() {
+        let scores = vec![
+            ("uplink-a".to_owned(), vec![1.0, 0.825, 1.0, 1.0]),
+            ("uplink-b".to_owned(), vec![0.63]),
+        ];
+        // One low round (a job's period read short once) does not make the window's score.
+        assert_eq!(window_score(&scores, "uplink-a", Some(0.7)), (Some(1.0), 4));
+        assert_eq!(window_score(&scores, "uplink-b", None), (Some(0.63), 1));
+        // No round of the window scored it: the score once both were scored.
+        assert_eq!(window_score(&scores, "uplink-c", Some(0.7)), (Some(0.7), 0));
+        assert_eq!(window_score(&[], "uplink-a", None), (None, 0));
+    }
 
     #[test]
     fn a_detected_period_is_compared_with_the_iterations_counted_over_its_own_stretch() {
