@@ -19,7 +19,7 @@ use resex_core::{
 };
 use std::collections::HashMap;
 use std::sync::mpsc::Sender;
-use std::sync::Arc;
+use std::sync::{Arc, TryLockError};
 
 /// What the admin asks of the loop.
 pub enum Command {
@@ -61,6 +61,8 @@ pub struct LoopStats {
     pub scan_ns: u64,
     /// Steps whose scan time was measured.
     pub scan_steps: u64,
+    /// Snapshots published a tick or more late because a reader held the shared one.
+    pub publish_deferred: u64,
 }
 
 /// Where the driver's intents go.
@@ -102,6 +104,9 @@ pub struct Driver {
     journal: Option<Journal>,
     /// Where the snapshot is published, how often (ns), and when it last was.
     shared: Option<(Shared, u64)>,
+    /// A snapshot built while a reader held `shared`: published at the next tick that finds it
+    /// free (the loop never waits for a reader).
+    unpublished: Option<Arc<Snapshot>>,
     snap_at_ns: u64,
     /// The loop's figures.
     pub stats: LoopStats,
@@ -136,6 +141,7 @@ impl Driver {
             keys: HashMap::new(),
             journal,
             shared: None,
+            unpublished: None,
             snap_at_ns: 0,
             stats: LoopStats::default(),
             backend,
@@ -298,6 +304,8 @@ impl Driver {
         if let Some((_, every)) = &self.shared {
             if now_ns.saturating_sub(self.snap_at_ns) >= *every {
                 self.publish(now_ns);
+            } else if self.unpublished.is_some() {
+                self.try_publish();
             }
         }
         Some(self.core_output())
@@ -346,12 +354,37 @@ impl Driver {
         self.priority = priority;
     }
 
-    /// Builds and publishes the snapshot now.
+    /// Builds the snapshot now and publishes it, or, while a reader holds the shared one,
+    /// at the next tick that finds it free (never waiting: a reader preempted while it clones
+    /// the snapshot's `Arc` would otherwise hold the real-time loop up).
     pub fn publish(&mut self, now_ns: u64) {
-        let snap = self.snapshot(now_ns);
-        if let Some((shared, _)) = &self.shared {
-            *shared.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(snap);
+        if self.shared.is_none() {
+            return;
         }
+        self.unpublished = Some(Arc::new(self.snapshot(now_ns)));
+        self.try_publish();
+    }
+
+    /// Publishes the snapshot waiting, unless a reader holds the shared one right now; true
+    /// when nothing waits any more.
+    fn try_publish(&mut self) -> bool {
+        let (Some((shared, _)), Some(snap)) = (&self.shared, self.unpublished.take()) else {
+            return true;
+        };
+        let mut held = match shared.try_write() {
+            Ok(g) => g,
+            Err(TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(TryLockError::WouldBlock) => {
+                self.unpublished = Some(snap);
+                self.stats.publish_deferred += 1;
+                return false;
+            }
+        };
+        // The old snapshot is dropped after the lock is let go (its buffers freed outside it).
+        let old = std::mem::replace(&mut *held, snap);
+        drop(held);
+        drop(old);
+        true
     }
 
     /// The core's snapshot with the loop's own figures.
@@ -467,5 +500,47 @@ mod tests {
         d.apply_inputs(0);
         let vm = d.core.vm(id).expect("added");
         assert_eq!(vm.qps(), guest.registration().qps.len(), "registered");
+    }
+
+    /// A driver with no inputs and null sinks.
+    fn bare() -> Driver {
+        let (_s, samples) = inbox();
+        let (_r, regs) = inbox();
+        let (_c, cmds) = inbox();
+        Driver::new(
+            HostCore::new(CoreConfig::default()),
+            Inputs {
+                samples,
+                regs,
+                cmds,
+            },
+            Sinks {
+                caps: Box::new(Null),
+                tx: Box::new(Null),
+            },
+            None,
+            "test",
+        )
+    }
+
+    #[test]
+    fn a_snapshot_waits_for_a_reader_instead_of_the_loop() {
+        let mut d = bare();
+        let shared: Shared = Arc::default();
+        d.publish_to(shared.clone(), 1_000_000);
+        d.publish(5_000_000);
+        assert_eq!(shared.read().unwrap().uptime_ms, 5);
+        // A reader holds the snapshot (as one preempted while cloning it would): the loop
+        // builds the next and does not wait.
+        let reader = shared.read().unwrap();
+        d.publish(7_000_000);
+        assert_eq!(reader.uptime_ms, 5);
+        assert_eq!(d.stats.publish_deferred, 1);
+        drop(reader);
+        // The next tick that finds it free publishes it.
+        assert!(d.try_publish());
+        assert_eq!(shared.read().unwrap().uptime_ms, 7);
+        assert!(d.try_publish(), "nothing waits");
+        assert_eq!(d.stats.publish_deferred, 1);
     }
 }
