@@ -10,7 +10,8 @@
 //! second read the lines the first had just brought in, two modes a hundred microseconds apart.
 //! Prints a table; not a timed test.
 //!
-//! `cargo bench -p resex-core --bench step`
+//! `cargo bench -p resex-core --bench step`; `RESEX_STEP_PAIRS=N` sets the pairs per case (21),
+//! `RESEX_STEP_POLICIES=none` runs only the no-policy cases (the targets).
 
 #![allow(missing_docs, clippy::cast_possible_truncation)]
 
@@ -183,6 +184,15 @@ const BLOCK: usize = 10;
 /// Pairs of blocks per case.
 const PAIRS: usize = 21;
 
+/// Pairs per case: `RESEX_STEP_PAIRS`, else [`PAIRS`].
+fn pairs() -> usize {
+    std::env::var("RESEX_STEP_PAIRS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(PAIRS)
+}
+
 /// The lower and upper quartiles.
 fn quartiles(v: &[f64]) -> (f64, f64) {
     let mut v = v.to_vec();
@@ -198,19 +208,28 @@ fn median(mut v: Vec<f64>) -> f64 {
 fn main() {
     println!("host core step, {VMS} VMs x 4 rings, RAM files behind Arc<dyn GuestMemory>");
     println!(
-        "{PAIRS} pairs of blocks of {BLOCK} scans; over = median over pairs of (step block median - tick block median)"
+        "{} pairs of blocks of {BLOCK} scans; over = median over pairs of (step block median - tick block median)",
+        pairs()
     );
     println!(
         "{:<40} {:>9} {:>9} {:>9} {:>15} target (over)",
         "case", "tick us", "step us", "over us", "over IQR us"
     );
-    for policy in [None, Some("ioshares"), Some("governor")] {
+    let pairs = pairs();
+    // `RESEX_STEP_POLICIES=none`: only the case the targets are for.
+    let only_none = std::env::var("RESEX_STEP_POLICIES").is_ok_and(|v| v == "none");
+    let policies: &[Option<&str>] = if only_none {
+        &[None]
+    } else {
+        &[None, Some("ioshares"), Some("governor")]
+    };
+    for &policy in policies {
         let mut h = host(policy);
         // Warm: every VM's first scan (attach) and the engine's first epoch.
         measure(&mut h, 2, true);
         let name = policy.unwrap_or("no policy");
         for busy in [false, true] {
-            let (tick, step, over, lo, hi) = measure(&mut h, PAIRS, busy);
+            let (tick, step, over, lo, hi) = measure(&mut h, pairs, busy);
             let case = if busy {
                 format!("busy (2 CQEs + 8 WQEs each), {name}")
             } else {
