@@ -59,7 +59,8 @@ pub struct ServerOpts {
     #[arg(long, default_value_t = 1024)]
     pub mtu: u32,
     /// How the server waits for its replies to complete: spin (busy-poll, as RDMA servers and
-    /// the paper's BenchEx do) or adaptive (sleep after 200 us: many guests on few CPUs).
+    /// the paper's BenchEx do), adaptive (sleep after 200 us: many guests on few CPUs) or batch
+    /// (sleep after 20 us, up to 1 ms: bulk jobs whose transfers take milliseconds).
     #[arg(long, default_value = "spin")]
     pub polling: Polling,
     /// The transport of its connections: status_byte (the paper's), sliding_window (with
@@ -102,7 +103,8 @@ pub struct ClientOpts {
     /// Seconds to run (0: until the count is reached, or SIGTERM).
     #[arg(long, default_value_t = 5.0)]
     pub duration: f64,
-    /// How a client waits for a free order block: spin or adaptive (see the server's option).
+    /// How a client waits for a free order block: spin, adaptive or batch (see the server's
+    /// option).
     #[arg(long, default_value = "spin")]
     pub polling: Polling,
     /// Pause after each iteration, ms: a periodic job (closed loop only).

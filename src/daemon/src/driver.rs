@@ -61,7 +61,8 @@ pub struct LoopStats {
     pub scan_ns: u64,
     /// Steps whose scan time was measured.
     pub scan_steps: u64,
-    /// Snapshots published a tick or more late because a reader held the shared one.
+    /// Snapshots published a tick or more late because a reader held the shared one (each
+    /// counted once; none is replaced while it waits).
     pub publish_deferred: u64,
 }
 
@@ -293,6 +294,11 @@ impl Driver {
                 false
             }
         };
+        // A snapshot that waited for a reader goes out first (its figures are kept: the next
+        // one is built only once it is out).
+        if self.unpublished.is_some() {
+            self.try_publish();
+        }
         if !stepped {
             return None;
         }
@@ -302,10 +308,8 @@ impl Driver {
         }
         self.write_journal();
         if let Some((_, every)) = &self.shared {
-            if now_ns.saturating_sub(self.snap_at_ns) >= *every {
+            if self.unpublished.is_none() && now_ns.saturating_sub(self.snap_at_ns) >= *every {
                 self.publish(now_ns);
-            } else if self.unpublished.is_some() {
-                self.try_publish();
             }
         }
         Some(self.core_output())
@@ -362,7 +366,9 @@ impl Driver {
             return;
         }
         self.unpublished = Some(Arc::new(self.snapshot(now_ns)));
-        self.try_publish();
+        if !self.try_publish() {
+            self.stats.publish_deferred += 1;
+        }
     }
 
     /// Publishes the snapshot waiting, unless a reader holds the shared one right now; true
@@ -376,7 +382,6 @@ impl Driver {
             Err(TryLockError::Poisoned(p)) => p.into_inner(),
             Err(TryLockError::WouldBlock) => {
                 self.unpublished = Some(snap);
-                self.stats.publish_deferred += 1;
                 return false;
             }
         };

@@ -38,6 +38,12 @@ fn adaptive_polling_delivers_the_same() {
     several_tasks(Polling::Adaptive);
 }
 
+/// The same with a sender that polls in batches (naps of up to 1 ms after 20 us).
+#[test]
+fn batch_polling_delivers_the_same() {
+    several_tasks(Polling::Batch);
+}
+
 fn several_tasks(polling: Polling) {
     let (_hca, a, b, _t) = live(LinkConfig::hundred_gig(), 96 << 20);
     let cfg = Config {

@@ -132,16 +132,17 @@ pub struct JobReport {
 pub struct LinkScore {
     /// The topology link.
     pub name: String,
-    /// Its circle score, rotated: the median of the scores the coordinator's rounds published
-    /// in the second run's window (`first_score` when none of them scored it; None: not
-    /// scored; see the round report).
+    /// Its circle score, rotated: the median of the scores of the coordinator's rounds read in
+    /// the second run's window (its round report read every half second, each new round
+    /// once: the first read may be the round in force as the window began, and rounds between
+    /// two reads are missed; `first_score` when none of them scored it; None: not scored).
     pub score: Option<f64>,
     /// Its score in the first round that scored both uplinks (jobs a few seconds old: their
     /// periods from a short history, the pairs still colliding).
     pub first_score: Option<f64>,
     /// Rounds of the window whose scores `score` is the median of.
     pub window_rounds: usize,
-    /// Periodic jobs the coordinator saw on it.
+    /// Periodic jobs the coordinator saw on it (in the first round that scored both uplinks).
     pub jobs: usize,
 }
 

@@ -115,4 +115,20 @@ mod tests {
         assert_eq!(cfg.think, Duration::from_micros(20_500));
         assert_eq!((cfg.burst, cfg.start_unix_ms), (4, Some(1_700_000_000_000)));
     }
+
+    #[test]
+    fn clients_poll_adaptively_or_in_batches_when_the_guest_does() {
+        for (guest, clients) in [
+            ("spin", Polling::Adaptive),
+            ("adaptive", Polling::Adaptive),
+            ("batch", Polling::Batch),
+        ] {
+            let w = workload(&format!("polling = \"{guest}\""));
+            assert_eq!(
+                parsed(&client_args(&w, "b.sock", None)).polling,
+                clients,
+                "{guest}"
+            );
+        }
+    }
 }

@@ -1,5 +1,6 @@
 //! The real-time driver: runs the transports' state machines on the monotonic clock, waiting by
-//! polling (spinning, yielding, and with [`Polling::Adaptive`] sleeping) until they can go on.
+//! polling (spinning, yielding, and with [`Polling::Adaptive`] or [`Polling::Batch`] sleeping)
+//! until they can go on.
 //! The only place in the transports that reads a clock or waits.
 
 use super::{BlockReceiver, BlockSender, Message};
@@ -8,8 +9,8 @@ use std::time::{Duration, Instant};
 
 pub use resex_common::Polling;
 
-/// How long [`spin`] polls hot (spinning, then yielding) before it starts to sleep between
-/// polls: longer than a small message's round trip, so latency-critical waits never sleep,
+/// How long [`spin`] polls hot (spinning, then yielding) with [`Polling::Adaptive`] before it
+/// starts to sleep between polls: longer than a small message's round trip, so latency-critical waits never sleep,
 /// while a wait for a large transfer does not burn a CPU that other guests need.
 pub const HOT_POLL: Duration = Duration::from_micros(200);
 

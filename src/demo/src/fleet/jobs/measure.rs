@@ -15,7 +15,7 @@ pub(super) fn iteration_ms(
     hosts: &[FleetHost],
     window: Duration,
     url: &str,
-) -> (Vec<f64>, Rounds, Periods, Vec<u64>, Vec<(String, Vec<f64>)>) {
+) -> (Vec<f64>, Rounds, Periods, Vec<u64>, LinkScores) {
     let w = watch(hosts, url, window);
     let ms = JOBS
         .iter()
@@ -54,6 +54,9 @@ fn iteration_over(j: JobSpec, bytes: u64, ms: f64) -> f64 {
 /// over each of those stretches (the median): a job whose iterations speed up or slow down within the window (two jobs drifting
 /// apart) is compared over what the detector looked at. None: no verdict's stretch lay in it.
 pub(super) type Periods = Vec<Option<(f64, f64)>>;
+
+/// Each scored link's scores, one per round read, in the order first seen.
+pub(super) type LinkScores = Vec<(String, Vec<f64>)>;
 
 /// The jobs' byte counts through a window: ms since it began, each job's bytes.
 type Series = Vec<(f64, Vec<u64>)>;
@@ -122,8 +125,8 @@ struct Watched {
     readings: Vec<Vec<Reading>>,
     /// Each job's rounds in which its host's allocation held a schedule for it.
     scheduled: Vec<u64>,
-    /// Each scored link's scores, one per round seen, in the order first seen.
-    scores: Vec<(String, Vec<f64>)>,
+    /// Each scored link's scores, one per round read.
+    scores: LinkScores,
 }
 
 /// How often [`watch`] reads the jobs' byte counts and verdicts, ms.
