@@ -101,9 +101,17 @@ fn the_jobs_demo_detects_every_period_tells_the_uplinks_apart_and_schedules_the_
         assert!((0.0..=1.0).contains(&s) && l["jobs"] == 2, "{l}");
     }
     // Scored by each job's period alone: pair a fits the link in turns (1.00 measured), pair
-    // b does not (0.63), whatever their stretched periods while they collide.
+    // b does not (0.63), whatever their stretched periods while they collide. Over the second
+    // run's window: uplink-a scored compatible in some of its rounds (on a slow machine it
+    // flips between 1.00 and 0.82, docs/fleet.md), uplink-b in none, and a above b.
     let score = |k: usize| links[k]["score"].as_f64().unwrap();
-    assert!(score(0) >= 0.9, "the compatible pair: {v}");
-    assert!(score(1) < 0.8, "the incompatible pair: {v}");
+    let highest = |k: usize| {
+        links[k]["score_range"][1]
+            .as_f64()
+            .unwrap_or_else(|| panic!("no round read in the window scored {}: {v}", k + 1))
+    };
+    assert!(highest(0) >= 0.9, "the compatible pair: {v}");
+    assert!(highest(1) < 0.8, "the incompatible pair: {v}");
+    assert!(score(0) > score(1), "{v}");
     assert_eq!(v["adaptive"], true, "{v}");
 }

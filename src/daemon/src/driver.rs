@@ -465,20 +465,11 @@ mod tests {
         let (stx, samples) = inbox();
         let (rtx, regs) = inbox();
         let (_ctx, cmds) = inbox();
-        let mut d = Driver::new(
-            HostCore::new(CoreConfig::default()),
-            Inputs {
-                samples,
-                regs,
-                cmds,
-            },
-            Sinks {
-                caps: Box::new(Null),
-                tx: Box::new(Null),
-            },
-            None,
-            "test",
-        );
+        let mut d = with_inputs(Inputs {
+            samples,
+            regs,
+            cmds,
+        });
         let mem = Arc::new(VecMemory::new(1 << 20));
         let guest = SynthGuest::new(&*mem, &SynthConfig::default()).unwrap();
         let id = VmId(1);
@@ -512,13 +503,18 @@ mod tests {
         let (_s, samples) = inbox();
         let (_r, regs) = inbox();
         let (_c, cmds) = inbox();
+        with_inputs(Inputs {
+            samples,
+            regs,
+            cmds,
+        })
+    }
+
+    /// A driver on `inputs` with null sinks.
+    fn with_inputs(inputs: Inputs) -> Driver {
         Driver::new(
             HostCore::new(CoreConfig::default()),
-            Inputs {
-                samples,
-                regs,
-                cmds,
-            },
+            inputs,
             Sinks {
                 caps: Box::new(Null),
                 tx: Box::new(Null),

@@ -140,6 +140,9 @@ pub struct LinkScore {
     /// Its score in the first round that scored both uplinks (jobs a few seconds old: their
     /// periods from a short history, the pairs still colliding).
     pub first_score: Option<f64>,
+    /// The lowest and the highest of the window's scores (None: no round read in it scored
+    /// the link).
+    pub score_range: Option<(f64, f64)>,
     /// Rounds of the window whose scores `score` is the median of.
     pub window_rounds: usize,
     /// Periodic jobs the coordinator saw on it (in the first round that scored both uplinks).
@@ -368,10 +371,11 @@ fn run_once(
     let links = links
         .into_iter()
         .map(|l| {
-            let (score, window_rounds) = measure::window_score(&scores, &l.name, l.score);
+            let w = measure::window_score(&scores, &l.name, l.score);
             LinkScore {
-                score,
-                window_rounds,
+                score: w.median,
+                score_range: w.range,
+                window_rounds: w.rounds,
                 ..l
             }
         })
@@ -481,6 +485,7 @@ fn scored(
                 name: l.link.clone(),
                 score: l.score,
                 first_score: l.score,
+                score_range: None,
                 window_rounds: 0,
                 jobs: l.jobs.len(),
             })

@@ -201,21 +201,34 @@ fn count_round(url: &str, last: &mut Option<u64>, w: &mut Watched) {
     }
 }
 
-/// Each link's score over a window: the median of the scores its rounds published (`first`,
-/// the score once both links were scored, when no round in the window scored it), and how
-/// many rounds that is.
+/// A link's scores over a window.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct WindowScore {
+    /// The median of the rounds' scores (`first`, the score once both links were scored, when
+    /// no round read in the window scored it).
+    pub median: Option<f64>,
+    /// The lowest and the highest (None: no round).
+    pub range: Option<(f64, f64)>,
+    /// Rounds read that scored it.
+    pub rounds: usize,
+}
+
+/// Link `link`'s scores over a window, from the rounds read in it.
 pub(super) fn window_score(
     scores: &[(String, Vec<f64>)],
     link: &str,
     first: Option<f64>,
-) -> (Option<f64>, usize) {
+) -> WindowScore {
     let seen = scores
         .iter()
         .find(|(name, _)| name == link)
         .map_or(&[][..], |(_, v)| v.as_slice());
-    match median(seen.to_vec()) {
-        Some(m) => (Some(m), seen.len()),
-        None => (first, 0),
+    let lo = seen.iter().copied().reduce(f64::min);
+    let hi = seen.iter().copied().reduce(f64::max);
+    WindowScore {
+        median: median(seen.to_vec()).or(first),
+        range: lo.zip(hi),
+        rounds: seen.len(),
     }
 }
 
@@ -259,11 +272,25 @@ mod tests {
             ("uplink-b".to_owned(), vec![0.63]),
         ];
         // One low round (a job's period read short once) does not make the window's score.
-        assert_eq!(window_score(&scores, "uplink-a", Some(0.7)), (Some(1.0), 4));
-        assert_eq!(window_score(&scores, "uplink-b", None), (Some(0.63), 1));
+        let w = |median, range, rounds| WindowScore {
+            median,
+            range,
+            rounds,
+        };
+        assert_eq!(
+            window_score(&scores, "uplink-a", Some(0.7)),
+            w(Some(1.0), Some((0.825, 1.0)), 4)
+        );
+        assert_eq!(
+            window_score(&scores, "uplink-b", None),
+            w(Some(0.63), Some((0.63, 0.63)), 1)
+        );
         // No round of the window scored it: the score once both were scored.
-        assert_eq!(window_score(&scores, "uplink-c", Some(0.7)), (Some(0.7), 0));
-        assert_eq!(window_score(&[], "uplink-a", None), (None, 0));
+        assert_eq!(
+            window_score(&scores, "uplink-c", Some(0.7)),
+            w(Some(0.7), None, 0)
+        );
+        assert_eq!(window_score(&[], "uplink-a", None), w(None, None, 0));
     }
 
     #[test]
