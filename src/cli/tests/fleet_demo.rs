@@ -37,8 +37,9 @@ fn the_fleet_demo_allocates_fails_over_and_leaves_no_stale_throttle() {
     // The bounds: a new leader within two TTLs, the fallback within one.
     assert!(v["leader_failover_s"].as_f64().unwrap() <= 2.0 * ttl, "{v}");
     assert!(v["etcd_loss_fallback_s"].as_f64().unwrap() <= ttl, "{v}");
-    // The allocation's ceilings were in force and fit the uplink (what the guests then sent
-    // is in the output: a shared 2-CPU machine makes it noisy).
+    // Every host had ceilings in force, and one round's ceilings fit the uplink (what the
+    // guests then sent is in the output: a shared 2-CPU machine makes it noisy; the ceilings
+    // in force, read host by host, once mixed two rounds: 208.9 of 206 Mb/s in a CI run).
     let (c, up) = (
         v["ceilings_mbps"].as_f64().unwrap(),
         v["uplink_mbps"].as_f64().unwrap(),

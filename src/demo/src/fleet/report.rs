@@ -15,7 +15,9 @@ pub struct FleetReport {
     pub before_mbps: f64,
     /// Their rate under the coordinator's allocation, Mb/s.
     pub allocated_mbps: f64,
-    /// The ceilings the allocation put in force, together, Mb/s (at most the uplink).
+    /// The ceilings of one coordinator round, every host's allocation of it, together, Mb/s (at
+    /// most the uplink; the ceilings in force, read from the hosts one after the other, may
+    /// mix two rounds).
     pub ceilings_mbps: f64,
     /// The coordinator whose host was killed.
     pub killed: String,
