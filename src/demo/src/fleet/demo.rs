@@ -198,7 +198,7 @@ fn allocated(
 }
 
 /// The ceilings of every host's allocation, together, Mb/s, once one read of etcd finds all
-/// `hosts` allocations of the same coordinator round (a round's allocations fit the uplink;
+/// `hosts` allocations of the same coordinator round, each with ceilings (a round's fit the uplink;
 /// the ceilings in force, read from each host's snapshot, may mix two rounds, as each host
 /// reads its own when it polls). None: none did within 10 s.
 fn one_round(url: &str, hosts: usize) -> Option<f64> {
@@ -209,7 +209,10 @@ fn one_round(url: &str, hosts: usize) -> Option<f64> {
             .ok();
         if let Some((all, _)) = read {
             let round = all.first().map(|a| a.round);
-            if all.len() == hosts && all.iter().all(|a| Some(a.round) == round) {
+            let full = all
+                .iter()
+                .all(|a| Some(a.round) == round && !a.vms.is_empty());
+            if all.len() == hosts && full {
                 return Some(all.iter().flat_map(|a| &a.vms).map(|v| v.max_mbps).sum());
             }
         }
