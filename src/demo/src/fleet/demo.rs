@@ -4,7 +4,7 @@
 use crate::error::DemoError;
 use crate::fleet::host::{FleetHost, Join};
 use crate::fleet::report::FleetReport;
-use crate::fleet::watch::{ceilings, detail, rate, throttled, wait};
+use crate::fleet::watch::{allocations, ceilings, detail, rate, throttled, wait};
 use resex_embedded::GuestCommand;
 use resex_fleet::etcd::Fleet;
 use resex_fleet::local::LocalEtcd;
@@ -204,10 +204,7 @@ fn allocated(
 fn one_round(url: &str, hosts: usize) -> Option<f64> {
     let t = Instant::now();
     while t.elapsed() < Duration::from_secs(10) {
-        let read = Fleet::connect(&FleetConfig::new(vec![url.to_owned()]))
-            .and_then(|mut f| f.allocations())
-            .ok();
-        if let Some((all, _)) = read {
+        if let Some((all, _)) = allocations(url) {
             let round = all.first().map(|a| a.round);
             let full = all
                 .iter()

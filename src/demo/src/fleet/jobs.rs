@@ -16,14 +16,14 @@
 use crate::error::DemoError;
 use crate::fleet::demo::{fleet_up, set_topology, Notes};
 use crate::fleet::host::{FleetHost, Join};
-use crate::fleet::watch::wait;
+use crate::fleet::watch::{allocations, wait};
 use measure::iteration_ms;
 pub use measure::Rounds;
 use resex_api::VmSnap;
 use resex_embedded::GuestCommand;
 use resex_fleet::etcd::{unix_ms, Fleet};
 use resex_fleet::local::LocalEtcd;
-use resex_fleet::{Allocation, FleetConfig, RoundReport, Topology};
+use resex_fleet::{FleetConfig, RoundReport, Topology};
 use resex_scenario::Scenario;
 use resex_softhca::Uplink;
 use serde::Serialize;
@@ -218,13 +218,6 @@ fn round(url: &str) -> Option<RoundReport> {
         .and_then(|mut f| f.round())
         .ok()
         .flatten()
-}
-
-/// Every host's allocation and the coordinator's last round report, if they can be read.
-fn allocations(url: &str) -> Option<(Vec<Allocation>, Option<RoundReport>)> {
-    Fleet::connect(&FleetConfig::new(vec![url.to_owned()]))
-        .and_then(|mut f| f.allocations())
-        .ok()
 }
 
 /// Each job's VM on its host, now.

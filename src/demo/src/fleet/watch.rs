@@ -5,7 +5,16 @@
 use crate::error::DemoError;
 use crate::fleet::host::FleetHost;
 use resex_api::VmSnap;
+use resex_fleet::etcd::Fleet;
+use resex_fleet::{Allocation, FleetConfig, RoundReport};
 use std::time::{Duration, Instant};
+
+/// Every host's allocation and the coordinator's last round report, if they can be read.
+pub(crate) fn allocations(url: &str) -> Option<(Vec<Allocation>, Option<RoundReport>)> {
+    Fleet::connect(&FleetConfig::new(vec![url.to_owned()]))
+        .and_then(|mut f| f.allocations())
+        .ok()
+}
 
 /// Every running host's VMs now.
 fn vms(hosts: &[FleetHost]) -> impl Iterator<Item = VmSnap> + '_ {
