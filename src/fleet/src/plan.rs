@@ -401,6 +401,54 @@ mod tests {
     }
 
     #[test]
+    fn a_scheduled_link_keeps_its_schedules_through_a_noisy_score() {
+        let mut t = topo();
+        t.compat.adaptive = true;
+        // 11.75 MB a period (94 ms at 1 Gb/s), measured colliding at `period` with arcs half
+        // of it (alone: 248 ms for 308).
+        let job = |name: &str, period_ms: f64, bytes: f64| VmSummary {
+            period: Some(crate::record::JobPeriod {
+                period_ms,
+                last_start_unix_ms: 1.79e12,
+                bytes_per_period: bytes,
+                duty: 0.5,
+                confidence: 0.9,
+                latest_period_ms: None,
+            }),
+            ..vm(name, 300.0, false, None)
+        };
+        let fleet = |pb: f64, bytes: f64| {
+            vec![
+                summary("a", vec![job("ja", 308.0, bytes)]),
+                summary("b", vec![job("jb", pb, bytes)]),
+            ]
+        };
+        let score = |rep: &RoundReport| rep.links[0].score.unwrap();
+        let at = |k: u64| 1_790_000_000_000 + 1000 * k;
+        let mut pl = Planner::default();
+        let (_, rep) = pl.round(&t, &fleet(308.0, 11.75e6), "a", at(1)).unwrap();
+        assert!(score(&rep) >= 0.9 && rep.schedules == 2, "{rep:?}");
+        // One job read 9% short (as live on a busy machine): two periods (0.81), under the threshold
+        // but within KEEP_MARGIN of it; the link keeps its schedules.
+        let noisy = fleet(280.0, 11.75e6);
+        let (_, rep) = pl.round(&t, &noisy, "a", at(2)).unwrap();
+        let s = score(&rep);
+        assert!(
+            s < t.compat.threshold && s >= t.compat.threshold - crate::compat::KEEP_MARGIN,
+            "{s}"
+        );
+        assert_eq!(rep.schedules, 2, "held: {rep:?}");
+        // The same reading on a link that held no schedules: fair.
+        let (_, rep) = Planner::default().round(&t, &noisy, "a", at(2)).unwrap();
+        assert_eq!(rep.schedules, 0, "{rep:?}");
+        // Far under the threshold (the jobs now send 30 MB each, 240 ms of 308): fair again.
+        let (_, rep) = pl.round(&t, &fleet(308.0, 30e6), "a", at(3)).unwrap();
+        let s = score(&rep);
+        assert!(s < t.compat.threshold - crate::compat::KEEP_MARGIN, "{s}");
+        assert_eq!(rep.schedules, 0, "{rep:?}");
+    }
+
+    #[test]
     fn schedules_hold_on_links_not_scored_this_round_and_long_names_are_matched() {
         // 40 two-host links, each with two compatible jobs; only 32 are scored a round.
         let mut toml = String::new();

@@ -109,7 +109,8 @@ pub struct CompatSettings {
     /// 1.19-1.29x faster than fair on real processes, 1.15-1.36x on the lab fabric, but 2%
     /// slower where the pair already took turns: docs/fleet.md).
     pub adaptive: bool,
-    /// A link's jobs are compatible from this score (the circle's, rotated), 0..=1.
+    /// A link's jobs are compatible from this score (the circle's, rotated), 0..=1; a link
+    /// already scheduled stays so down to `threshold - compat::KEEP_MARGIN` (hysteresis).
     pub threshold: f64,
     /// A job's weight is `1 + gain x progress` (0..=100; the paper's experiment: 10).
     pub gain: f64,
