@@ -106,15 +106,15 @@ pub struct JobReport {
     /// Its iteration time in the second run's window over the stretches the detector looked
     /// at, ms: for each verdict read, the monitor's exact byte count over that verdict's
     /// stretch (interpolated between readings 100 ms apart) divided by one iteration's bytes;
-    /// the median (None: no verdict's stretch lay in
-    /// the window). The truth the detected period is compared with (a job's iterations speed
+    /// the median (None: no verdict was read in the window, its stretch within the byte
+    /// counts, read from 10 s before the window). The truth the detected period is compared with (a job's iterations speed
     /// up or slow down as it drifts or slides apart from its neighbour). Read once settled:
     /// soon after the start, the incompatible pair's jobs take turns being ahead and are read
     /// at a multiple of their period more often (docs/fleet.md).
     pub true_period_ms: Option<f64>,
     /// The period resexd detected, ms: the median of its fresh verdicts read in the second
-    /// run's window whose stretch lay in it, of its held ones when it has no fresh one (None:
-    /// none).
+    /// run's window (their stretches within the byte counts, read from 10 s before it), of its
+    /// held ones when it has no fresh one (None: none).
     pub detected_period_ms: Option<f64>,
     /// Its iteration time in the fair run's window, ms.
     pub fair_iter_ms: f64,
@@ -357,8 +357,17 @@ fn run_once(
         "the window {:.0} s after the jobs' start, {:.0} s long",
         o.settle_s, o.window_s
     ));
-    settle(&mut hosts, begin.saturating_duration_since(Instant::now()))?;
-    let after_start_s = start.elapsed().as_secs_f64();
+    // The byte counts are read from LEAD before the window (later: the window begins LEAD
+    // after they are first read), so a verdict read early in the window has its stretch counted.
+    settle(
+        &mut hosts,
+        begin
+            .checked_sub(measure::LEAD)
+            .map_or(Duration::ZERO, |b| {
+                b.saturating_duration_since(Instant::now())
+            }),
+    )?;
+    let after_start_s = (start.elapsed() + measure::LEAD).as_secs_f64();
     let (iter_ms, rounds, periods, scheduled, scores) =
         iteration_ms(&hosts, seconds(o.window_s, 1.0), &url);
     let links = links

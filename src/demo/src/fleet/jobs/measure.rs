@@ -8,7 +8,15 @@ use resex_api::VmSnap;
 use serde::Serialize;
 use std::time::{Duration, Instant};
 
-/// Each job's iteration time over `window`, ms, from its monitor's exact byte count; the
+/// How long before the window the jobs' byte counts are read from: longer than the detector's
+/// history (8 192 intervals of 1 ms) and a verdict's age, so that every verdict read in the
+/// window has its whole stretch counted (without it only verdicts read in the window's second
+/// half could be compared: fewer for a pair that all but fills its link, found periodic in
+/// some looks only).
+pub(super) const LEAD: Duration = Duration::from_secs(10);
+
+/// Reads the byte counts for [`LEAD`], then for `window`: each job's iteration time over
+/// `window`, ms, from its monitor's exact byte count; the
 /// coordinator's rounds; each job's detected period and its truth over the same stretches
 /// ([`Periods`]); each job's rounds under a schedule.
 pub(super) fn iteration_ms(
@@ -21,11 +29,7 @@ pub(super) fn iteration_ms(
         .iter()
         .enumerate()
         .map(|(k, j)| {
-            let (first, last) = (w.series.first(), w.series.last());
-            let (Some((t0, b0)), Some((t1, b1))) = (first, last) else {
-                return f64::INFINITY;
-            };
-            iteration_over(*j, b1[k].saturating_sub(b0[k]), t1 - t0)
+            sent_in_window(&w.series, k).map_or(f64::INFINITY, |(b, ms)| iteration_over(*j, b, ms))
         })
         .collect();
     let periods = w
@@ -36,6 +40,14 @@ pub(super) fn iteration_ms(
         .map(|(k, (rs, j))| compare(rs, &w.series, k, j))
         .collect();
     (ms, w.rounds, periods, w.scheduled, w.scores)
+}
+
+/// Job `k`'s bytes sent from the first reading in the window (at 0 ms or later) to the last,
+/// and the milliseconds between them (None: no reading in the window).
+fn sent_in_window(series: &Series, k: usize) -> Option<(u64, f64)> {
+    let (t0, b0) = series.iter().find(|(t, _)| *t >= 0.0)?;
+    let (t1, b1) = series.last()?;
+    Some((b1.get(k)?.saturating_sub(*b0.get(k)?), t1 - t0))
 }
 
 /// A job's iteration time, ms, from the bytes it sent over `ms` milliseconds.
@@ -49,8 +61,9 @@ fn iteration_over(j: JobSpec, bytes: u64, ms: f64) -> f64 {
     }
 }
 
-/// Each job's detected period (the median of its fresh verdicts whose stretch lies in the
-/// window; of its held ones when it has none) and its iteration time as the monitor counted it
+/// Each job's detected period (the median of its fresh verdicts read in the window whose
+/// stretch lies in the byte counts read, from [`LEAD`] before it; of its held ones when it has
+/// none) and its iteration time as the monitor counted it
 /// over each of those stretches (the median): a job whose iterations speed up or slow down within the window (two jobs drifting
 /// apart) is compared over what the detector looked at. None: no verdict's stretch lay in it.
 pub(super) type Periods = Vec<Option<(f64, f64)>>;
@@ -58,7 +71,8 @@ pub(super) type Periods = Vec<Option<(f64, f64)>>;
 /// Each scored link's scores, one per round read, in the order first seen.
 pub(super) type LinkScores = Vec<(String, Vec<f64>)>;
 
-/// The jobs' byte counts through a window: ms since it began, each job's bytes.
+/// The jobs' byte counts through a window: ms since it began (negative before it, from
+/// [`LEAD`] on), each job's bytes.
 type Series = Vec<(f64, Vec<u64>)>;
 
 /// One verdict read: its period and the stretch it looked at, ms since the window began.
@@ -121,7 +135,7 @@ struct Watched {
     rounds: Rounds,
     /// The jobs' byte counts.
     series: Series,
-    /// Each job's verdicts whose stretch lies in the window.
+    /// Each job's verdicts read in the window whose stretch lies in the byte counts.
     readings: Vec<Vec<Reading>>,
     /// Each job's rounds in which its host's allocation held a schedule for it.
     scheduled: Vec<u64>,
@@ -140,7 +154,8 @@ const READS_PER_ROUND_READ: u32 = 5;
 /// every [`READS_PER_ROUND_READ`] reads (each new round counted once; rounds published between
 /// two reads are missed).
 fn watch(hosts: &[FleetHost], url: &str, window: Duration) -> Watched {
-    let t = Instant::now();
+    let lead_ms = LEAD.as_secs_f64() * 1000.0;
+    let t = Instant::now() + LEAD;
     let mut w = Watched {
         rounds: Rounds::default(),
         series: Vec::new(),
@@ -150,26 +165,35 @@ fn watch(hosts: &[FleetHost], url: &str, window: Duration) -> Watched {
     };
     let mut last = None;
     for n in 0u32.. {
-        let (now, vms) = (t.elapsed().as_secs_f64() * 1000.0, job_vms(hosts));
+        let (now, vms) = (ms_since(t), job_vms(hosts));
         let bytes = vms
             .iter()
             .map(|v| v.as_ref().map_or(0, |v| v.tx_bytes_total));
         w.series.push((now, bytes.collect()));
         for (k, v) in vms.iter().enumerate() {
-            if let Some(x) = v.as_ref().and_then(|v| reading(v, now)) {
+            if let Some(x) = v.as_ref().and_then(|v| reading(v, now, lead_ms)) {
                 w.readings[k].push(x);
             }
         }
-        if t.elapsed() >= window {
+        if ms_since(t) >= window.as_secs_f64() * 1000.0 {
             break;
         }
-        let left = window.saturating_sub(t.elapsed());
+        let left = (t + window).saturating_duration_since(Instant::now());
         std::thread::sleep(Duration::from_millis(READ_MS).min(left));
-        if n % READS_PER_ROUND_READ == 0 {
+        if now >= 0.0 && n % READS_PER_ROUND_READ == 0 {
             count_round(url, &mut last, &mut w);
         }
     }
     w
+}
+
+/// Milliseconds from `t` to now (negative before it).
+fn ms_since(t: Instant) -> f64 {
+    let now = Instant::now();
+    match now.checked_duration_since(t) {
+        Some(d) => d.as_secs_f64() * 1000.0,
+        None => -(t - now).as_secs_f64() * 1000.0,
+    }
 }
 
 /// Reads the coordinator's allocations and round report; a new round is counted, with each
@@ -232,17 +256,18 @@ pub(super) fn window_score(
     }
 }
 
-/// A VM's verdict read `now` ms into the window, if its stretch began in the window. A verdict
+/// A VM's verdict read `now` ms into the window (None before it), if its stretch began at most
+/// `lead_ms` before the window (the byte counts reach back that far). A verdict
 /// held over looks that found none (`why_not` beside it) is not fresh: its age is the latest
 /// look's, so its stretch is placed up to a few looks late; it is compared only when a job has
 /// no fresh one in the window (a pair that all but fills its link is found aperiodic in some
 /// looks, the more so on a busy machine).
 #[allow(clippy::cast_precision_loss)]
-fn reading(v: &VmSnap, now: f64) -> Option<Reading> {
+fn reading(v: &VmSnap, now: f64, lead_ms: f64) -> Option<Reading> {
     let p = v.period.as_ref()?;
     let to_ms = now - p.age_ms as f64;
     let from_ms = to_ms - p.samples as f64;
-    (from_ms >= 0.0).then_some(Reading {
+    (now >= 0.0 && from_ms >= -lead_ms).then_some(Reading {
         period_ms: p.found.as_ref()?.period_ms,
         from_ms,
         to_ms,
@@ -352,15 +377,35 @@ mod tests {
             ..Default::default()
         };
         assert!(
-            reading(&v, 8000.0).is_none(),
+            reading(&v, 8000.0, 0.0).is_none(),
             "its stretch began before the window"
         );
-        let r = reading(&v, 9000.0).unwrap();
+        let r = reading(&v, 9000.0, 0.0).unwrap();
         assert_eq!((r.from_ms, r.to_ms, r.fresh), (708.0, 8900.0, true));
+        // With the byte counts read from 10 s before the window: a verdict read early in it.
+        let r = reading(&v, 1000.0, 10_000.0).unwrap();
+        assert_eq!((r.from_ms, r.to_ms), (-7292.0, 900.0));
+        assert!(
+            reading(&v, -1.0, 10_000.0).is_none(),
+            "read before the window"
+        );
+        assert!(reading(&v, 1000.0, 7000.0).is_none(), "before the counts");
         let mut held = v.clone();
         held.period.as_mut().unwrap().why_not = Some("held".into());
-        assert!(!reading(&held, 9000.0).unwrap().fresh, "held over a look");
+        assert!(
+            !reading(&held, 9000.0, 0.0).unwrap().fresh,
+            "held over a look"
+        );
         held.period.as_mut().unwrap().found = None;
-        assert!(reading(&held, 9000.0).is_none(), "none found");
+        assert!(reading(&held, 9000.0, 0.0).is_none(), "none found");
+        // The iteration time over the window leaves the lead out: from the first reading at 0
+        // ms or later.
+        let lead: Series = vec![
+            (-500.0, vec![0, 0, 0, 0]),
+            (0.0, vec![per, 0, 0, 0]),
+            (700.0, vec![3 * per, 0, 0, 0]),
+        ];
+        assert_eq!(sent_in_window(&lead, 0), Some((2 * per, 700.0)));
+        assert_eq!(sent_in_window(&lead[..1].to_vec(), 0), None);
     }
 }
