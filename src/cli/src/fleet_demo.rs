@@ -25,7 +25,7 @@ pub struct DemoArgs {
     #[arg(long)]
     pub jobs: bool,
     /// With --jobs: seconds each measurement window lasts (at least 11: the detector's history
-    /// must fit in it).
+    /// and a few of its verdicts).
     #[arg(long, default_value_t = 16.0, requires = "jobs")]
     pub window: f64,
     /// With --jobs: seconds from the jobs' start to the window, in each run (later if the
@@ -79,7 +79,8 @@ pub fn run(a: &DemoArgs) -> Result<()> {
 }
 
 /// The shortest `--window`: the detector's history (8.2 s) and a verdict's age (up to 2 s),
-/// with room for a few readings.
+/// with room for a few readings (the byte counts are read from before the window, so every
+/// verdict read in it is compared; a shorter window holds few verdicts and rounds).
 const MIN_WINDOW_S: f64 = 11.0;
 
 /// `--jobs`: the periodic jobs, fair then adaptive.
@@ -87,7 +88,7 @@ fn jobs(a: &DemoArgs) -> Result<()> {
     if !(a.window.is_finite() && (MIN_WINDOW_S..=600.0).contains(&a.window)) {
         return Err(anyhow!(
             "--window {} must be {MIN_WINDOW_S} to 600 seconds (the detector's history, 8.2 s, \
-             must fit in it for a period to be compared)",
+             and a few of its verdicts)",
             a.window
         ));
     }

@@ -197,8 +197,9 @@ fn score(c: &mut LinkCompat, jobs: &[Candidate<'_>], capacity_mbps: f64, cfg: &C
     }
 }
 
-/// How far below `[compat] threshold` the score of a link already on a grid (scheduled, the
-/// same jobs) may fall before the link is fair again. Live, the periods of the jobs of one
+/// How far below `[compat] threshold` the score of a link already on a grid (scheduled on one
+/// last round, the same jobs, each sending within [`SAME_BYTES`] of the bytes it was drawn
+/// with) may fall before the link is fair again. Live, the periods of the jobs of one
 /// grid are measured up to 15% apart on a busy 2-core machine (316 and 291 ms for one pair,
 /// 355 and 307 for another, identical jobs), so they fall into two periods and the circle
 /// scores them 0.81 for a few rounds; at one threshold the schedules stopped and started again
@@ -207,7 +208,7 @@ fn score(c: &mut LinkCompat, jobs: &[Candidate<'_>], capacity_mbps: f64, cfg: &C
 pub const KEEP_MARGIN: f64 = 0.15;
 
 /// The least score at which a link's jobs are compatible: `threshold`, or
-/// `threshold - KEEP_MARGIN` for a link already scheduled (hysteresis).
+/// `threshold - KEEP_MARGIN` for a link already on a grid (hysteresis).
 fn entry_score(threshold: f64, scheduled: bool) -> f64 {
     if scheduled {
         threshold - KEEP_MARGIN
@@ -223,8 +224,9 @@ fn entry_score(threshold: f64, scheduled: bool) -> f64 {
 /// its capacity less the DRUM allocations `x` (per host, per VM, in the order of
 /// `summaries`) of the VMs on it that are not among the jobs (at least a tenth of it); arcs at
 /// the pool's rate. A job on several compatible links gets the first's. One pass over the
-/// summaries along each host's path. A link that held schedules last round keeps them while its
-/// score stays no more than [`KEEP_MARGIN`] under the threshold (hysteresis: see there).
+/// summaries along each host's path. A link on a grid keeps it (and its schedules) while its score
+/// stays no more than [`KEEP_MARGIN`] under the threshold and the grid holds (hysteresis: see
+/// there).
 #[must_use]
 pub(crate) fn schedules(
     t: &Topology,
@@ -241,15 +243,19 @@ pub(crate) fn schedules(
         .enumerate()
         .map(|(i, l)| (l.name.as_str(), i))
         .collect();
-    // The compatible links, by topology index, and their jobs (host, clipped VM name).
+    // The compatible links, by topology index, and their jobs (host, clipped VM name); those
+    // under the threshold, in only by the margin of the grid they are on.
     let mut compatible: HashMap<usize, &LinkCompat> = HashMap::new();
+    let mut by_margin = std::collections::HashSet::new();
     for c in links {
-        let scheduled = grids.get(&c.link).is_some_and(|g| g.serves_link(c));
-        let ok = scores
-            .get(&c.link)
-            .is_some_and(|s| *s >= entry_score(t.compat.threshold, scheduled));
+        let on_grid = grids.get(&c.link).is_some_and(|g| g.serves_link(c));
+        let score = scores.get(&c.link).copied();
+        let ok = score.is_some_and(|s| s >= entry_score(t.compat.threshold, on_grid));
         if let (true, Some(&l)) = (ok && c.jobs.len() >= 2, index.get(c.link.as_str())) {
             compatible.insert(l, c);
+            if score.is_some_and(|s| s < t.compat.threshold) {
+                by_margin.insert(l);
+            }
         }
     }
     if compatible.is_empty() {
@@ -301,6 +307,8 @@ pub(crate) fn schedules(
                 g.follow(&measured, now_unix_ms);
                 Some(g)
             }
+            // In by the margin of a grid that no longer holds (its jobs' bytes moved): fair.
+            None if by_margin.contains(&l) => continue,
             None => Grid::draw(jobs, pool, now_unix_ms),
         };
         if let Some(g) = &grid {

@@ -431,13 +431,25 @@ mod tests {
         // One job read 9% short (as live on a busy machine): two periods (0.81), under the threshold
         // but within KEEP_MARGIN of it; the link keeps its schedules.
         let noisy = fleet(280.0, 11.75e6);
-        let (_, rep) = pl.round(&t, &noisy, "a", at(2)).unwrap();
-        let s = score(&rep);
-        assert!(
-            s < t.compat.threshold && s >= t.compat.threshold - crate::compat::KEEP_MARGIN,
-            "{s}"
-        );
+        let in_margin =
+            |s: f64| s < t.compat.threshold && s >= t.compat.threshold - crate::compat::KEEP_MARGIN;
+        let (allocs, rep) = pl.round(&t, &noisy, "a", at(2)).unwrap();
+        assert!(in_margin(score(&rep)), "{rep:?}");
         assert_eq!(rep.schedules, 2, "held: {rep:?}");
+        assert!(
+            allocs.iter().all(|a| a.adaptive.iter().all(|s| s.grid)),
+            "on the grid it kept: {allocs:?}"
+        );
+        // Within the margin, but a job's bytes moved by more than SAME_BYTES: its grid no
+        // longer holds, and the link is not drawn a new one under the threshold.
+        let moved = vec![
+            summary("a", vec![job("ja", 308.0, 11.75e6)]),
+            summary("b", vec![job("jb", 280.0, 16e6)]),
+        ];
+        let mut again = pl.clone();
+        let (_, rep) = again.round(&t, &moved, "a", at(3)).unwrap();
+        assert!(in_margin(score(&rep)), "{rep:?}");
+        assert_eq!(rep.schedules, 0, "{rep:?}");
         // The same reading on a link that held no schedules: fair.
         let (_, rep) = Planner::default().round(&t, &noisy, "a", at(2)).unwrap();
         assert_eq!(rep.schedules, 0, "{rep:?}");

@@ -110,7 +110,7 @@ pub struct CompatSettings {
     /// slower where the pair already took turns: docs/fleet.md).
     pub adaptive: bool,
     /// A link's jobs are compatible from this score (the circle's, rotated), 0..=1; a link
-    /// already scheduled stays so down to `threshold - compat::KEEP_MARGIN` (hysteresis).
+    /// already on a grid stays so down to `threshold - compat::KEEP_MARGIN` (hysteresis).
     pub threshold: f64,
     /// A job's weight is `1 + gain x progress` (0..=100; the paper's experiment: 10).
     pub gain: f64,

@@ -107,13 +107,13 @@ pub struct JobReport {
     /// at, ms: for each verdict read, the monitor's exact byte count over that verdict's
     /// stretch (interpolated between readings 100 ms apart) divided by one iteration's bytes;
     /// the median (None: no verdict was read in the window, its stretch within the byte
-    /// counts, read from 10 s before the window). The truth the detected period is compared with (a job's iterations speed
+    /// counts, read from 12 s before the window). The truth the detected period is compared with (a job's iterations speed
     /// up or slow down as it drifts or slides apart from its neighbour). Read once settled:
     /// soon after the start, the incompatible pair's jobs take turns being ahead and are read
     /// at a multiple of their period more often (docs/fleet.md).
     pub true_period_ms: Option<f64>,
     /// The period resexd detected, ms: the median of its fresh verdicts read in the second
-    /// run's window (their stretches within the byte counts, read from 10 s before it), of its
+    /// run's window (their stretches within the byte counts, read from 12 s before it), of its
     /// held ones when it has no fresh one (None: none).
     pub detected_period_ms: Option<f64>,
     /// Its iteration time in the fair run's window, ms.

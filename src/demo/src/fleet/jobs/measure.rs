@@ -9,11 +9,12 @@ use serde::Serialize;
 use std::time::{Duration, Instant};
 
 /// How long before the window the jobs' byte counts are read from: longer than the detector's
-/// history (8 192 intervals of 1 ms) and a verdict's age, so that every verdict read in the
+/// history (8 192 intervals of 1 ms) and a verdict's age (resexd looks every 2 s), so that
+/// every verdict read in the
 /// window has its whole stretch counted (without it only verdicts read in the window's second
 /// half could be compared: fewer for a pair that all but fills its link, found periodic in
 /// some looks only).
-pub(super) const LEAD: Duration = Duration::from_secs(10);
+pub(super) const LEAD: Duration = Duration::from_secs(12);
 
 /// Reads the byte counts for [`LEAD`], then for `window`: each job's iteration time over
 /// `window`, ms, from its monitor's exact byte count; the
@@ -154,8 +155,8 @@ const READS_PER_ROUND_READ: u32 = 5;
 /// every [`READS_PER_ROUND_READ`] reads (each new round counted once; rounds published between
 /// two reads are missed).
 fn watch(hosts: &[FleetHost], url: &str, window: Duration) -> Watched {
-    let lead_ms = LEAD.as_secs_f64() * 1000.0;
     let t = Instant::now() + LEAD;
+    let mut in_window = 0u32;
     let mut w = Watched {
         rounds: Rounds::default(),
         series: Vec::new(),
@@ -164,12 +165,14 @@ fn watch(hosts: &[FleetHost], url: &str, window: Duration) -> Watched {
         scores: Vec::new(),
     };
     let mut last = None;
-    for n in 0u32.. {
+    loop {
         let (now, vms) = (ms_since(t), job_vms(hosts));
         let bytes = vms
             .iter()
             .map(|v| v.as_ref().map_or(0, |v| v.tx_bytes_total));
         w.series.push((now, bytes.collect()));
+        // The counts reach back to the first reading.
+        let lead_ms = -w.series[0].0;
         for (k, v) in vms.iter().enumerate() {
             if let Some(x) = v.as_ref().and_then(|v| reading(v, now, lead_ms)) {
                 w.readings[k].push(x);
@@ -180,8 +183,11 @@ fn watch(hosts: &[FleetHost], url: &str, window: Duration) -> Watched {
         }
         let left = (t + window).saturating_duration_since(Instant::now());
         std::thread::sleep(Duration::from_millis(READ_MS).min(left));
-        if now >= 0.0 && n % READS_PER_ROUND_READ == 0 {
-            count_round(url, &mut last, &mut w);
+        if now >= 0.0 {
+            if in_window.is_multiple_of(READS_PER_ROUND_READ) {
+                count_round(url, &mut last, &mut w);
+            }
+            in_window += 1;
         }
     }
     w
@@ -382,7 +388,7 @@ mod tests {
         );
         let r = reading(&v, 9000.0, 0.0).unwrap();
         assert_eq!((r.from_ms, r.to_ms, r.fresh), (708.0, 8900.0, true));
-        // With the byte counts read from 10 s before the window: a verdict read early in it.
+        // With the byte counts read from 12 s before the window: a verdict read early in it.
         let r = reading(&v, 1000.0, 10_000.0).unwrap();
         assert_eq!((r.from_ms, r.to_ms), (-7292.0, 900.0));
         assert!(
