@@ -154,8 +154,12 @@ pub struct LinkScore {
 pub struct JobsReport {
     /// Each uplink's rate, Mb/s.
     pub uplink_mbps: f64,
-    /// Each measurement window, s.
+    /// Each measurement window, s (`--window`).
     pub window_s: f64,
+    /// How long each run's window lasted, s (fair, then the second run): the second runs on,
+    /// up to twice `window_s`, until every job has a period read and both uplinks have been
+    /// scored.
+    pub windows_s: [f64; 2],
     /// The jobs.
     pub jobs: Vec<JobReport>,
     /// The uplinks' scores in the second run's window (see [`LinkScore`]).
@@ -282,6 +286,7 @@ pub fn run_jobs(o: &JobsOptions, notes: &mut dyn Notes) -> Result<JobsReport, De
         links: second.links,
         schedules: second.schedules,
         window_after_start_s: [fair.after_start_s, second.after_start_s],
+        windows_s: [fair.window_s, second.window_s],
         rounds: second.rounds,
         adaptive: o.adaptive,
     })
@@ -291,6 +296,8 @@ pub fn run_jobs(o: &JobsOptions, notes: &mut dyn Notes) -> Result<JobsReport, De
 struct Run {
     /// When its window began, seconds after the jobs' start.
     after_start_s: f64,
+    /// How long its window lasted, s.
+    window_s: f64,
     /// Each job's rounds in the window in which its host held a schedule for it.
     scheduled: Vec<u64>,
     /// Each job's iteration time over the window, ms.
@@ -368,8 +375,15 @@ fn run_once(
             }),
     )?;
     let after_start_s = (start.elapsed() + measure::LEAD).as_secs_f64();
-    let (iter_ms, rounds, periods, scheduled, scores) =
-        iteration_ms(&hosts, seconds(o.window_s, 1.0), &url);
+    // The second run's window runs on until every period is read and both uplinks scored.
+    let measure::Measured {
+        iter_ms,
+        rounds,
+        periods,
+        scheduled,
+        scores,
+        window_s,
+    } = iteration_ms(&hosts, seconds(o.window_s, 1.0), n > 1, &url);
     let links = links
         .into_iter()
         .map(|l| {
@@ -389,6 +403,7 @@ fn run_once(
     drop(etcd);
     Ok(Run {
         after_start_s,
+        window_s,
         scheduled,
         iter_ms,
         periods,

@@ -16,16 +16,43 @@ use std::time::{Duration, Instant};
 /// some looks only).
 pub(super) const LEAD: Duration = Duration::from_secs(12);
 
-/// Reads the byte counts for [`LEAD`], then for `window`: each job's iteration time over
-/// `window`, ms, from its monitor's exact byte count; the
-/// coordinator's rounds; each job's detected period and its truth over the same stretches
-/// ([`Periods`]); each job's rounds under a schedule.
+/// The most a window that runs on ([`iteration_ms`]'s `run_on`) lasts, in windows.
+pub(super) const MAX_RUN_ON: f64 = 2.0;
+
+/// What a window measured ([`iteration_ms`]).
+pub(super) struct Measured {
+    /// Each job's iteration time over the window, ms.
+    pub iter_ms: Vec<f64>,
+    /// The coordinator's rounds.
+    pub rounds: Rounds,
+    /// Each job's detected period and its truth over the same stretches.
+    pub periods: Periods,
+    /// Each job's rounds under a schedule.
+    pub scheduled: Vec<u64>,
+    /// Each scored link's scores.
+    pub scores: LinkScores,
+    /// How long the window lasted, s.
+    pub window_s: f64,
+}
+
+/// Reads the byte counts for [`LEAD`], then for `window` (with `run_on`, on until every job
+/// has a period read and every uplink has been scored, up to [`MAX_RUN_ON`] windows: a pair
+/// that all but fills its link is found periodic in some looks only, on a busy machine for
+/// tens of seconds at a time): each job's iteration time over the window, ms, from its
+/// monitor's exact byte count; the coordinator's rounds; each job's detected period and its
+/// truth over the same stretches ([`Periods`]); each job's rounds under a schedule.
 pub(super) fn iteration_ms(
     hosts: &[FleetHost],
     window: Duration,
+    run_on: bool,
     url: &str,
-) -> (Vec<f64>, Rounds, Periods, Vec<u64>, LinkScores) {
-    let w = watch(hosts, url, window);
+) -> Measured {
+    let most = if run_on {
+        window.mul_f64(MAX_RUN_ON)
+    } else {
+        window
+    };
+    let w = watch(hosts, url, window, most);
     let ms = JOBS
         .iter()
         .enumerate()
@@ -40,7 +67,14 @@ pub(super) fn iteration_ms(
         .enumerate()
         .map(|(k, (rs, j))| compare(rs, &w.series, k, j))
         .collect();
-    (ms, w.rounds, periods, w.scheduled, w.scores)
+    Measured {
+        iter_ms: ms,
+        rounds: w.rounds,
+        periods,
+        scheduled: w.scheduled,
+        window_s: w.series.last().map_or(0.0, |(t, _)| t / 1000.0),
+        scores: w.scores,
+    }
 }
 
 /// Job `k`'s bytes sent from the first reading in the window (at 0 ms or later) to the last,
@@ -154,7 +188,7 @@ const READS_PER_ROUND_READ: u32 = 5;
 /// intervals are 1 ms; see [`reading`]), and the coordinator's allocations and round report
 /// every [`READS_PER_ROUND_READ`] reads (each new round counted once; rounds published between
 /// two reads are missed).
-fn watch(hosts: &[FleetHost], url: &str, window: Duration) -> Watched {
+fn watch(hosts: &[FleetHost], url: &str, window: Duration, most: Duration) -> Watched {
     let t = Instant::now() + LEAD;
     let mut in_window = 0u32;
     let mut w = Watched {
@@ -178,10 +212,16 @@ fn watch(hosts: &[FleetHost], url: &str, window: Duration) -> Watched {
                 w.readings[k].push(x);
             }
         }
-        if ms_since(t) >= window.as_secs_f64() * 1000.0 {
+        let done = ms_since(t) / 1000.0;
+        if done >= most.as_secs_f64() || (done >= window.as_secs_f64() && seen_all(&w)) {
             break;
         }
-        let left = (t + window).saturating_duration_since(Instant::now());
+        let until = if done < window.as_secs_f64() {
+            window
+        } else {
+            most
+        };
+        let left = (t + until).saturating_duration_since(Instant::now());
         std::thread::sleep(Duration::from_millis(READ_MS).min(left));
         if now >= 0.0 {
             if in_window.is_multiple_of(READS_PER_ROUND_READ) {
@@ -191,6 +231,18 @@ fn watch(hosts: &[FleetHost], url: &str, window: Duration) -> Watched {
         }
     }
     w
+}
+
+/// Whether every job has a period read and every uplink of the jobs has been scored.
+fn seen_all(w: &Watched) -> bool {
+    let links = JOBS
+        .iter()
+        .enumerate()
+        .filter(|(k, j)| JOBS[..*k].iter().all(|o| o.link != j.link));
+    w.readings.iter().all(|r| !r.is_empty())
+        && links
+            .into_iter()
+            .all(|(_, j)| w.scores.iter().any(|(l, _)| l == j.link))
 }
 
 /// Milliseconds from `t` to now (negative before it).
@@ -295,6 +347,28 @@ fn median(mut v: Vec<f64>) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_window_runs_on_until_every_period_is_read_and_every_uplink_scored() {
+        let r = Reading {
+            period_ms: 300.0,
+            from_ms: 0.0,
+            to_ms: 1.0,
+            fresh: true,
+        };
+        let mut w = Watched {
+            rounds: Rounds::default(),
+            series: Vec::new(),
+            readings: vec![vec![r]; JOBS.len()],
+            scheduled: vec![0; JOBS.len()],
+            scores: vec![("uplink-a".into(), vec![1.0])],
+        };
+        assert!(!seen_all(&w), "uplink-b not scored");
+        w.scores.push(("uplink-b".into(), vec![0.6]));
+        assert!(seen_all(&w));
+        w.readings[3].clear();
+        assert!(!seen_all(&w), "job-b2 has no period read");
+    }
 
     #[test]
     fn a_links_score_is_the_median_of_its_windows_rounds() {
