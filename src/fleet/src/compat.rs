@@ -248,7 +248,8 @@ pub(crate) fn schedules(
     let mut compatible: HashMap<usize, &LinkCompat> = HashMap::new();
     let mut by_margin = std::collections::HashSet::new();
     for c in links {
-        let on_grid = grids.get(&c.link).is_some_and(|g| g.serves_link(c));
+        // Whether the grid still holds for these jobs is checked below, once, where it is kept.
+        let on_grid = grids.contains_key(&c.link);
         let score = scores.get(&c.link).copied();
         let ok = score.is_some_and(|s| s >= entry_score(t.compat.threshold, on_grid));
         if let (true, Some(&l)) = (ok && c.jobs.len() >= 2, index.get(c.link.as_str())) {
@@ -307,7 +308,7 @@ pub(crate) fn schedules(
                 g.follow(&measured, now_unix_ms);
                 Some(g)
             }
-            // In by the margin of a grid that no longer holds (its jobs' bytes moved): fair.
+            // In by the margin of a grid that no longer holds (other jobs, or bytes moved): fair.
             None if by_margin.contains(&l) => continue,
             None => Grid::draw(jobs, pool, now_unix_ms),
         };

@@ -168,16 +168,6 @@ impl Grid {
         n == self.jobs.len()
     }
 
-    /// Whether it is the grid of `c`'s jobs (any order; their VM names as `c` clips them).
-    pub(crate) fn serves_link(&self, c: &crate::alloc::LinkCompat) -> bool {
-        self.jobs.len() == c.jobs.len()
-            && c.jobs.iter().all(|j| {
-                self.jobs
-                    .iter()
-                    .any(|(h, v)| *h == j.host && super::clip(v) == j.vm)
-            })
-    }
-
     /// Whether its jobs still send the bytes it was drawn with: each within [`SAME_BYTES`]
     /// (`measured`, in its job order).
     pub(crate) fn holds_for(&self, measured: &[JobPeriod]) -> bool {

@@ -235,14 +235,10 @@ fn watch(hosts: &[FleetHost], url: &str, window: Duration, most: Duration) -> Wa
 
 /// Whether every job has a period read and every uplink of the jobs has been scored.
 fn seen_all(w: &Watched) -> bool {
-    let links = JOBS
-        .iter()
-        .enumerate()
-        .filter(|(k, j)| JOBS[..*k].iter().all(|o| o.link != j.link));
     w.readings.iter().all(|r| !r.is_empty())
-        && links
-            .into_iter()
-            .all(|(_, j)| w.scores.iter().any(|(l, _)| l == j.link))
+        && JOBS
+            .iter()
+            .all(|j| w.scores.iter().any(|(l, _)| l == j.link))
 }
 
 /// Milliseconds from `t` to now (negative before it).
