@@ -410,6 +410,13 @@ mod tests {
         );
         assert_eq!(h.tick_late_p99_us, 20.0);
         assert_eq!(h.tick_late_max_us, 60.0);
-        assert!(!h.host_overloaded, "{h:?}");
+        // Judged on the phase's own figures: no stall, tick or missing-second reason. The
+        // machine's real steal over these 20 ms is read from /proc/stat and is not the test's
+        // to set (a VM whose hypervisor stole 25% of them failed here), so it is left out.
+        let own = judge(Health {
+            steal_pct: None,
+            ..h.clone()
+        });
+        assert!(!own.host_overloaded, "{h:?}");
     }
 }
