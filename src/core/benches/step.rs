@@ -2,15 +2,18 @@
 //! rings per VM), each VM's RAM a file mapped as resexd maps guest RAM, the memory behind
 //! `Arc<dyn GuestMemory>` as backends hand it over. Before each measured step every QP gets 4
 //! new WQEs and one CQE (untimed); the step then scans, drains mailboxes, measures the link and,
-//! with a policy, prices. Beside the step, in alternating blocks, the monitor's own tick over
-//! the same guests (`resex_ibmon::scan_all` over bare `VmMonitor`s, what `cargo bench -p
+//! with a policy, prices. Beside the step, round by round, the monitor's own tick over the
+//! same guests (`resex_ibmon::scan_all` over bare `VmMonitor`s, what `cargo bench -p
 //! resex-ibmon --bench monitor` times): the difference is what the core costs over the scan,
-//! measured in one run on the same memory. Each block runs one scanner as it runs alone (the
-//! guests write, it scans, again): rounds that alternated the two scanners had whichever went
-//! second read the lines the first had just brought in, two modes a hundred microseconds apart.
+//! measured in one run on the same memory. In a round the guests write, one scanner is timed
+//! and the other then catches up untimed, so the timed one always reads the new lines first, as
+//! it would alone (timing both in a round had whichever went second read the lines the first
+//! had brought in: two modes a hundred microseconds apart); the timed scanner alternates
+//! round by round, and each step is compared with the tick of the round beside it, so what
+//! drifts on a shared machine between rounds (tens of microseconds) cancels.
 //! Prints a table; not a timed test.
 //!
-//! `cargo bench -p resex-core --bench step`; `RESEX_STEP_PAIRS=N` sets the pairs per case (21),
+//! `cargo bench -p resex-core --bench step`; `RESEX_STEP_PAIRS=N` sets the pairs of rounds per case (210),
 //! `RESEX_STEP_POLICIES=none` runs only the no-policy cases (the targets).
 
 #![allow(missing_docs, clippy::cast_possible_truncation)]
@@ -109,52 +112,57 @@ fn work(h: &mut Host) {
     }
 }
 
-/// Which of the two scanners a block runs.
+/// The two scanners.
 #[derive(Clone, Copy, PartialEq)]
 enum Scanner {
     Tick,
     Step,
 }
 
-/// One untimed catch-up scan (the other scanner ran meanwhile: its WQEs are counted here), then
-/// `n` timed rounds of (the guests' work, when busy; one scan). Microseconds per timed scan.
-fn block(h: &mut Host, which: Scanner, n: usize, busy: bool) -> Vec<f64> {
-    let mut times = Vec::with_capacity(n);
-    for r in 0..=n {
-        if busy && r > 0 {
-            work(h);
+/// One scan by `which`; microseconds.
+fn scan(h: &mut Host, which: Scanner) -> f64 {
+    h.k += 1;
+    let t = Instant::now();
+    match which {
+        Scanner::Tick => {
+            let mut wqes = 0;
+            scan_all(&mut h.mons, BUDGET, |(_, m), _| wqes += m.total().wqes);
+            std::hint::black_box(wqes);
         }
-        h.k += 1;
-        let t = Instant::now();
-        match which {
-            Scanner::Tick => {
-                let mut wqes = 0;
-                scan_all(&mut h.mons, BUDGET, |(_, m), _| wqes += m.total().wqes);
-                std::hint::black_box(wqes);
-            }
-            Scanner::Step => {
-                let out = h.core.step(h.k * 1_000_000).unwrap();
-                std::hint::black_box(out.rows.len());
-                if busy && r > 0 {
-                    assert!(
-                        out.rows.iter().all(|r| r.delta.wqes == 8),
-                        "every VM counted"
-                    );
-                }
-            }
-        }
-        if r > 0 {
-            times.push(t.elapsed().as_nanos() as f64 / 1000.0);
+        Scanner::Step => {
+            let out = h.core.step(h.k * 1_000_000).unwrap();
+            std::hint::black_box(out.rows.len());
         }
     }
-    times
+    t.elapsed().as_nanos() as f64 / 1000.0
 }
 
-/// `pairs` pairs of blocks, the monitor's tick and the core's step, alternating which goes
-/// first. Each scanner runs as it would alone (the guests write, it scans, again), so each
-/// reads the guests' new lines as fresh and its own state as its last scan left it. Returns
-/// the medians of every tick and every step (us), and the median over the pairs of the
-/// difference of the pair's two block medians (us), with that median's range over the pairs.
+/// One round: the guests' work (when busy), a timed scan by `first`, then an untimed one by the
+/// other scanner (its catch-up). Each scanner scans once a round, so each reads one round of
+/// the guests' new lines, and the timed one reads them first, as it would alone.
+fn round(h: &mut Host, first: Scanner, busy: bool) -> f64 {
+    if busy {
+        work(h);
+    }
+    let took = scan(h, first);
+    let other = if first == Scanner::Tick {
+        Scanner::Step
+    } else {
+        Scanner::Tick
+    };
+    scan(h, other);
+    if busy {
+        // Outside the timed scan: every VM's work was counted.
+        let rows = &h.core.last_output().rows;
+        assert!(rows.iter().all(|r| r.delta.wqes == 8), "every VM counted");
+    }
+    took
+}
+
+/// `pairs` pairs of adjacent rounds, one timing the monitor's tick, the other the core's step,
+/// alternating which goes first. Returns the medians of every tick and every step (us), and the
+/// median over the pairs of the step's time minus the tick's (us), with its quartiles: adjacent
+/// rounds see the same machine, so the difference cancels what drifts between pairs.
 fn measure(h: &mut Host, pairs: usize, busy: bool) -> (f64, f64, f64, f64, f64) {
     let (mut ticks, mut steps, mut over) = (Vec::new(), Vec::new(), Vec::new());
     for p in 0..pairs {
@@ -163,26 +171,24 @@ fn measure(h: &mut Host, pairs: usize, busy: bool) -> (f64, f64, f64, f64, f64) 
         } else {
             [Scanner::Step, Scanner::Tick]
         };
-        let (mut t, mut s) = (Vec::new(), Vec::new());
+        let (mut t, mut s) = (0.0, 0.0);
         for which in order {
-            let times = block(h, which, BLOCK, busy);
+            let us = round(h, which, busy);
             match which {
-                Scanner::Tick => t = times,
-                Scanner::Step => s = times,
+                Scanner::Tick => t = us,
+                Scanner::Step => s = us,
             }
         }
-        over.push(median(s.clone()) - median(t.clone()));
-        ticks.extend(t);
-        steps.extend(s);
+        over.push(s - t);
+        ticks.push(t);
+        steps.push(s);
     }
     let (lo, hi) = quartiles(&over);
     (median(ticks), median(steps), median(over), lo, hi)
 }
 
-/// Timed scans per block.
-const BLOCK: usize = 10;
-/// Pairs of blocks per case.
-const PAIRS: usize = 21;
+/// Pairs of rounds per case.
+const PAIRS: usize = 210;
 
 /// Pairs per case: `RESEX_STEP_PAIRS`, else [`PAIRS`].
 fn pairs() -> usize {
@@ -208,7 +214,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 fn main() {
     println!("host core step, {VMS} VMs x 4 rings, RAM files behind Arc<dyn GuestMemory>");
     println!(
-        "{} pairs of blocks of {BLOCK} scans; over = median over pairs of (step block median - tick block median)",
+        "{} pairs of rounds (the guests write, one scanner is timed, the other catches up); over = median over pairs of (step - tick)",
         pairs()
     );
     println!(
