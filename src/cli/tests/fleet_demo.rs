@@ -58,13 +58,14 @@ fn the_fleet_demo_allocates_fails_over_and_leaves_no_stale_throttle() {
 /// `resex fleet demo --jobs --json` (issue 33 item 4): four embedded hosts, two on each of two
 /// shared uplinks of softhca's, periodic BenchEx jobs started together, a real etcd; a fair
 /// run and an adaptive run on one timeline. What must hold on any machine: resexd finds every
-/// job's period live, near its iteration time as the monitor counted it over the same
-/// stretches; the coordinator scores both uplinks and tells them apart; it hands the
+/// job's period live in both runs, near its iteration time as the monitor counted it over the
+/// same stretches (in the adaptive run, or near its grid's period); the coordinator scores both uplinks and tells them apart; it hands the
 /// compatible pair its schedules and never the incompatible one. How much faster the
 /// compatible pair runs is a measurement, not an assertion (docs/fleet.md: 0.99-1.29x of the
 /// fair run in five runs here, by where noise had left the fair run's jobs), and so is how
-/// close each period is found (within 1% in most runs, up to 7% for a job sliding on its grid,
-/// twice its period for the incompatible pair in 1 run of 10).
+/// close each period is found (within 1% in most runs, up to 10% short of its counted
+/// iterations for a job sliding on its grid, twice its period for the incompatible pair in 1
+/// run of 10).
 #[test]
 fn the_jobs_demo_detects_every_period_tells_the_uplinks_apart_and_schedules_the_compatible_pair() {
     if !resex_fleet::local::installed_or_skip() {
@@ -73,15 +74,36 @@ fn the_jobs_demo_detects_every_period_tells_the_uplinks_apart_and_schedules_the_
     let v = demo(&["--jobs"]);
     let jobs = v["jobs"].as_array().unwrap();
     assert_eq!(jobs.len(), 4, "{v}");
+    let within = |f: f64, t: f64| (f - t).abs() <= 0.1 * t;
+    // Within 10% of the iterations counted, or of two of them (a pair that alternates which
+    // job is ahead repeats every two iterations).
+    let near = |f: f64, t: f64| within(f, t) || within(f, 2.0 * t);
+    let at = |j: &serde_json::Value, k: &str| j[k].as_f64();
     for j in jobs {
-        let truth = j["true_period_ms"].as_f64();
-        let found = j["detected_period_ms"].as_f64();
-        // Within 10% of the iterations counted, or of two of them (a pair that alternates
-        // which job is ahead repeats every two iterations).
-        let near = |f: f64, t: f64| [t, 2.0 * t].iter().any(|t| (f - t).abs() <= 0.1 * t);
+        // The fair run: no grid, the job's own iterations.
+        let (truth, found) = (
+            at(j, "fair_true_period_ms"),
+            at(j, "fair_detected_period_ms"),
+        );
         assert!(
             truth.zip(found).is_some_and(|(t, f)| near(f, t)),
-            "{}: detected {found:?} against {truth:?} ms",
+            "{}: detected {found:?} against {truth:?} ms in the fair run",
+            j["name"]
+        );
+        // The second run: as in the fair run, or, on a grid, between the grid's period and
+        // the iterations counted (a job that slides late on its grid takes long iterations
+        // that its bytes count and the repetition of its arcs leaves out: 294.8 against 328.4
+        // ms counted, in a CI run).
+        let (truth, found) = (at(j, "true_period_ms"), at(j, "detected_period_ms"));
+        let grid = at(j, "grid_period_ms");
+        let slid = |f: f64, t: f64, g: f64| f >= 0.9 * g && f <= 1.1 * t;
+        assert!(
+            truth.zip(found).is_some_and(|(t, f)| near(f, t))
+                || truth
+                    .zip(found)
+                    .zip(grid)
+                    .is_some_and(|((t, f), g)| slid(f, t, g)),
+            "{}: detected {found:?} against {truth:?} ms, on a grid of {grid:?} ms",
             j["name"]
         );
         for k in ["fair_iter_ms", "adaptive_iter_ms", "speedup"] {

@@ -138,13 +138,17 @@ impl Vport {
     /// `max(T, t) + bits / g`.
     fn charge(&mut self, t: u64, rest_bits: u64, wire_bits: u64, g: u64) {
         let bits = rest_bits.min(QUANTUM_BITS).max(wire_bits);
-        let ps = u128::from(bits) * 1_000_000_000_000 / u128::from(g.max(1));
         self.clock = self
             .clock
             .max(t)
-            .saturating_add(u64::try_from(ps).unwrap_or(u64::MAX));
+            .saturating_add(u64::try_from(ps_at(bits, g)).unwrap_or(u64::MAX));
         self.credit = self.credit.saturating_add(bits);
     }
+}
+
+/// Picoseconds `bits` take at `g` bit/s (a guarantee of 0 taken as 1 bit/s).
+fn ps_at(bits: u64, g: u64) -> u128 {
+    u128::from(bits) * 1_000_000_000_000 / u128::from(g.max(1))
 }
 
 /// One port's queue of flows waiting for the wire.
@@ -349,7 +353,7 @@ impl PortQueue {
             // Its turn in the tier's fair turns: start tag, then finish at its guarantee.
             let start_tag = v.turn.max(self.turn_vtime);
             self.turn_vtime = start_tag;
-            v.turn = start_tag + u128::from(wire_bits) * 1_000_000_000_000 / u128::from(g.max(1));
+            v.turn = start_tag + ps_at(wire_bits, g);
             // A message (or its next quantum) starts: charged to the guarantee at once, so
             // each of its packets carries its deadline.
             if v.credit < wire_bits {

@@ -116,6 +116,16 @@ pub struct JobReport {
     /// run's window (their stretches within the byte counts, read from 12 s before it), of its
     /// held ones when it has no fresh one (None: none).
     pub detected_period_ms: Option<f64>,
+    /// The period of its link's grid in the second run's window, ms: the median over the
+    /// rounds in which its host held a schedule on a grid for it (None: never on one). A job
+    /// that slides late on its grid takes a long iteration that its byte count holds and
+    /// its detected period, which the grid's arcs repeat at, does not.
+    pub grid_period_ms: Option<f64>,
+    /// Its iteration time in the fair run's window over the stretches the detector looked at
+    /// (as `true_period_ms`, in the fair run), ms.
+    pub fair_true_period_ms: Option<f64>,
+    /// The period resexd detected in the fair run's window (as `detected_period_ms`), ms.
+    pub fair_detected_period_ms: Option<f64>,
     /// Its iteration time in the fair run's window, ms.
     pub fair_iter_ms: f64,
     /// In the second run's window (adaptive unless `--fair-only`), ms.
@@ -156,9 +166,8 @@ pub struct JobsReport {
     pub uplink_mbps: f64,
     /// Each measurement window, s (`--window`).
     pub window_s: f64,
-    /// How long each run's window lasted, s (fair, then the second run): the second runs on,
-    /// up to twice `window_s`, until every job has a period read and both uplinks have been
-    /// scored.
+    /// How long each run's window lasted, s (fair, then the second run): each runs on, up to
+    /// twice `window_s`, until every job has a period read and both uplinks have been scored.
     pub windows_s: [f64; 2],
     /// The jobs.
     pub jobs: Vec<JobReport>,
@@ -273,6 +282,9 @@ pub fn run_jobs(o: &JobsOptions, notes: &mut dyn Notes) -> Result<JobsReport, De
             link: j.link.into(),
             true_period_ms: second.periods[k].map(|p| p.1),
             detected_period_ms: second.periods[k].map(|p| p.0),
+            grid_period_ms: second.grid_ms[k],
+            fair_true_period_ms: fair.periods[k].map(|p| p.1),
+            fair_detected_period_ms: fair.periods[k].map(|p| p.0),
             fair_iter_ms: fair.iter_ms[k],
             adaptive_iter_ms: second.iter_ms[k],
             speedup: fair.iter_ms[k] / second.iter_ms[k],
@@ -300,6 +312,8 @@ struct Run {
     window_s: f64,
     /// Each job's rounds in the window in which its host held a schedule for it.
     scheduled: Vec<u64>,
+    /// Each job's grid period in the window, ms (see [`JobReport::grid_period_ms`]).
+    grid_ms: Vec<Option<f64>>,
     /// Each job's iteration time over the window, ms.
     iter_ms: Vec<f64>,
     /// Each job's detected period against its truth (see [`measure::Periods`]).
@@ -375,15 +389,16 @@ fn run_once(
             }),
     )?;
     let after_start_s = (start.elapsed() + measure::LEAD).as_secs_f64();
-    // The second run's window runs on until every period is read and both uplinks scored.
+    // The window runs on until every period is read and both uplinks scored.
     let measure::Measured {
         iter_ms,
         rounds,
         periods,
         scheduled,
+        grid_ms,
         scores,
         window_s,
-    } = iteration_ms(&hosts, seconds(o.window_s, 1.0), n > 1, &url);
+    } = iteration_ms(&hosts, seconds(o.window_s, 1.0), &url);
     let links = links
         .into_iter()
         .map(|l| {
@@ -405,6 +420,7 @@ fn run_once(
         after_start_s,
         window_s,
         scheduled,
+        grid_ms,
         iter_ms,
         periods,
         links,

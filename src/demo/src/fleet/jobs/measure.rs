@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 /// some looks only).
 pub(super) const LEAD: Duration = Duration::from_secs(12);
 
-/// The most a window that runs on ([`iteration_ms`]'s `run_on`) lasts, in windows.
+/// The most a window lasts when it runs on ([`iteration_ms`]), in windows.
 pub(super) const MAX_RUN_ON: f64 = 2.0;
 
 /// What a window measured ([`iteration_ms`]).
@@ -29,30 +29,22 @@ pub(super) struct Measured {
     pub periods: Periods,
     /// Each job's rounds under a schedule.
     pub scheduled: Vec<u64>,
+    /// Each job's grid period over those rounds, ms (the median; None: never on a grid).
+    pub grid_ms: Vec<Option<f64>>,
     /// Each scored link's scores.
     pub scores: LinkScores,
     /// How long the window lasted, s.
     pub window_s: f64,
 }
 
-/// Reads the byte counts for [`LEAD`], then for `window` (with `run_on`, on until every job
+/// Reads the byte counts for [`LEAD`], then for `window` (and on until every job
 /// has a period read and every uplink has been scored, up to [`MAX_RUN_ON`] windows: a pair
 /// that all but fills its link is found periodic in some looks only, on a busy machine for
 /// tens of seconds at a time): each job's iteration time over the window, ms, from its
 /// monitor's exact byte count; the coordinator's rounds; each job's detected period and its
 /// truth over the same stretches ([`Periods`]); each job's rounds under a schedule.
-pub(super) fn iteration_ms(
-    hosts: &[FleetHost],
-    window: Duration,
-    run_on: bool,
-    url: &str,
-) -> Measured {
-    let most = if run_on {
-        window.mul_f64(MAX_RUN_ON)
-    } else {
-        window
-    };
-    let w = watch(hosts, url, window, most);
+pub(super) fn iteration_ms(hosts: &[FleetHost], window: Duration, url: &str) -> Measured {
+    let w = watch(hosts, url, window, window.mul_f64(MAX_RUN_ON));
     let ms = JOBS
         .iter()
         .enumerate()
@@ -71,6 +63,7 @@ pub(super) fn iteration_ms(
         iter_ms: ms,
         rounds: w.rounds,
         periods,
+        grid_ms: w.grid_ms.into_iter().map(median).collect(),
         scheduled: w.scheduled,
         window_s: w.series.last().map_or(0.0, |(t, _)| t / 1000.0),
         scores: w.scores,
@@ -174,6 +167,8 @@ struct Watched {
     readings: Vec<Vec<Reading>>,
     /// Each job's rounds in which its host's allocation held a schedule for it.
     scheduled: Vec<u64>,
+    /// Each job's grid period in each of those rounds whose schedule was on a grid, ms.
+    grid_ms: Vec<Vec<f64>>,
     /// Each scored link's scores, one per round read.
     scores: LinkScores,
 }
@@ -196,6 +191,7 @@ fn watch(hosts: &[FleetHost], url: &str, window: Duration, most: Duration) -> Wa
         series: Vec::new(),
         readings: vec![Vec::new(); JOBS.len()],
         scheduled: vec![0; JOBS.len()],
+        grid_ms: vec![Vec::new(); JOBS.len()],
         scores: Vec::new(),
     };
     let mut last = None;
@@ -251,7 +247,7 @@ fn ms_since(t: Instant) -> f64 {
 }
 
 /// Reads the coordinator's allocations and round report; a new round is counted, with each
-/// job whose host's allocation holds a schedule for it.
+/// job whose host's allocation holds a schedule for it (and its grid's period, if on one).
 fn count_round(url: &str, last: &mut Option<u64>, w: &mut Watched) {
     let Some((allocations, Some(rep))) = allocations(url) else {
         return;
@@ -267,8 +263,11 @@ fn count_round(url: &str, last: &mut Option<u64>, w: &mut Watched) {
         let held = allocations
             .iter()
             .filter(|a| a.host == host)
-            .any(|a| a.adaptive.iter().any(|s| s.vm == j.name));
-        w.scheduled[k] += u64::from(held);
+            .find_map(|a| a.adaptive.iter().find(|s| s.vm == j.name));
+        w.scheduled[k] += u64::from(held.is_some());
+        if let Some(s) = held.filter(|s| s.grid) {
+            w.grid_ms[k].push(s.me.period_ms);
+        }
     }
     for l in &rep.links {
         let Some(score) = l.score else { continue };
@@ -357,6 +356,7 @@ mod tests {
             series: Vec::new(),
             readings: vec![vec![r]; JOBS.len()],
             scheduled: vec![0; JOBS.len()],
+            grid_ms: vec![Vec::new(); JOBS.len()],
             scores: vec![("uplink-a".into(), vec![1.0])],
         };
         assert!(!seen_all(&w), "uplink-b not scored");
