@@ -1,5 +1,6 @@
-//! `resex lab run` and `resex lab compare` end to end: byte-identical output, the time-series
-//! plot, the comparison table, and the lab-only lying guest refused by the embedded host.
+//! `resex lab run`, `resex lab compare` and `resex lab owed` end to end: byte-identical
+//! output, the time-series plot, the comparison table, the random hosts, and the lab-only
+//! lying guest refused by the embedded host.
 
 mod common;
 
@@ -70,4 +71,62 @@ fn the_embedded_host_refuses_a_lying_guest() {
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("lab-only"), "{err}");
+}
+
+/// `resex lab owed`: the same seed draws the same hosts and gives the same bytes; every host
+/// is judged under every policy named, and the summary is that of the hosts' lines.
+#[test]
+fn lab_owed_judges_every_random_host_and_sums_it_up() {
+    let owed = |seed: &str, policy: &str| {
+        resex(&[
+            "lab", "owed", "--hosts", "2", "--seed", seed, "--policy", policy, "--json",
+        ])
+    };
+    assert!(
+        !owed("7", "governor,none-such").status.success(),
+        "an unknown policy is refused"
+    );
+    let a = stdout(&owed("7", "governor,drum-rate"));
+    assert_eq!(
+        a,
+        stdout(&owed("7", "governor,drum-rate")),
+        "the same seed, the same bytes"
+    );
+    let v: serde_json::Value = serde_json::from_str(&a).unwrap();
+    let hosts = v["hosts"].as_array().unwrap();
+    assert_eq!(hosts.len(), 2);
+    for h in hosts {
+        let n = h["guests"].as_array().unwrap().len();
+        assert!((2..=6).contains(&n), "{h}");
+        let p: Vec<&str> = h["policies"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["policy"].as_str().unwrap())
+            .collect();
+        assert_eq!(p, ["governor", "drum-rate"]);
+    }
+    // The summary's worst is the worst of the hosts' lines.
+    let worst = |k: usize| {
+        hosts
+            .iter()
+            .filter_map(|h| h["policies"][k]["latency_x"][0].as_f64())
+            .reduce(f64::max)
+    };
+    let summary = v["summary"].as_array().unwrap();
+    assert_eq!(summary.len(), 2);
+    for (k, s) in summary.iter().enumerate() {
+        assert_eq!(s["worst_latency_x"][0].as_f64(), worst(k), "{s}");
+    }
+    let other = stdout(&owed("8", "governor,drum-rate"));
+    let o: serde_json::Value = serde_json::from_str(&other).unwrap();
+    let guests = |v: &serde_json::Value| -> Vec<serde_json::Value> {
+        v["hosts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| h["guests"].clone())
+            .collect()
+    };
+    assert_ne!(guests(&o), guests(&v), "another seed, other hosts");
 }

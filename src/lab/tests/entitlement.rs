@@ -5,8 +5,8 @@
 //! reach nothing but the evaluator.
 
 use proptest::prelude::*;
-use resex_lab::compare::owed;
-use resex_lab::{LabConfig, LabHost, LabResult};
+use resex_lab::compare::random::{self, RandomGuest};
+use resex_lab::LabResult;
 use resex_pricing::PolicyConfig;
 use resex_scenario::{Role, Scenario};
 
@@ -41,58 +41,24 @@ const LATENCY_BOUND: f64 = 1.40;
 /// holds the measured bound, not the goal.
 const STARVE_BOUND: f64 = 0.8;
 
-/// Warm-up left out of every figure, seconds (the host learns rates over about 0.1 s).
-const WARMUP: f64 = 0.5;
-
 fn run(s: &Scenario, policy: Option<(String, PolicyConfig)>) -> LabResult {
-    let cfg = LabConfig {
-        policy,
-        warmup_s: WARMUP,
-        series: true,
-        ..LabConfig::default()
-    };
-    LabHost::new(s, cfg).unwrap().run(|_, _| {}).unwrap()
+    random::run(s, policy).unwrap()
 }
 
-/// One guest: reply size index, load (0: closed loop, else a fraction of its entitlement in
-/// tenths), agent, lying.
-type G = (usize, u32, bool, bool);
-
-const SIZES: [u64; 6] = [4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20];
-
-fn scenario(guests: &[G]) -> Scenario {
-    let n = guests.len() as f64;
-    let link = 8e9;
-    let mut t = String::from("name = \"random\"\nduration_s = 2.0\n");
-    for (i, &(size, load, agent, lie)) in guests.iter().enumerate() {
-        let buffer = SIZES[size];
-        let rate = if load == 0 {
-            0.0
-        } else {
-            // load tenths of the equal split, in orders/s (at least 5/s).
-            (f64::from(load) / 10.0 * link / n / (buffer as f64 * 8.0 * 1.03)).max(5.0)
-        };
-        t += &format!(
-            "[[guest]]\nname = \"g{i}\"\nreports = {agent}\nram = \"64MiB\"\n{}[guest.benchex]\nbuffer = {buffer}\nrate = {rate:.1}\npolling = \"{}\"\n",
-            if lie {
-                "report_scale = 3.0\nreport_scale_from_s = 1.0\n"
-            } else {
-                ""
-            },
-            if load == 0 { "spin" } else { "adaptive" },
-        );
-    }
-    Scenario::from_toml(&t).unwrap()
-}
-
-fn guest() -> impl Strategy<Value = G> {
+/// One guest as the strategy draws it (the distribution of [`RandomGuest::draw`]).
+fn guest() -> impl Strategy<Value = RandomGuest> {
     (
-        0usize..6,
+        0usize..random::SIZES.len(),
         prop_oneof![Just(0u32), 1u32..=9],
         any::<bool>(),
         any::<bool>(),
     )
-        .prop_map(|(s, l, a, lie)| (s, l, a, a && lie))
+        .prop_map(|(s, l, a, lie)| RandomGuest {
+            reply: random::SIZES[s],
+            load_tenths: l,
+            agent: a,
+            lies: a && lie,
+        })
 }
 
 proptest! {
@@ -111,37 +77,23 @@ proptest! {
     fn no_guest_is_starved_or_slowed_within_its_entitlement(
         guests in proptest::collection::vec(guest(), 2..=6)
     ) {
-        let s = scenario(&guests);
+        let s = random::scenario(&guests).unwrap();
         let none = run(&s, None);
-        // A closed loop offers no load of its own: its rate follows its latency. It demands
-        // what it sends on this host with no policy (a 4 KiB ping-pong cannot fill its
-        // entitlement however it is served).
-        let none_rows = owed::rows(&s, &none, WARMUP);
-        let demand: Vec<Option<f64>> = s
-            .guests
-            .iter()
-            .zip(&none_rows)
-            .map(|(g, o)| owed::demand(&s, g).or(Some(o.mbps)))
-            .collect();
         for p in shipped() {
             let r = run(&s, Some(p.clone()));
-            for (k, o) in owed::rows(&s, &r, WARMUP).iter().enumerate() {
-                let demands = demand[k].is_none_or(|d| d >= o.entitled_mbps);
-                if demands {
+            for v in random::verdicts(&s, &none, &r) {
+                if let Some(share) = v.share {
                     prop_assert!(
-                        o.mbps >= STARVE_BOUND * o.entitled_mbps,
+                        share >= STARVE_BOUND,
                         "{}: {} got {:.0} of its {:.0} Mb/s ({:?})",
-                        p.0, o.name, o.mbps, o.entitled_mbps, guests
+                        p.0, v.name, v.mbps, v.entitled_mbps, guests
                     );
-                } else {
+                } else if let Some((mine, none)) = v.mean_us {
                     // Within its entitlement: its latency no worse than with no policy.
-                    let (Some(mine), Some(none)) = (r.vms[k].lat_mean_us, none.vms[k].lat_mean_us) else {
-                        continue;
-                    };
                     prop_assert!(
                         mine <= LATENCY_BOUND * none,
                         "{}: {} (demand {:.0} of {:.0} Mb/s) mean {:.1} us, {:.1} with no policy ({:?})",
-                        p.0, o.name, demand[k].unwrap_or(0.0), o.entitled_mbps, mine, none, guests
+                        p.0, v.name, v.demand_mbps, v.entitled_mbps, mine, none, guests
                     );
                 }
             }

@@ -14,6 +14,7 @@ mod mlcompat;
 mod mlcompat_paper;
 mod mlcompat_place;
 mod mlcompat_plot;
+mod owed;
 mod paper;
 mod plot;
 mod run;
@@ -35,6 +36,10 @@ pub enum LabCommand {
     /// Compare policies on the same scenarios: victim latency, work kept, convergence,
     /// oscillation.
     Compare(CompareArgs),
+    /// What every guest is owed on small random hosts (2-6 guests, random sizes and loads,
+    /// the agent on, off or lying): each host's slowest guest within its entitlement against
+    /// no policy and least served guest that demands it, and how many hosts miss the goals.
+    Owed(owed::OwedArgs),
     /// The DRUM paper's simulations: ADMM vs dual decomposition against the certified optimum.
     Drum(drum::DrumArgs),
     /// The shim's transports in virtual time on a NIC model: status-byte vs sliding window
@@ -55,6 +60,7 @@ pub fn run(c: LabCommand) -> Result<()> {
         LabCommand::Run(a) => run::run_one(&a),
         LabCommand::Paper(a) => paper::paper(&a),
         LabCommand::Compare(a) => compare::compare(&a),
+        LabCommand::Owed(a) => owed::run(&a),
         LabCommand::Drum(a) => drum::drum(&a),
         LabCommand::Transport(a) => transport::transport(&a),
         LabCommand::Mlcompat(a) => mlcompat::run(&a),

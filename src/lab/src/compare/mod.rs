@@ -23,9 +23,13 @@
 //!   its demand and its entitlement;
 //! - with `gaming`, what a guest gains, and costs the others, by running the agent or by lying
 //!   ([`gaming`]).
+//!
+//! Beyond the scenarios, [`random`] draws small random hosts and judges what each guest is
+//! owed on them (`resex lab owed`, and the entitlement proptest).
 
 pub mod gaming;
 pub mod owed;
+pub mod random;
 
 use crate::host::{LabConfig, LabError, LabHost};
 use crate::result::{LabResult, Series};
