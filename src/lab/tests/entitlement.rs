@@ -176,3 +176,37 @@ fn gaming_is_measured_and_the_agent_buys_nothing_under_the_governor() {
         .clone();
     assert!(victim.worst_harm_to_others > 0.05, "{victim:?}");
 }
+
+/// Host 12 of `resex lab owed --seed 29`: a 16 KiB server offered 0.9 of its entitlement
+/// beside five closed loops, no ceiling and no cap on anyone. It computes between replies, so
+/// charged from the moment each reply starts it got 0.887 of its guarantee, fell behind, and
+/// its queue grew for the whole run (97.99x its mean with no policy); a vport's clock now
+/// keeps 100 us of a pause (`softhca`'s `LAG_PS`).
+#[test]
+fn a_server_that_computes_between_replies_keeps_up_at_nine_tenths_of_its_entitlement() {
+    let g = |reply: u64, load_tenths, agent, lies| RandomGuest {
+        reply,
+        load_tenths,
+        agent,
+        lies,
+    };
+    let guests = [
+        g(16 << 10, 9, true, false),
+        g(16 << 10, 0, false, false),
+        g(1 << 20, 0, true, true),
+        g(64 << 10, 0, false, false),
+        g(1 << 20, 0, false, false),
+        g(16 << 10, 0, true, false),
+    ];
+    let s = random::scenario(&guests).unwrap();
+    let none = run(&s, None);
+    let governor = shipped().into_iter().find(|p| p.0 == "governor").unwrap();
+    let r = run(&s, Some(governor));
+    let server = &random::verdicts(&s, &none, &r)[0];
+    assert!(server.share.is_none(), "within its entitlement: {server:?}");
+    let x = server.latency_x().unwrap();
+    assert!(
+        x <= 1.10,
+        "the server at {x:.2}x its mean with no policy: {server:?}"
+    );
+}
