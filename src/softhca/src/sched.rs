@@ -13,8 +13,8 @@
 //!   quantum ([`QUANTUM_BITS`]) at a time: `T` moves to `max(T, t - L) + b / g` for its `b`
 //!   wire bits, and that is the deadline every one of its packets carries. `L` ([`LAG_PS`],
 //!   100 us) keeps a little of a pause: a server that computes between its replies still gets
-//!   its guarantee. A vport may start a
-//!   message here while `T < t + W` ([`COMMIT_WINDOW_PS`]: a bucket of `W` of its guarantee).
+//!   its guarantee. A vport may start a message here while `T < t + W`
+//!   ([`COMMIT_WINDOW_PS`]: a bucket of `W` of its guarantee).
 //!   So a guest well within its guarantee sends a short message at the link's rate ahead of a
 //!   longer one that started first (64 KiB at 4 Gb/s is due in 134 us, 256 KiB in 537 us),
 //!   long messages take turns a quantum at a time, a heavy sender, whose clock runs `W`
@@ -567,8 +567,8 @@ mod tests {
         // A 1 Gb/s reply (131 us at its guarantee) from a vport idle until 500 us is due at
         // 531 us (its clock starts up to 100 us back), the quantum at 540 us: both within
         // 100 us, so they take turns by their guarantees (4:1) and the reply leaves well
-        // before the quantum is done. Deadline order alone: the reply first, whole; the
-        // quantum alone first (without the lag: due at 631 us): 33 packets, then turns.
+        // before the quantum is done. Deadline order alone would send the reply first, whole
+        // (none of the quantum's packets before its end).
         let (order, left) = deferred_quantum_and_a_reply(1_000_000_000);
         let before = order.iter().filter(|&&f| f == 10).count();
         // About 4 of the quantum's packets for each of the reply's 15 after its first.
