@@ -59,8 +59,9 @@ fn the_fleet_demo_allocates_fails_over_and_leaves_no_stale_throttle() {
 /// shared uplinks of softhca's, periodic BenchEx jobs started together, a real etcd; a fair
 /// run and an adaptive run on one timeline. What must hold on any machine: resexd finds every
 /// job's period live in both runs, near its iteration time as the monitor counted it over the
-/// same stretches (in the adaptive run, or near its grid's period); the coordinator scores both uplinks and tells them apart; it hands the
-/// compatible pair its schedules and never the incompatible one. How much faster the
+/// same stretches (in the adaptive run, or near its grid's period); the coordinator scores
+/// both uplinks and tells them apart; it hands the compatible pair its schedules and never
+/// the incompatible one. How much faster the
 /// compatible pair runs is a measurement, not an assertion (docs/fleet.md: 0.99-1.29x of the
 /// fair run in five runs here, by where noise had left the fair run's jobs), and so is how
 /// close each period is found (within 1% in most runs, up to 10% short of its counted

@@ -2,6 +2,7 @@
 //! host by host and summed up against the entitlement goals.
 
 use super::compare::load_policy;
+use super::emit::emit;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use resex_lab::compare::random::{self, RandomGuest, Worst};
@@ -93,13 +94,16 @@ pub fn run(a: &OwedArgs) -> Result<()> {
         .collect::<Result<Vec<_>>>()?;
     let mut rng = fastrand::Rng::with_seed(a.seed);
     let progress = a.json && std::io::stderr().is_terminal();
-    let mut out = std::io::stdout().lock();
-    if !a.json {
-        writeln!(
-            out,
+    // The table's lines go out host by host (its progress); a closed pipe ends the run.
+    let mut table = (!a.json).then(|| std::io::stdout().lock());
+    if let Some(out) = table.as_mut() {
+        let head = format!(
             "{:<5} {:<14} {:<16} {:<14} guests",
             "host", "policy", "worst latency", "least share"
-        )?;
+        );
+        if closed(writeln!(out, "{head}"))? {
+            return Ok(());
+        }
     }
     let mut hosts = Vec::new();
     for h in 1..=a.hosts {
@@ -108,28 +112,34 @@ pub fn run(a: &OwedArgs) -> Result<()> {
         }
         let guests = random::draw_host(&mut rng);
         let line = one_host(h, guests, &policies)?;
-        if !a.json {
-            print_host(&mut out, &line)?;
+        if let Some(out) = table.as_mut() {
+            if closed(print_host(out, &line))? {
+                return Ok(());
+            }
         }
         hosts.push(line);
     }
     if progress {
         eprintln!();
     }
+    drop(table);
     let summary = summarise(&hosts, a.latency_goal, a.share_goal);
-    if a.json {
-        let r = Report {
-            seed: a.seed,
-            latency_goal: a.latency_goal,
-            share_goal: a.share_goal,
-            hosts,
-            summary,
-        };
-        writeln!(out, "{}", serde_json::to_string(&r)?)?;
-    } else {
-        print_summary(&mut out, &summary, a)?;
+    let r = Report {
+        seed: a.seed,
+        latency_goal: a.latency_goal,
+        share_goal: a.share_goal,
+        hosts,
+        summary,
+    };
+    emit(a.json, &r, |out| print_summary(out, &r.summary, a))
+}
+
+/// Whether a write found the pipe closed (`| head` had enough); any other error is one.
+fn closed(w: std::io::Result<()>) -> Result<bool> {
+    match w {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(true),
+        r => r.map(|()| false).map_err(Into::into),
     }
-    Ok(())
 }
 
 /// Host `h` of `guests` with no policy and under each policy.
@@ -176,7 +186,7 @@ fn label(g: &RandomGuest) -> String {
     format!("{size}@{load}{agent}")
 }
 
-fn print_host(out: &mut impl Write, h: &HostLine) -> Result<()> {
+fn print_host(out: &mut impl Write, h: &HostLine) -> std::io::Result<()> {
     let guests: Vec<String> = h
         .guests
         .iter()
@@ -245,7 +255,7 @@ fn summarise(hosts: &[HostLine], latency_goal: f64, share_goal: f64) -> Vec<Summ
         .collect()
 }
 
-fn print_summary(out: &mut impl Write, s: &[Summary], a: &OwedArgs) -> Result<()> {
+fn print_summary(out: &mut dyn Write, s: &[Summary], a: &OwedArgs) -> std::io::Result<()> {
     writeln!(
         out,
         "\n{} hosts, seed {}: hosts with a guest within its entitlement above {:.2}x its mean \
