@@ -406,11 +406,12 @@ fn each_steps_rows_are_that_steps_own_through_busy_idle_and_changes() {
     let (mut a, b) = (Guest::new(21), Guest::new(22));
     let mut core = core_with(&[&a, &b]);
     let sample = |total_ns, at_ns| CpuSample { total_ns, at_ns };
+    core.cpu_sample(VmId(1), sample(0, 0)).unwrap();
     core.cpu_sample(VmId(2), sample(0, 0)).unwrap();
     let zero = Counters::default();
     for k in 1..=12u64 {
-        // VM 1: busy on odd intervals, a report on every fourth; VM 2: idle, its CPU percent
-        // moving every third.
+        // VM 1: busy on odd intervals, a report on every fourth, its CPU percent moving every
+        // fifth (busy at 5, idle at 10); VM 2: idle, its CPU percent moving every third.
         if k % 2 == 1 {
             a.work(0, 2, 1000);
         }
@@ -419,6 +420,10 @@ fn each_steps_rows_are_that_steps_own_through_busy_idle_and_changes() {
         }
         if k % 3 == 0 {
             core.cpu_sample(VmId(2), sample(k * 10_000, k * MS))
+                .unwrap();
+        }
+        if k % 5 == 0 {
+            core.cpu_sample(VmId(1), sample(k * 20_000, k * MS))
                 .unwrap();
         }
         let truth = a.truth();
@@ -436,6 +441,12 @@ fn each_steps_rows_are_that_steps_own_through_busy_idle_and_changes() {
         );
         assert_eq!(r2.delta, zero);
         assert!(r2.report.is_none() && r2.priced.is_none() && r2.cap_set.is_none());
+        let pct1 = if k >= 5 { 2.0 } else { 0.0 };
+        assert!(
+            (r1.cpu_pct - pct1).abs() < 1e-9,
+            "vm1's CPU at {k}: {}",
+            r1.cpu_pct
+        );
         let pct = if k >= 3 { 1.0 } else { 0.0 };
         assert!(
             (r2.cpu_pct - pct).abs() < 1e-9,
