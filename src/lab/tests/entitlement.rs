@@ -28,18 +28,16 @@ fn shipped() -> Vec<(String, PolicyConfig)> {
     v
 }
 
-/// How much slower than under `none` a guest within its entitlement may be. The issue asks
-/// 1.10; the committed tier falls short of it where guests within their entitlements share
-/// the port and the one with the longer messages waits for the others' (1.14x and 1.22x
-/// in the cases `docs/entitlements.md` names), so this holds the measured bound, not the
-/// goal.
-const LATENCY_BOUND: f64 = 1.40;
+/// How much slower than under `none` a guest within its entitlement may be: the issue's
+/// bound. (It held 1.40 while softhca's poll fetched new work requests before sending what
+/// was already queued: picked in the past, from the last packet's end, a new message held the
+/// port idle until the poll's time, and a closed loop of large messages beside ping-pongs got
+/// 0.86-0.90 of its entitlement on a link 74% busy.)
+const LATENCY_BOUND: f64 = 1.10;
 
-/// The least share of its entitlement a guest that demands it may get. The issue asks 0.9; a
-/// closed loop of large messages within a few percent of its entitlement gets 0.86 of it where
-/// deadline order serves others' shorter messages first (`docs/entitlements.md`), so this
-/// holds the measured bound, not the goal.
-const STARVE_BOUND: f64 = 0.8;
+/// The least share of its entitlement a guest that demands it may get: the issue's bound (it
+/// held 0.8 before the same change).
+const STARVE_BOUND: f64 = 0.9;
 
 fn run(s: &Scenario, policy: Option<(String, PolicyConfig)>) -> LabResult {
     random::run(s, policy).unwrap()
@@ -209,4 +207,41 @@ fn a_server_that_computes_between_replies_keeps_up_at_nine_tenths_of_its_entitle
         x <= 1.10,
         "the server at {x:.2}x its mean with no policy: {server:?}"
     );
+}
+
+/// A port busy with one guest's long message serves a message another guest posts from the
+/// poll that fetched it, never earlier, and never idles while the first still has packets.
+/// Before, softhca's poll fetched new work requests before sending what was already queued:
+/// the new message was picked at the last packet's end, in the past, and held the port idle
+/// until the poll's time (up to a lab step, 5 us, per message). Beside a 16 KiB ping-pong, a
+/// 4 MiB closed loop then got 0.90 of its entitlement under the governor on a link 87% busy
+/// (91% with no policy); now both runs keep the link 97% busy.
+#[test]
+fn a_message_posted_beside_a_long_one_never_holds_the_port_idle() {
+    let loop_of = |reply| RandomGuest {
+        reply,
+        load_tenths: 0,
+        agent: false,
+        lies: false,
+    };
+    let s = random::scenario(&[loop_of(16 << 10), loop_of(4 << 20)]).unwrap();
+    let governor = shipped()
+        .into_iter()
+        .find(|(n, _)| n == "governor")
+        .unwrap();
+    let none = run(&s, None);
+    let r = run(&s, Some(governor));
+    for (name, res) in [("none", &none), ("governor", &r)] {
+        assert!(
+            res.host.wire_util >= 0.95,
+            "{name}: the link was {:.3} busy",
+            res.host.wire_util
+        );
+    }
+    let shares: Vec<f64> = random::verdicts(&s, &none, &r)
+        .iter()
+        .filter_map(|v| v.share)
+        .collect();
+    assert!(!shares.is_empty(), "the 4 MiB loop demands its entitlement");
+    assert!(shares.iter().all(|&x| x >= 1.0), "shares {shares:?}");
 }

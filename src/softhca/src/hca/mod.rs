@@ -116,9 +116,14 @@ impl HcaState {
         }
     }
 
-    /// One step: fetch, transmit, complete, all up to `now_ns`.
+    /// One step, all up to `now_ns`: transmit what was queued, fetch, transmit, complete.
     pub fn poll(&mut self, now_ns: u64) {
         let now = now_ns.saturating_mul(1000);
+        // What was queued goes on the wire up to `now` first. Fetching first would let this
+        // poll's new work requests (ready at `now`) take turns from the last packet's end, in
+        // the past: picked there, one holds the port idle until it is ready (up to the time
+        // between polls, per new message) while another flow has packets ready.
+        self.transmit(now);
         // Every QP, in QP-number order; with doorbell hints only those rung since the last poll
         // (fetch) and those with work in flight (complete): a QP outside both would fetch
         // nothing and complete nothing, so the result is the same.
