@@ -43,9 +43,9 @@ pub struct CompareArgs {
     /// per policy and scenario) as DIR/tradeoff.svg.
     #[arg(long, value_name = "DIR")]
     pub plot: Option<PathBuf>,
-    /// Also rerun each scenario under each policy with each guest's agent off, on and lying
-    /// (3x its latency): what running the agent or lying gains a guest and costs the others
-    /// (two more runs per guest and policy).
+    /// Also rerun each scenario with no policy and under each policy with each guest's agent
+    /// off, on and lying (3x its latency): what running the agent or lying gains a guest and
+    /// costs the others (two more runs per guest and policy, `none` included).
     #[arg(long)]
     pub gaming: bool,
 }

@@ -289,7 +289,14 @@ pub fn run(
             base: base.as_ref(),
             none: &none,
         };
-        rows.push(ctx.row("none", &none));
+        let mut none_row = ctx.row("none", &none);
+        if cfg.gaming {
+            // With no policy nothing reads a report: measured, not assumed.
+            none_row.gaming = Some(gaming::measure(s, cfg, start, &None, &none, |v| {
+                progress(&s.name, &format!("none gaming {v}"));
+            })?);
+        }
+        rows.push(none_row);
         for (name, pc) in policies {
             progress(&s.name, name);
             let policy = Some((name.clone(), pc.clone()));
