@@ -94,8 +94,8 @@ fn a_vm_within_its_entitlement_gets_no_cap_and_no_ceiling_and_its_guarantee_is_i
     );
     assert_eq!(
         heavy.tx.max_bps,
-        Some(4_000_000_000),
-        "a ceiling, but never below the entitlement"
+        Some(4_400_000_000),
+        "a ceiling, but never below 1.1x the entitlement"
     );
     // The policy's shares became weights for the excess, relative to the largest.
     assert_eq!((light.tx.weight, heavy.tx.weight), (Some(100), Some(1)));
@@ -118,11 +118,11 @@ fn a_cap_that_holds_a_vm_under_its_entitlement_is_raised() {
 
 #[test]
 fn a_vm_held_at_its_entitlement_by_a_ceiling_stays_in_excess_and_may_be_capped() {
-    // Both levers: VM 2 sends 7 Gb/s, above its 4 Gb/s, and gets a ceiling at 4 Gb/s and the
-    // floor cap.
+    // Both levers: VM 2 sends 7 Gb/s, above its 4 Gb/s, and gets a ceiling at 4.4 Gb/s (the
+    // lowest the guard allows: 1.1x its entitlement) and the floor cap.
     let mut e = engine("both", &[VmSpec::new(1, "a", 1), VmSpec::new(2, "b", 1)]);
     run(&mut e, 1, 300, 1e9, 7e9);
-    assert_eq!(e.account(VmId(2)).unwrap().tx.max_bps, Some(4_000_000_000));
+    assert_eq!(e.account(VmId(2)).unwrap().tx.max_bps, Some(4_400_000_000));
     // Under its ceiling it sends 3.2 Gb/s (the ceiling's pacing): below what would end an
     // excess without a ceiling, but the ceiling, not its demand, holds it there: still in
     // excess, still capped at the floor (its CPU beyond what the entitlement needs is not
@@ -131,7 +131,7 @@ fn a_vm_held_at_its_entitlement_by_a_ceiling_stays_in_excess_and_may_be_capped()
     let b = e.account(VmId(2)).unwrap();
     assert!(!b.ent.within(), "held by its ceiling: still in excess");
     assert!(b.cap < 15.0, "cap {}", b.cap);
-    assert_eq!(b.tx.max_bps, Some(4_000_000_000));
+    assert_eq!(b.tx.max_bps, Some(4_400_000_000));
     // The cap starves it (1 Gb/s, a quarter of its entitlement): the guard cap rises, and once
     // it is clearly below its entitlement it leaves excess and every limit is lifted.
     run(&mut e, 801, 500, 1e9, 1e9);
