@@ -380,7 +380,12 @@ impl PortQueue {
             // virtual time.
             v.start = v.start.max(vtime);
         } else {
-            v.finish = v.start + u128::from(wire_bits) * VT_PER_BIT / u128::from(v.weight.max(1));
+            // A vport its ceiling held back earns no credit either: its tag starts from the
+            // virtual time, as a newly active vport's does (else a raised or lifted ceiling
+            // would let it send back to back, ahead of every neighbour, until its tag caught
+            // up). Only a vport skipped for want of tokens can be behind the virtual time.
+            let start = v.start.max(vtime);
+            v.finish = start + u128::from(wire_bits) * VT_PER_BIT / u128::from(v.weight.max(1));
             v.start = v.finish;
         }
         if let Some(f) = v.flows.pop_front() {

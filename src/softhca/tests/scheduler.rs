@@ -344,3 +344,56 @@ fn the_guest_using_less_of_its_guarantee_goes_first_and_alike_ones_take_turns() 
     let one = 1024 * 1054 * 8 * 1000 / 8;
     assert!(ma > one * 11 / 10 && mb > one * 11 / 10, "{ma} {mb}");
 }
+
+#[test]
+fn a_vport_its_ceiling_held_back_earns_no_credit_once_it_is_raised() {
+    // Three saturating vports, the first under a 1 Gb/s ceiling for 100 ms, then under an 8
+    // Gb/s one. Its ceiling held it below its fair third: raised, it takes its third again,
+    // packet by packet, not the whole port until it has "caught up" (each of its packets
+    // skipped for want of tokens used to leave its fair-queueing tag behind, so the raise
+    // sent it back to back, ahead of both neighbours, for 50 ms).
+    let mut l = link();
+    l.set_limit(PortId(0), 1, limit(None, Some(1_000_000_000), None), 0);
+    let flows = [(10u32, 1u32), (20, 2), (30, 3)];
+    for &(qpn, vport) in &flows {
+        l.activate(PortId(0), (qpn, Dir::Request), vport);
+    }
+    let mut sent = Vec::new();
+    let mut raised = false;
+    loop {
+        let (port, (qpn, _)) = l.next_port(u64::MAX).unwrap();
+        let s = l.send(port, PortId(1), 1024, 0, true);
+        if !raised && s.left_ps > 100 * MS {
+            l.set_limit(
+                PortId(0),
+                1,
+                limit(None, Some(8_000_000_000), None),
+                s.left_ps,
+            );
+            raised = true;
+        }
+        if s.left_ps > 110 * MS {
+            break;
+        }
+        sent.push((qpn / 10, s.left_ps, 1024));
+    }
+    let after: Vec<u32> = sent
+        .iter()
+        .filter(|p| p.1 > 101 * MS)
+        .map(|p| p.0)
+        .collect();
+    let longest = after
+        .chunk_by(|a, b| a == b)
+        .map(<[u32]>::len)
+        .max()
+        .unwrap();
+    assert!(longest <= 2, "a run of {longest} packets of one vport");
+    for v in 1..=3 {
+        let b = bytes_of(&sent, v, 101 * MS, 110 * MS) as f64;
+        let all = bytes_of(&sent, 1, 101 * MS, 110 * MS)
+            + bytes_of(&sent, 2, 101 * MS, 110 * MS)
+            + bytes_of(&sent, 3, 101 * MS, 110 * MS);
+        let third = b / all as f64;
+        assert!((0.32..0.35).contains(&third), "vport {v}: {third}");
+    }
+}
