@@ -9,12 +9,14 @@ use serde::{Deserialize, Serialize};
 pub(crate) mod bounds;
 mod governor;
 mod ioshares;
+mod justitia;
 mod progress;
 
 pub use bounds::ConfigError;
 pub(crate) use bounds::{check, finite_in};
 pub use governor::GovernorConfig;
 pub use ioshares::{IoSharesConfig, IoSharesMode};
+pub use justitia::JustitiaConfig;
 pub use progress::ProgressConfig;
 
 /// Which algorithm a policy file selects.
@@ -32,6 +34,10 @@ pub enum PolicyKind {
     /// Adaptive unfairness: a bursting VM's transmit share grows with its progress in the
     /// burst (`progress.rs`, issue 20).
     Progress,
+    /// Justitia (NSDI '22) as a baseline to compare with, not a shipped policy: elephants
+    /// paced by AIMD on the latency of the others (`justitia.rs`). Runs as published: no
+    /// entitlement guard (Justitia has no entitlements).
+    Justitia,
 }
 
 /// How the link's MTUs per epoch are split between VMs.
@@ -71,7 +77,7 @@ impl Lever {
     pub fn default_for(policy: PolicyKind) -> Self {
         match policy {
             PolicyKind::Governor | PolicyKind::Drum => Lever::Both,
-            PolicyKind::Progress => Lever::Rate,
+            PolicyKind::Progress | PolicyKind::Justitia => Lever::Rate,
             _ => Lever::Cpu,
         }
     }
@@ -193,9 +199,13 @@ pub struct PolicyConfig {
     /// `[progress]` (only with `policy = "progress"`).
     #[serde(default)]
     pub progress: Option<ProgressConfig>,
-    /// The policy as its paper published it, for `resex lab paper` alone: no entitlement guard
-    /// and reports believed as they come (the ResEx paper's system had neither). Not settable
-    /// from a file: on a host every policy is held to the entitlements.
+    /// `[justitia]` (only with `policy = "justitia"`).
+    #[serde(default)]
+    pub justitia: Option<JustitiaConfig>,
+    /// The policy as its paper published it, for `resex lab paper` and the Justitia baseline
+    /// alone: no entitlement guard and reports believed as they come (the ResEx paper's system
+    /// and Justitia had neither). Not settable from a file: on a host every shipped policy is
+    /// held to the entitlements; `policy = "justitia"` sets it (a baseline to compare with).
     #[serde(skip)]
     pub as_published: bool,
 }
@@ -214,7 +224,8 @@ impl PolicyConfig {
             governor: (policy == PolicyKind::Governor).then(GovernorConfig::default),
             drum: (policy == PolicyKind::Drum).then(DrumConfig::default),
             progress: (policy == PolicyKind::Progress).then(ProgressConfig::default),
-            as_published: false,
+            justitia: (policy == PolicyKind::Justitia).then(JustitiaConfig::default),
+            as_published: policy == PolicyKind::Justitia,
         }
     }
 
@@ -233,6 +244,11 @@ impl PolicyConfig {
         }
         if cfg.policy == PolicyKind::Progress && cfg.progress.is_none() {
             cfg.progress = Some(ProgressConfig::default());
+        }
+        if cfg.policy == PolicyKind::Justitia {
+            cfg.justitia.get_or_insert_with(JustitiaConfig::default);
+            // A baseline as its paper published it: Justitia has no entitlements to guard.
+            cfg.as_published = true;
         }
         cfg.lever.get_or_insert(Lever::default_for(cfg.policy));
         cfg.validate()?;
@@ -369,6 +385,14 @@ impl PolicyConfig {
             "progress",
             "a",
             self.progress.as_ref(),
+            |s| s.validate(),
+        )?;
+        section(
+            p,
+            PolicyKind::Justitia,
+            "justitia",
+            "a",
+            self.justitia.as_ref(),
             |s| s.validate(),
         )
     }

@@ -472,6 +472,9 @@ fn build(cfg: &PolicyConfig) -> Box<dyn Policy> {
         PolicyKind::Progress => Box::new(crate::progress::Progress::new(
             cfg.progress.clone().unwrap_or_default(),
         )),
+        PolicyKind::Justitia => Box::new(crate::justitia::Justitia::new(
+            cfg.justitia.clone().unwrap_or_default(),
+        )),
         PolicyKind::Governor => Box::new(
             Governor::new(
                 cfg.governor.clone().unwrap_or_default(),

@@ -11,7 +11,8 @@
 //!   (congestion-gated, split by share, a proportional-integral controller); [`interference`]:
 //!   the report-to-interference measure IOShares and the governor share; [`drum`]: DRUM's
 //!   utility maximisation on one host (`resex-drum`'s ADMM), x as transmit limits, z as caps;
-//!   [`progress`]: adaptive unfairness, a bursting VM's share growing with its progress.
+//!   [`progress`]: adaptive unfairness, a bursting VM's share growing with its progress;
+//!   [`justitia`]: Justitia (NSDI '22) as a baseline to compare with, not shipped.
 //! - [`entitlement`]: what the admin grants each VM, and the guard that holds every policy
 //!   to it (ceilings and caps only above it, the guarantee its own).
 //! - [`evidence`]: the host's own evidence (the NIC's times, the link) against each latency
@@ -32,6 +33,7 @@ pub mod freemarket;
 pub mod governor;
 pub mod interference;
 pub mod ioshares;
+pub mod justitia;
 pub mod ledger;
 pub mod policy;
 pub mod progress;

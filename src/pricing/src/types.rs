@@ -188,6 +188,11 @@ pub enum TxReason {
         /// is not in a burst and weighs as the most advanced one).
         progress_pct: f64,
     },
+    /// The Justitia baseline: an elephant's equal part of the elephants' virtual link.
+    Justitia {
+        /// The virtual link, percent of the link.
+        virtual_link_pct: f64,
+    },
     /// The entitlement guard: the VM's guarantee is its entitlement, and a ceiling applies
     /// only above it.
     Entitlement {
@@ -220,6 +225,12 @@ impl fmt::Display for TxReason {
             }
             TxReason::Progress { progress_pct } => {
                 write!(f, "{progress_pct:.0}% into its burst")
+            }
+            TxReason::Justitia { virtual_link_pct } => {
+                write!(
+                    f,
+                    "Justitia: elephants share {virtual_link_pct:.0}% of the link"
+                )
             }
             TxReason::Entitlement {
                 rate_bps,

@@ -21,6 +21,7 @@ fn shipped_files_are_the_documented_defaults() {
             PolicyKind::Governor => "governor.toml",
             PolicyKind::Drum => "drum.toml",
             PolicyKind::Progress => unreachable!("its own test: it acts every interval"),
+            PolicyKind::Justitia => unreachable!("a baseline, not shipped: its own test"),
         };
         let cfg = PolicyConfig::from_toml(&shipped(name)).unwrap();
         assert_eq!(cfg, PolicyConfig::defaults(kind), "{name}");
