@@ -44,14 +44,15 @@ fn lab_compare_prints_one_row_per_scenario_and_policy() {
         "compare",
         "tools/scenarios/compare/lying.toml",
         "--policy",
-        "ioshares,governor",
+        "ioshares,governor,justitia",
         "--duration",
         "3",
         "--json",
     ]);
     let rows: Vec<serde_json::Value> = serde_json::from_str(&stdout(&o)).unwrap();
     let names: Vec<&str> = rows.iter().map(|r| r["policy"].as_str().unwrap()).collect();
-    assert_eq!(names, ["none", "ioshares", "governor"]);
+    // `justitia` is a baseline under tools/baselines, found by name.
+    assert_eq!(names, ["none", "ioshares", "governor", "justitia"]);
     assert_eq!(rows[2]["aggressor_cap_min"].as_f64(), Some(100.0));
     let o = resex(&["lab", "compare", "--policy", "nosuch", "--duration", "1"]);
     assert!(!o.status.success());

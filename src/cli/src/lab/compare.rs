@@ -14,7 +14,8 @@ use std::path::{Path, PathBuf};
 pub struct CompareArgs {
     /// Scenarios (default: every .toml in tools/scenarios/compare, by name).
     pub scenarios: Vec<PathBuf>,
-    /// Policies to compare: names under --policies or files.
+    /// Policies to compare: names under --policies (or of a baseline under tools/baselines,
+    /// e.g. `justitia`), or files.
     #[arg(
         long,
         value_delimiter = ',',
@@ -67,6 +68,10 @@ fn default_scenarios() -> Result<Vec<PathBuf>> {
     Ok(v)
 }
 
+/// Baselines to compare with that are not shipped policies (`justitia`), by name when
+/// `--policies` has no such file.
+const BASELINES: &str = "tools/baselines";
+
 pub(crate) fn load_policy(
     name: &str,
     dir: &Path,
@@ -75,7 +80,13 @@ pub(crate) fn load_policy(
     let path = if name.contains('/') || name.ends_with(".toml") {
         PathBuf::from(name)
     } else {
-        dir.join(format!("{name}.toml"))
+        let shipped = dir.join(format!("{name}.toml"));
+        let baseline = Path::new(BASELINES).join(format!("{name}.toml"));
+        if !shipped.exists() && baseline.exists() {
+            baseline
+        } else {
+            shipped
+        }
     };
     let text =
         std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
