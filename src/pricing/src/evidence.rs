@@ -79,6 +79,21 @@ pub struct Evidence {
     pub host_slowdown: Option<f64>,
 }
 
+/// A VM's I/O slowdown over `nic` as the NIC measured it: its mean sojourn over its wire time
+/// plus its quiet wait, minus 1; and its rise, the wait beyond the quiet one, ns. The quiet
+/// wait (the lowest mean wait per request seen so far) follows `nic`. `None`: no request.
+pub(crate) fn slowdown(nic: &NicTimes, quiet_wait_ns: &mut Option<f64>) -> Option<(f64, f64)> {
+    let wait = nic.wait_ns()?;
+    let quiet = quiet_wait_ns.map_or(wait, |q| q.min(wait));
+    *quiet_wait_ns = Some(quiet);
+    let n = nic.wqes as f64;
+    let ideal = nic.wire_ns as f64 / n + quiet;
+    Some((
+        nic.sojourn_ns as f64 / n / ideal.max(1.0) - 1.0,
+        (wait - quiet).max(0.0),
+    ))
+}
+
 impl Evidence {
     /// One interval: the NIC's times for it (if measured) and the link's utilisation.
     pub(crate) fn observe(&mut self, nic: Option<NicTimes>, link_util: f64) {
@@ -95,13 +110,9 @@ impl Evidence {
     /// The end of a period in which the NIC measured something: the quiet wait and the
     /// slowdown. Returns the host rise, ns.
     fn close_period(&mut self) -> Option<f64> {
-        let wait = self.nic.wait_ns()?;
-        let quiet = self.quiet_wait_ns.map_or(wait, |q| q.min(wait));
-        self.quiet_wait_ns = Some(quiet);
-        let n = self.nic.wqes as f64;
-        let ideal = self.nic.wire_ns as f64 / n + quiet;
-        self.host_slowdown = Some(self.nic.sojourn_ns as f64 / n / ideal.max(1.0) - 1.0);
-        Some((wait - quiet).max(0.0))
+        let (slowdown, rise) = slowdown(&self.nic, &mut self.quiet_wait_ns)?;
+        self.host_slowdown = Some(slowdown);
+        Some(rise)
     }
 
     /// A report arrived: the verdict, and the report as the host credits it.

@@ -115,15 +115,11 @@ impl Justitia {
     }
 }
 
-/// A latency-sensitive VM's slowdown over its window (`None`: nothing completed in it); its
-/// quiet wait follows the lowest.
+/// A latency-sensitive VM's slowdown over its window, as the evidence module measures one
+/// (`None`: nothing completed in it).
 fn slowdown(f: &mut Flow) -> Option<f64> {
     let w = f.window.iter().fold(NicTimes::default(), |s, t| s.plus(t));
-    let wait = w.wait_ns()?;
-    let quiet = f.quiet_wait.map_or(wait, |q| q.min(wait));
-    f.quiet_wait = Some(quiet);
-    let ideal = w.wire_ns as f64 + quiet * w.wqes as f64;
-    Some(w.sojourn_ns as f64 / ideal.max(1.0) - 1.0)
+    crate::evidence::slowdown(&w, &mut f.quiet_wait).map(|(s, _)| s)
 }
 
 impl Policy for Justitia {

@@ -380,10 +380,8 @@ impl PortQueue {
             // virtual time.
             v.start = v.start.max(vtime);
         } else {
-            // A vport its ceiling held back earns no credit either: its tag starts from the
-            // virtual time, as a newly active vport's does (else a raised or lifted ceiling
-            // would let it send back to back, ahead of every neighbour, until its tag caught
-            // up). Only a vport skipped for want of tokens can be behind the virtual time.
+            // Held back by its ceiling, it earns no credit either (a raised ceiling would
+            // send it back to back until its tag caught up): its tag starts at `vtime`.
             let start = v.start.max(vtime);
             v.finish = start + u128::from(wire_bits) * VT_PER_BIT / u128::from(v.weight.max(1));
             v.start = v.finish;
