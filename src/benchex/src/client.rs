@@ -22,7 +22,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+mod in_flight;
 mod periodic;
+pub use in_flight::InFlightWait;
 pub use periodic::{
     check_periodic, start_wait, PeriodicError, MAX_BURST, MAX_START_WAIT, MAX_THINK, MIN_THINK_MS,
 };
@@ -396,13 +398,13 @@ pub fn run(
         send_plain(&mut tx, &cfg, &lim, &received, start).map(|()| Iterations::default())
     };
     let sent = tx.sent;
-    // Wait (bounded) for the replies still in flight.
-    let grace = now_ns() + 2_000_000_000;
-    while received.load(Ordering::Acquire) < sent
-        && now_ns() < grace
-        && !stop.load(Ordering::Acquire)
-    {
-        std::thread::sleep(Duration::from_millis(1));
+    // Wait for the replies still in flight, while they keep coming.
+    if !InFlightWait::default().wait(sent, &received, &stop, now_ns) {
+        let got = received.load(Ordering::Acquire);
+        tracing::warn!(
+            "{} of {sent} orders had no reply when the client stopped waiting",
+            sent.saturating_sub(got)
+        );
     }
     finished.store(true, Ordering::Release);
     let rx = receiver.join().map_err(|_| BenchError::Panicked {
