@@ -315,9 +315,9 @@ bad5() {
     # The links' keys (data/resex/NAME/{h2g,g2h}{,-ack}), cut short.
     d=$(xl domid domv 2>/dev/null) && xenstore-ls "/local/domain/$d/data" 2>&1 | cut -c1-160 | sed 's/^/XEN-LOG xenstore | /'
 }
-# FIELD: a top-level figure of the HCA's stats JSON (its per-QP objects, which have the same
-# names, taken out first).
-hca_stat() { sed 's/"qps":\[[^]]*\]//' $HCA_STATS 2>/dev/null | sed -n "s/.*\"$1\":\([0-9]*\).*/\1/p"; }
+# FIELD: a top-level figure of the HCA's stats JSON (its per-QP objects and its destroyed QPs'
+# sums, which have the same names, taken out first; the top level counts both).
+hca_stat() { sed 's/"qps":\[[^]]*\]//; s/"retired":{[^}]*}//' $HCA_STATS 2>/dev/null | sed -n "s/.*\"$1\":\([0-9]*\).*/\1/p"; }
 counts=- reports=- step5_s=-
 # Returns early (after a XEN-FAIL) when a later part cannot run; the caller stops what it started.
 step5() {

@@ -195,7 +195,7 @@ fn hca(a: &HcaArgs) -> Result<()> {
     let _ = guest_thread.join();
     let _ = std::fs::remove_file(&a.peer_hca);
     let _ = std::fs::remove_file(&a.peer_ram);
-    crate::vm_hca::report(&a.domain, &guest.qp_stats(), a.stats.as_deref())?;
+    crate::vm_hca::report(&a.domain, &guest, a.stats.as_deref())?;
     Ok(())
 }
 

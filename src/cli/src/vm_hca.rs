@@ -45,38 +45,40 @@ impl VmHca {
     }
 }
 
-/// The summary document.
+/// The summary document: per live QP, what its destroyed QPs had executed (`retired`: a
+/// guest that tears a QP down keeps what it sent counted, as resexd does), and the totals over
+/// both.
 #[cfg_attr(not(any(feature = "libvirt", feature = "xen")), allow(dead_code))]
-pub fn summary(domain: &str, qps: &[(u32, QpStats)]) -> serde_json::Value {
-    let (wqes, tx_bytes, tx_packets, rx_read_packets) =
-        qps.iter().fold((0, 0, 0, 0), |t, (_, s)| {
-            (
-                t.0 + s.wqes,
-                t.1 + s.tx_bytes,
-                t.2 + s.tx_packets,
-                t.3 + s.rx_read_packets,
-            )
-        });
+pub fn summary(domain: &str, qps: &[(u32, QpStats)], retired: (QpStats, u64)) -> serde_json::Value {
+    let (gone, gone_qps) = retired;
+    let mut total = gone;
+    for (_, s) in qps {
+        total += *s;
+    }
     serde_json::json!({
         "domain": domain,
         "qps": qps.iter().map(|(n, s)| serde_json::json!({
             "qpn": n, "wqes": s.wqes, "tx_bytes": s.tx_bytes, "tx_packets": s.tx_packets,
             "rx_read_packets": s.rx_read_packets,
         })).collect::<Vec<_>>(),
-        "wqes": wqes,
-        "tx_bytes": tx_bytes,
-        "mtus": tx_packets + rx_read_packets,
+        "retired": {
+            "qps": gone_qps, "wqes": gone.wqes, "tx_bytes": gone.tx_bytes,
+            "tx_packets": gone.tx_packets, "rx_read_packets": gone.rx_read_packets,
+        },
+        "wqes": total.wqes,
+        "tx_bytes": total.tx_bytes,
+        "mtus": total.tx_packets + total.rx_read_packets,
     })
 }
 
-/// Prints the summary and writes it to `path`.
+/// Prints the summary of what `guest`'s QPs executed and writes it to `path`.
 #[cfg_attr(not(any(feature = "libvirt", feature = "xen")), allow(dead_code))]
 pub fn report(
     domain: &str,
-    qps: &[(u32, QpStats)],
+    guest: &resex_softhca::GuestPort,
     path: Option<&std::path::Path>,
 ) -> anyhow::Result<()> {
-    let s = summary(domain, qps);
+    let s = summary(domain, &guest.qp_stats(), guest.retired_stats());
     println!("{s}");
     if let Some(p) = path {
         std::fs::write(p, format!("{s}\n"))
@@ -98,10 +100,19 @@ mod tests {
             rx_read_packets: 1,
             ..QpStats::default()
         };
-        let s = summary("d", &[(7, a), (9, a)]);
+        let s = summary("d", &[(7, a), (9, a)], (QpStats::default(), 0));
         assert_eq!(s["wqes"], 6);
         assert_eq!(s["tx_bytes"], 200);
         assert_eq!(s["mtus"], 6);
         assert_eq!(s["qps"][1]["qpn"], 9);
+        // A destroyed QP's work stays in the totals.
+        let s = summary("d", &[(9, a)], (a, 1));
+        assert_eq!(
+            (s["wqes"].clone(), s["tx_bytes"].clone()),
+            (6.into(), 200.into())
+        );
+        assert_eq!(s["mtus"], 6);
+        assert_eq!(s["retired"]["qps"], 1);
+        assert_eq!(s["retired"]["tx_bytes"], 100);
     }
 }

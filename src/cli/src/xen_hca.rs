@@ -127,7 +127,7 @@ mod real {
         for (_, p) in &a.relay {
             let _ = std::fs::remove_file(p);
         }
-        crate::vm_hca::report(&a.domain, &guest.qp_stats(), a.stats.as_deref())
+        crate::vm_hca::report(&a.domain, &guest, a.stats.as_deref())
     }
 
     /// Serves the guest's control path on the link at `base` until `stop` (the link's reads give

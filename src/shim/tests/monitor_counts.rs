@@ -89,4 +89,11 @@ fn monitor_counts_exactly_what_softhca_executed() {
     assert_eq!(got.rx_read_packets, truth.rx_read_packets);
     assert_eq!((got.overruns, got.anomalies, got.errors), (0, 0, 0));
     assert!(s.syncs > 0);
+    // The sender's QP destroyed: its work stays in the HCA's ground truth, as in the
+    // monitor's totals (what `resex xen hca --stats` reports).
+    assert_eq!(a.port.retired_stats(), (Default::default(), 0));
+    drop(tx);
+    assert!(a.port.qp_stats().iter().all(|(n, _)| *n != qpn));
+    let (retired, qps) = a.port.retired_stats();
+    assert_eq!((retired, qps), (truth, 1));
 }

@@ -66,6 +66,14 @@ impl GuestPort {
             .collect()
     }
 
+    /// What the HCA executed on this guest's destroyed QPs, summed, and how many there were.
+    pub fn retired_stats(&self) -> (QpStats, u64) {
+        let st = lock(&self.hca);
+        st.guests
+            .get(&self.guest)
+            .map_or((QpStats::default(), 0), |g| (g.retired, g.retired_qps))
+    }
+
     /// What the HCA executed on one of this guest's QPs.
     pub fn stats(&self, qpn: u32) -> Option<QpStats> {
         let st = lock(&self.hca);
@@ -250,7 +258,12 @@ impl HcaControl for GuestPort {
         if st.qps.get(&qpn).is_none_or(|q| q.guest != self.guest) {
             return Err(ControlError::NotFound(format!("queue pair {qpn:#x}")));
         }
-        st.qps.remove(&qpn);
+        if let Some(q) = st.qps.remove(&qpn) {
+            if let Some(g) = st.guests.get_mut(&self.guest) {
+                g.retired += q.stats;
+                g.retired_qps += 1;
+            }
+        }
         st.link.forget(qpn);
         Ok(())
     }

@@ -76,6 +76,8 @@ impl SoftHca {
                 mem,
                 port,
                 rings: false,
+                retired: QpStats::default(),
+                retired_qps: 0,
             },
         );
         GuestPort {

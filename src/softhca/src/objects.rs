@@ -16,6 +16,10 @@ pub struct Guest {
     pub port: PortId,
     /// It rings a doorbell after writing its doorbell records (else the thread polls them).
     pub rings: bool,
+    /// What its destroyed QPs had executed (a QP's stats outlive it here), and how many.
+    pub retired: QpStats,
+    /// QPs of it destroyed.
+    pub retired_qps: u64,
 }
 
 impl std::fmt::Debug for Guest {
@@ -81,6 +85,23 @@ pub struct QpStats {
     pub sojourn_ns: u64,
     /// The part of that sum the wire alone needs: each WQE's packets at the port's rate, ns.
     pub wire_ns: u64,
+}
+
+impl std::ops::AddAssign for QpStats {
+    fn add_assign(&mut self, o: Self) {
+        self.wqes += o.wqes;
+        self.tx_bytes += o.tx_bytes;
+        self.wire_bytes += o.wire_bytes;
+        self.tx_packets += o.tx_packets;
+        self.rx_read_bytes += o.rx_read_bytes;
+        self.rx_read_packets += o.rx_read_packets;
+        self.recv_bytes += o.recv_bytes;
+        self.cqes += o.cqes;
+        self.errors += o.errors;
+        self.timed += o.timed;
+        self.sojourn_ns += o.sojourn_ns;
+        self.wire_ns += o.wire_ns;
+    }
 }
 
 /// A send work request the HCA has fetched.
