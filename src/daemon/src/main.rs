@@ -119,6 +119,9 @@ fn load_policy(path: &Path) -> Result<NamedPolicy> {
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     let cfg =
         PolicyConfig::from_toml(&text).with_context(|| format!("policy {}", path.display()))?;
+    if let Some(line) = cfg.unguarded() {
+        tracing::warn!("{}: {line}", path.display());
+    }
     let name = path
         .file_stem()
         .map_or_else(|| "policy".into(), |s| s.to_string_lossy().into_owned());

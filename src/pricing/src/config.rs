@@ -255,6 +255,19 @@ impl PolicyConfig {
         Ok(cfg)
     }
 
+    /// A line for the operator when this policy protects no tenant: a baseline as its paper
+    /// published it (no entitlement guard, tenants' reports believed). `None` for every
+    /// shipped policy.
+    pub fn unguarded(&self) -> Option<String> {
+        self.as_published.then(|| {
+            format!(
+                "policy {:?} runs as published, a baseline to compare with: no entitlement guard and tenants' reports believed, so a tenant is not protected from its neighbours (use a policy from policies/ on a host with tenants)",
+                self.policy
+            )
+            .to_lowercase()
+        })
+    }
+
     /// Checks every value's range and the keys' consistency.
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.check_ledger()?;

@@ -214,3 +214,30 @@ fn the_progress_file_is_the_defaults_acting_every_interval() {
     let stray = shipped("freemarket.toml") + "\n[progress]\ngain = 2.0\n";
     assert!(PolicyConfig::from_toml(&stray).is_err());
 }
+
+#[test]
+fn only_a_baseline_is_flagged_as_protecting_no_tenant() {
+    let dir = format!("{}/../../policies", env!("CARGO_MANIFEST_DIR"));
+    let mut files = 0;
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let path = e.unwrap().path();
+        if path.extension().is_some_and(|x| x == "toml") {
+            let cfg = PolicyConfig::from_toml(&std::fs::read_to_string(&path).unwrap()).unwrap();
+            assert_eq!(cfg.unguarded(), None, "{}", path.display());
+            files += 1;
+        }
+    }
+    assert!(files >= 6, "{files} policy files in {dir}");
+    let path = format!(
+        "{}/../../tools/baselines/justitia.toml",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let cfg = PolicyConfig::from_toml(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let line = cfg
+        .unguarded()
+        .expect("the Justitia baseline guards nothing");
+    assert!(
+        line.contains("justitia") && line.contains("no entitlement guard"),
+        "{line}"
+    );
+}
