@@ -45,9 +45,9 @@ impl VmHca {
     }
 }
 
-/// The summary document: per live QP, what its destroyed QPs had executed (`retired`: a
-/// guest that tears a QP down keeps what it sent counted, as resexd does), and the totals over
-/// both.
+/// The summary document: what each live QP executed, what the guest's destroyed QPs had
+/// executed (`retired`: what a guest sent stays counted after it tears the QP down, as in
+/// resexd's counts), and the totals over both.
 #[cfg_attr(not(any(feature = "libvirt", feature = "xen")), allow(dead_code))]
 pub fn summary(domain: &str, qps: &[(u32, QpStats)], retired: (QpStats, u64)) -> serde_json::Value {
     let (gone, gone_qps) = retired;
