@@ -300,6 +300,12 @@ pub(crate) fn schedules(
         // compatible with the same jobs sending the same bytes (it follows their periods
         // itself); otherwise each job as measured.
         let measured: Vec<JobPeriod> = jobs.iter().map(|j| j.2).collect();
+        // A link's grid reads its jobs at their fundamental (a pair that alternates repeats
+        // every two iterations, and its detector may take that for its period).
+        let measured = match grids.get(&link.name) {
+            Some(g) => g.fundamentals(&measured),
+            None => measured,
+        };
         let grid = match grids
             .remove(&link.name)
             .filter(|g| g.serves(jobs.iter().map(|(h, v, _)| (*h, *v))) && g.holds_for(&measured))

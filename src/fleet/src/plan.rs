@@ -440,6 +440,18 @@ mod tests {
             allocs.iter().all(|a| a.adaptive.iter().all(|s| s.grid)),
             "on the grid it kept: {allocs:?}"
         );
+        // One job read at twice its period with twice its bytes (a pair that alternates which
+        // job is ahead repeats every two iterations): read at its fundamental, the grid holds.
+        let twice = vec![
+            summary("a", vec![job("ja", 308.0, 11.75e6)]),
+            summary("b", vec![job("jb", 616.0, 23.5e6)]),
+        ];
+        let (allocs, rep) = pl.clone().round(&t, &twice, "a", at(3)).unwrap();
+        assert_eq!(rep.schedules, 2, "{rep:?}");
+        assert!(
+            allocs.iter().all(|a| a.adaptive.iter().all(|s| s.grid)),
+            "{allocs:?}"
+        );
         // Within the margin, but a job's bytes moved by more than SAME_BYTES: its grid no
         // longer holds, and the link is not drawn a new one under the threshold.
         let moved = vec![
