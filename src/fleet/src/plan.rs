@@ -440,11 +440,12 @@ mod tests {
             allocs.iter().all(|a| a.adaptive.iter().all(|s| s.grid)),
             "on the grid it kept: {allocs:?}"
         );
-        // One job read at twice its period with twice its bytes (a pair that alternates which
-        // job is ahead repeats every two iterations): read at its fundamental, the grid holds.
+        // One job read at twice the grid's period (248 ms alone, plus 3%) with twice its
+        // bytes (a pair that alternates which job is ahead repeats every two iterations):
+        // read at its fundamental, the grid holds.
         let twice = vec![
             summary("a", vec![job("ja", 308.0, 11.75e6)]),
-            summary("b", vec![job("jb", 616.0, 23.5e6)]),
+            summary("b", vec![job("jb", 2.0 * 248.0 * 1.03, 23.5e6)]),
         ];
         let (allocs, rep) = pl.clone().round(&t, &twice, "a", at(3)).unwrap();
         assert_eq!(rep.schedules, 2, "{rep:?}");

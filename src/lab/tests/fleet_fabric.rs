@@ -90,7 +90,7 @@ fn the_lab_fleet_detects_the_periods_and_scores_the_compatible_uplink_apart_from
 fn the_compatible_pair_runs_faster_on_its_grid_and_the_other_pair_as_fair() {
     let (fair, adaptive) = (run(false, 16.0), run(true, 16.0));
     // Pair a takes the uplink in turns on its grid: at least 1.15x faster than fair (the
-    // issue's figure; measured 1.23x), and never slower than its time alone by much.
+    // issue's figure; measured 1.24x), and never slower than its time alone by much.
     for job in ["job-a1", "job-a2"] {
         let (f, a) = (settled(&fair, job), settled(&adaptive, job));
         assert!(f / a >= 1.15, "{job}: fair {f} ms, adaptive {a} ms");

@@ -51,6 +51,8 @@ pub(crate) struct Grid {
     /// When it was drawn or last grew, Unix ms: it grows by the jobs' byte counts no sooner
     /// than [`GRID_COUNT_WAIT_MS`] after.
     grown_at_ms: f64,
+    /// Whether it last grew by a byte count: it then holds until the count reads again.
+    grew_by_count: bool,
 }
 
 /// A grid shorter than a job's latest period by more than this, [`GRID_LATE_ROUNDS`] rounds
@@ -78,6 +80,16 @@ pub const SAME_BYTES: f64 = 0.25;
 /// history (8.2 s at 1 ms, resexd's and the lab's) and a verdict's age (up to 2 s) and a
 /// round, so that the iterations before the change have left the count.
 pub const GRID_COUNT_WAIT_MS: f64 = 11_000.0;
+
+/// A job counted longer than the grid by more than this is late by its bytes: twice
+/// [`GRID_BEHIND`], for the count's own error (the bytes the grid was drawn with, read over a
+/// period read 1-2% off, and the window's edges: up to half an iteration in about 28).
+pub const GRID_COUNT_BEHIND: f64 = 0.06;
+
+/// A reading of k iterations is taken at its fundamental only when its bytes are within this
+/// of k times the bytes the grid was drawn with, and its period within this of k times the
+/// grid's (a job whose work grew is another job: [`SAME_BYTES`]).
+pub const FUNDAMENTAL_TOLERANCE: f64 = 0.1;
 
 /// How much a grid the jobs keep shrinks each round: the period alone is measured while the
 /// jobs collide, long; under the grid they wait for their arcs, so the grid probes down
@@ -142,6 +154,7 @@ impl Grid {
             late_rounds: 0,
             drawn_ms: period_ms,
             grown_at_ms: now_ms,
+            grew_by_count: false,
         })
     }
 
@@ -187,16 +200,47 @@ impl Grid {
     }
 
     /// The readings of its jobs (`measured`, in its job order) at their fundamental: a job
-    /// whose reading has k times the bytes it was drawn with (2 to 4, each within
-    /// [`SAME_BYTES`]) is read at k periods, the pair's alternation repeating every k of its
-    /// iterations (seen live: 549 ms and 2.2 MB for a job of 1.18 MB every 290 ms, which
-    /// dropped the grid); its period, bytes and latest period are divided by k.
+    /// whose reading has k times the bytes it was drawn with and k times the grid's period
+    /// (k 2 to 4, each within [`FUNDAMENTAL_TOLERANCE`]) is read at k periods, the pair's
+    /// alternation repeating every k of its iterations (seen live: 549 ms and 2.2 MB for a job
+    /// of 1.18 MB on a grid of 274-282 ms, which dropped the grid); its period and bytes are
+    /// divided by k, and its latest period by the number of the grid's periods it spans (2 to
+    /// k; as read when it spans one).
     pub(crate) fn fundamentals(&self, measured: &[JobPeriod]) -> Vec<JobPeriod> {
         measured
             .iter()
             .zip(self.bytes.iter().chain(std::iter::repeat(&0.0)))
-            .map(|(m, &drawn)| fundamental(m, drawn))
+            .map(|(m, &drawn)| self.fundamental(m, drawn))
             .collect()
+    }
+
+    /// `m` at its fundamental when it is k of its iterations (see [`Self::fundamentals`]).
+    fn fundamental(&self, m: &JobPeriod, drawn: f64) -> JobPeriod {
+        let near = |x: f64, want: f64| (x - want).abs() <= FUNDAMENTAL_TOLERANCE * want;
+        if !(drawn > 0.0 && m.bytes_per_period.is_finite() && self.period_ms > 0.0) {
+            return *m;
+        }
+        let k = (m.bytes_per_period / drawn).round();
+        if !((2.0..=4.0).contains(&k)
+            && near(m.bytes_per_period, k * drawn)
+            && near(m.period_ms, k * self.period_ms))
+        {
+            return *m;
+        }
+        let period_ms = m.period_ms / k;
+        JobPeriod {
+            period_ms,
+            bytes_per_period: m.bytes_per_period / k,
+            latest_period_ms: m.latest_period_ms.map(|l| {
+                let r = (l / period_ms).round();
+                if (2.0..=k).contains(&r) {
+                    l / r
+                } else {
+                    l
+                }
+            }),
+            ..*m
+        }
     }
 
     /// One round on: the anchor moved to the latest cycle that began by `now_ms`; then the
@@ -208,9 +252,10 @@ impl Grid {
     /// lower than the period it left (and [`GRID_PROBE`]) again. Behind it for fewer rounds:
     /// it holds. A job is also late by its bytes when its iterations as they count them (the
     /// bytes it was drawn with over its rate: its detector's bytes per period over its period)
-    /// are longer than the grid by more than [`GRID_BEHIND`], counted once the grid was drawn
-    /// or last grew [`GRID_COUNT_WAIT_MS`] ago (before, the count holds the iterations from
-    /// before): the grid grows a step, and waits as long again. A job that falls behind
+    /// are longer than the grid by more than [`GRID_COUNT_BEHIND`], counted once the grid was
+    /// drawn or last grew [`GRID_COUNT_WAIT_MS`] ago (before, the count holds the iterations
+    /// from before): the grid grows a step and holds there until the count reads again (a
+    /// step it probed back down from in three rounds would grow it by 1%). A job that falls behind
     /// a short grid every few iterations is held back a whole turn each time; its latest
     /// periods miss those turns, its bytes do not (measured live: latest periods 270-274 ms
     /// on a grid of 268, iterations counted at 292-301 ms). Every job on time by both: it
@@ -228,7 +273,9 @@ impl Grid {
         let busy: f64 = self.wire.iter().sum();
         let behind = |x: f64| x > p * (1.0 + GRID_BEHIND);
         let late = behind(longest);
-        let late_by_bytes = now_ms - self.grown_at_ms >= GRID_COUNT_WAIT_MS && behind(counted);
+        let counting = now_ms - self.grown_at_ms >= GRID_COUNT_WAIT_MS;
+        let late_by_bytes = counting && counted > p * (1.0 + GRID_COUNT_BEHIND);
+        let holding = self.grew_by_count && !counting;
         let most = self.drawn_ms * GRID_MAX_GROWTH;
         self.late_rounds = if late { self.late_rounds + 1 } else { 0 };
         if self.late_rounds >= GRID_LATE_ROUNDS || late_by_bytes {
@@ -236,7 +283,8 @@ impl Grid {
             self.period_ms = (p * (1.0 + GRID_SLACK)).min(most).max(busy);
             self.late_rounds = 0;
             self.grown_at_ms = now_ms;
-        } else if !late && !late_by_bytes {
+            self.grew_by_count = late_by_bytes;
+        } else if !late && !late_by_bytes && !holding {
             let floor = self.floor_ms.map_or(0.0, |f| f * (1.0 + GRID_PROBE));
             self.period_ms = (p * (1.0 - GRID_PROBE)).max(floor).min(most).max(busy);
         }
@@ -250,31 +298,6 @@ impl Grid {
             .map(|(&drawn, m)| drawn * m.period_ms / m.bytes_per_period)
             .filter(|t| t.is_finite() && *t > 0.0)
             .fold(0.0, f64::max)
-    }
-}
-
-/// `m` at its fundamental when its bytes are k times `drawn` (see [`Grid::fundamentals`]).
-fn fundamental(m: &JobPeriod, drawn: f64) -> JobPeriod {
-    if !(drawn > 0.0 && m.bytes_per_period.is_finite()) {
-        return *m;
-    }
-    let k = (m.bytes_per_period / drawn).round();
-    if !((2.0..=4.0).contains(&k) && (m.bytes_per_period / k - drawn).abs() <= SAME_BYTES * drawn) {
-        return *m;
-    }
-    let period_ms = m.period_ms / k;
-    JobPeriod {
-        period_ms,
-        bytes_per_period: m.bytes_per_period / k,
-        latest_period_ms: m.latest_period_ms.map(|l| {
-            let r = (l / period_ms).round();
-            if (2.0..=k).contains(&r) {
-                l / r
-            } else {
-                l
-            }
-        }),
-        ..*m
     }
 }
 
@@ -396,59 +419,76 @@ mod tests {
     }
 
     #[test]
-    fn a_job_late_by_its_bytes_grows_the_grid_once_a_history_after_it_changed() {
+    fn a_job_late_by_its_bytes_grows_the_grid_a_step_and_holds_it_until_the_count_reads_again() {
         let jobs = [
             ("h1", "a1", job(1000.0, 308.0, 0.5, 11.75e6)),
             ("h2", "a2", job(1010.0, 308.0, 0.5, 11.75e6)),
         ];
         let mut g = Grid::draw(&jobs, 1000.0, 2000.0).unwrap();
-        let p = g.period_ms;
-        // Latest periods on time (the grid's), but the bytes count iterations 10% longer:
-        // a job held back a turn every few iterations. Its detector's period reads the
-        // grid's; its bytes per period, that period at its rate.
+        let drawn = g.period_ms;
+        // Latest periods on time (the grid's), but the bytes count iterations `by` times
+        // longer: a job held back a turn every few iterations. Its detector's period reads
+        // the grid's; its bytes per period, that period at its rate.
         let counted = |q: f64, by: f64| {
             let mut j = job(0.0, q, 0.4, 11.75e6 / by);
             j.latest_period_ms = Some(q);
             [job(0.0, q, 0.4, 11.75e6), j]
         };
-        // Before a history has passed since it was drawn the count holds the iterations
-        // from before (colliding, long): not read, the grid shrinks.
-        g.follow(&counted(p, 1.1), 2000.0 + 1000.0);
-        assert!((g.period_ms - p * 0.99).abs() < 1e-9, "{}", g.period_ms);
-        let p = g.period_ms;
-        g.follow(&counted(p, 1.1), 2000.0 + GRID_COUNT_WAIT_MS);
+        let at = |k: f64| 2000.0 + k * GRID_COUNT_WAIT_MS;
+        let step = |g: &mut Grid, by: f64, t: f64| {
+            let q = g.period_ms;
+            g.follow(&counted(q, by), t);
+            g.period_ms / q
+        };
+        let same = |x: f64, want: f64| (x - want).abs() < 1e-9;
+        // Before a history has passed since it was drawn the count holds the iterations from
+        // before (colliding, long): not read, the grid shrinks.
+        assert!(same(step(&mut g, 1.1, at(0.1)), 0.99));
+        // Read: it grows a step, and holds there while the count cannot read the new grid.
+        let grew_from = g.period_ms;
+        assert!(same(step(&mut g, 1.1, at(1.0)), 1.03));
+        assert!(same(step(&mut g, 1.1, at(1.4)), 1.0), "held, late");
+        assert!(same(step(&mut g, 1.0, at(1.8)), 1.0), "held, on time");
+        // Read again, on time: it shrinks, no lower than GRID_PROBE above the period it grew
+        // from; within GRID_COUNT_BEHIND (5% by the count) is on time.
+        assert!(same(step(&mut g, 1.0, at(2.1)), 0.99));
+        assert!(step(&mut g, 1.05, at(2.2)) < 1.0);
+        for k in 0..10 {
+            step(&mut g, 1.0, at(2.3 + 0.01 * f64::from(k)));
+        }
+        assert!(same(g.period_ms, grew_from * 1.01), "{}", g.period_ms);
+        // A job counted late round after round (a count biased long, or a lie) grows it one
+        // step a history, to GRID_MAX_GROWTH times the period it was drawn with at most.
+        let mut steps = 0;
+        for k in 0..40 {
+            if step(&mut g, 1.5, at(3.0 + f64::from(k) * 0.5)) > 1.0 {
+                steps += 1;
+            }
+        }
+        assert!(steps <= 20, "{steps} steps in 20 histories");
         assert!(
-            (g.period_ms - p * 1.03).abs() < 1e-9,
-            "grew: {}",
-            g.period_ms
-        );
-        // Still late by its bytes (the history still holds the iterations before): not read,
-        // shrinks, no lower than its floor; not grown again until another history has passed.
-        let q = g.period_ms;
-        g.follow(&counted(q, 1.1), 2000.0 + GRID_COUNT_WAIT_MS + 4000.0);
-        assert!((g.period_ms - q * 0.99).abs() < 1e-9, "{}", g.period_ms);
-        let q = g.period_ms;
-        g.follow(&counted(q, 1.1), 2000.0 + 2.0 * GRID_COUNT_WAIT_MS);
-        assert!(
-            (g.period_ms - q * 1.03).abs() < 1e-9,
-            "grew: {}",
-            g.period_ms
-        );
-        let q = g.period_ms;
-        g.follow(&counted(q, 1.0), 2000.0 + 4.0 * GRID_COUNT_WAIT_MS);
-        // On time by both: it shrinks, no lower than GRID_PROBE above the period it last grew
-        // from.
-        let floor = q / 1.03 * 1.01;
-        assert!(
-            (g.period_ms - (q * 0.99).max(floor)).abs() < 1e-9,
+            same(g.period_ms, drawn * GRID_MAX_GROWTH),
             "{}",
             g.period_ms
         );
-        // Within GRID_BEHIND by its bytes: on time.
-        let r = g.period_ms;
-        g.follow(&counted(r, 1.02), 2000.0 + 6.0 * GRID_COUNT_WAIT_MS);
-        let want = (r * 0.99).max(floor);
-        assert!((g.period_ms - want).abs() < 1e-9, "{}", g.period_ms);
+        // A growth by the latest periods restarts the wait, and does not hold: the count is
+        // not read in the history after it.
+        let mut g = Grid::draw(&jobs, 1000.0, 2000.0).unwrap();
+        let late = |q: f64| {
+            let mut j = counted(q, 1.0);
+            j[0].latest_period_ms = Some(q * 1.1);
+            j
+        };
+        for k in 0..3 {
+            let q = g.period_ms;
+            g.follow(&late(q), at(1.0) + f64::from(k));
+        }
+        let q = g.period_ms;
+        assert!(same(q, drawn * 1.03), "grew by the latest periods: {q}");
+        assert!(
+            same(step(&mut g, 1.1, at(1.5)), 0.99),
+            "count not read, no hold"
+        );
     }
 
     #[test]
@@ -467,11 +507,25 @@ mod tests {
         assert_eq!(read[1].latest_period_ms, Some(280.0));
         assert_eq!(read[1].duty, 0.44);
         assert!(g.holds_for(&read));
-        // Bytes that are no whole multiple, or more than 4: as read (another job).
-        for (p, b) in [(435.0, 1.65e6), (1450.0, 5.9e6)] {
+        // The grid's period: 290 ms less its arc's stretch (116 - 94.4 ms), plus GRID_SLACK.
+        let q = g.period_ms;
+        assert!((q - 268.4 * 1.03).abs() < 0.1, "{q}");
+        // Bytes 1.5, 2.5 and 3.4 times the drawn ones, or more than 4 times; twice the bytes
+        // at one period (a job whose work doubled); k times the bytes at a period more than
+        // FUNDAMENTAL_TOLERANCE off k periods: as read (another job).
+        for (p, b) in [
+            (2.0 * q, 1.77e6),
+            (2.0 * q, 2.95e6),
+            (3.0 * q, 4.01e6),
+            (5.0 * q, 5.9e6),
+            (q, 2.36e6),
+            (2.25 * q, 2.36e6),
+        ] {
             let odd = job(0.0, p, 0.4, b);
-            assert_eq!(g.fundamentals(&[odd, odd])[1], odd);
+            assert_eq!(g.fundamentals(&[odd, odd])[1], odd, "{p} ms, {b} B");
         }
+        let three = job(0.0, 3.0 * q, 0.4, 3.0 * 1.18e6);
+        assert!((g.fundamentals(&[three, three])[1].period_ms - q).abs() < 1e-9);
         // Fewer readings than jobs, or a zero: no panic, as read.
         assert_eq!(g.fundamentals(&[two]).len(), 1);
         let zero = job(0.0, 290.0, 0.0, 0.0);
